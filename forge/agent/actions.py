@@ -1,0 +1,97 @@
+"""Stage 1, choose an action: capability-ranked tool selection that refuses ties.
+
+Sorting is not selection evidence. When the best capability score is shared, the list order
+would decide silently, so the selector raises and lets the loop ask for clarification.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "Action",
+    "AmbiguousToolChoice",
+    "NoMatchingTool",
+    "ToolSpec",
+    "select_action",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool's static description: its unique name and the capabilities it offers."""
+
+    name: str
+    capabilities: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """The selection result handed to execution: which tool, and why it won."""
+
+    tool_name: str
+    reason: str
+
+
+class AmbiguousToolChoice(ValueError):
+    """The top score is shared by two or more tools; the caller must clarify the goal.
+
+    `tied` lists every tool at the best score, sorted by name; `score` is that score.
+    """
+
+    def __init__(self, tied: tuple[str, ...], score: int) -> None:
+        super().__init__("ambiguous tool choice requires clarification")
+        self.tied = tied
+        self.score = score
+
+
+class NoMatchingTool(ValueError):
+    """No registered tool offers any required capability (a capability gap).
+
+    `required` is the capability set that nothing matched.
+    """
+
+    def __init__(self, required: frozenset[str]) -> None:
+        wanted = ", ".join(sorted(required)) or "(none)"
+        super().__init__(f"no tool matches the required capabilities: {wanted}")
+        self.required = required
+
+
+def select_action(
+    goal: str, required_capabilities: Iterable[str], tools: Sequence[ToolSpec]
+) -> Action:
+    """Pick the single tool whose capabilities best cover `required_capabilities`.
+
+    Tools are ranked by `len(tool.capabilities & required_capabilities)`; the result never
+    depends on the order of `tools`.
+
+    Raises:
+        ValueError: `goal` is blank, or two tools in `tools` share a name.
+        NoMatchingTool: `tools` is empty or the best score is 0 (message contains "no tool").
+        AmbiguousToolChoice: the two best tools share the best score (a tie further down
+            does not matter).
+    """
+    if not goal.strip():
+        raise ValueError("goal must not be blank")
+    required = frozenset(required_capabilities)
+    names = [tool.name for tool in tools]
+    if len(set(names)) != len(names):
+        duplicated = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"duplicate tool names: {', '.join(duplicated)}")
+
+    scores = [(len(tool.capabilities & required), tool.name) for tool in tools]
+    best = max((score for score, _ in scores), default=0)
+    if best == 0:
+        raise NoMatchingTool(required)
+    winners = tuple(sorted(name for score, name in scores if score == best))
+    if len(winners) > 1:
+        raise AmbiguousToolChoice(winners, best)
+    runner_up = max((score for score, name in scores if name != winners[0]), default=0)
+    return Action(
+        tool_name=winners[0],
+        reason=(
+            f"{winners[0]} covers {best} of {len(required)} required capabilities; "
+            f"the next best covers {runner_up}"
+        ),
+    )

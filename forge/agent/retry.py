@@ -1,0 +1,96 @@
+"""Stage 4, retry: bounded retry of transient errors only.
+
+A forbidden operation tried three times wastes the budget and hides the real error, so the
+failure's class decides: only `TransientToolError` is retried, everything else propagates at
+once. Backoff, deadline and the server's `retry_after` hint are opt-in refinements that never
+change which errors are retried or how many attempts are allowed.
+"""
+
+from __future__ import annotations
+
+import random as _random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = ["PermanentToolError", "RetryResult", "TransientToolError", "run_with_retry"]
+
+T = TypeVar("T")
+
+
+class TransientToolError(RuntimeError):
+    """A failure that may pass (timeout, 503). `retry_after` is the server's hint, in seconds."""
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        if retry_after is not None and retry_after < 0:
+            raise ValueError(f"retry_after must be >= 0, got {retry_after}")
+        self.retry_after = retry_after
+
+
+class PermanentToolError(RuntimeError):
+    """A failure that retrying cannot fix (permission denied, invalid target)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryResult(Generic[T]):
+    """The operation's value and how many calls it took (1 = no retry)."""
+
+    value: T
+    attempts: int
+
+
+def run_with_retry(
+    operation: Callable[[], T],
+    max_attempts: int = 3,
+    *,
+    base_delay: float = 0.0,
+    max_delay: float = 30.0,
+    deadline: float | None = None,
+    on_retry: Callable[[int, TransientToolError, float], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    random: Callable[[], float] = _random.random,
+) -> RetryResult[T]:
+    """Call `operation` until it returns, retrying only `TransientToolError`.
+
+    `max_attempts=3` allows at most three calls; when the third also raises
+    `TransientToolError`, that error is re-raised. Between attempts it waits
+    `random() * min(max_delay, base_delay * 2 ** (attempt - 1))` (exponential backoff with
+    full jitter; with the default `base_delay=0` it does not wait), or the error's
+    `retry_after` hint when that is longer, capped at `max_delay`. With a `deadline` (seconds
+    from the first call), the elapsed time plus the planned wait is checked *before*
+    sleeping: a wait that would cross the deadline is not taken and the error is re-raised.
+    `on_retry(attempt, error, delay)` is called before each wait.
+
+    Raises:
+        ValueError: `max_attempts < 1`, a negative delay or a non-positive deadline; before
+            any call.
+        TransientToolError: the last one, once the attempts or the deadline are spent.
+        PermanentToolError, and every other exception: at its first occurrence, unretried.
+    """
+    if max_attempts < 1:
+        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
+    if base_delay < 0 or max_delay < 0:
+        raise ValueError(f"delays must be >= 0, got base_delay={base_delay}, max_delay={max_delay}")
+    if deadline is not None and deadline <= 0:
+        raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
+
+    started = clock()
+    for attempt in range(1, max_attempts + 1):
+        try:
+            return RetryResult(operation(), attempt)
+        except TransientToolError as error:
+            if attempt == max_attempts:
+                raise
+            delay = random() * min(max_delay, base_delay * 2 ** (attempt - 1))
+            if error.retry_after is not None:
+                delay = max(delay, min(error.retry_after, max_delay))
+            if deadline is not None and clock() - started + delay > deadline:
+                raise
+            if on_retry is not None:
+                on_retry(attempt, error, delay)
+            if delay > 0:
+                sleep(delay)
+    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

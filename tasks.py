@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Set up and run forge's two jobs on a fresh machine: `python3 tasks.py demo|test`.
+
+Needs only Python >= 3.11 with pip. It creates `.venv` when missing (or when
+pyproject.toml changed since), installs forge with its test extra into it, makes sure
+Graphviz's `dot` binary is present (installing Debian's `graphviz` package when running as
+root where apt-get exists, otherwise saying how), then runs the job inside the environment.
+Extra arguments are passed through: `python3 tasks.py test -k retry`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+STAMP = VENV / ".forge-installed"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+
+
+def ensure_environment() -> None:
+    pyproject = ROOT / "pyproject.toml"
+    if STAMP.exists() and STAMP.stat().st_mtime >= pyproject.stat().st_mtime:
+        return
+    if not PYTHON.exists():
+        print(f"tasks: creating {VENV}", flush=True)
+        venv.create(VENV, with_pip=True)
+    print("tasks: installing forge and its test dependencies", flush=True)
+    subprocess.run(
+        [str(PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "-e", f"{ROOT}[test]"],
+        check=True,
+    )
+    STAMP.touch()
+
+
+def ensure_graphviz(required: bool) -> None:
+    if shutil.which("dot"):
+        return
+    apt = shutil.which("apt-get")
+    if apt and hasattr(os, "geteuid") and os.geteuid() == 0:
+        print("tasks: installing Graphviz (apt-get install -y graphviz)", flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        subprocess.run([apt, "update", "-qq"], check=True, env=env)
+        subprocess.run([apt, "install", "-y", "-qq", "graphviz"], check=True, env=env)
+        if shutil.which("dot"):
+            return
+    message = (
+        "Graphviz's `dot` binary is not on PATH. Install it with your package manager "
+        "(Debian/Ubuntu: sudo apt-get install graphviz; macOS: brew install graphviz), "
+        "then run this again."
+    )
+    if required:
+        sys.exit(f"tasks: {message}")
+    print(f"tasks: note: {message} Diagrams are written as DOT until then.", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    jobs = {
+        "demo": ([str(PYTHON), str(ROOT / "examples" / "first_loop.py")], False),
+        "test": ([str(PYTHON), "-m", "pytest"], True),
+    }
+    if not argv or argv[0] not in jobs:
+        print(f"usage: python3 tasks.py {{{'|'.join(jobs)}}} [ARGS...]", file=sys.stderr)
+        return 2
+    command, needs_dot = jobs[argv[0]]
+    ensure_environment()
+    ensure_graphviz(required=needs_dot)
+    return subprocess.run([*command, *argv[1:]], cwd=ROOT).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
