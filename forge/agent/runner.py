@@ -8,21 +8,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
 from forge.agent.stopping import StopController
+
+if TYPE_CHECKING:
+    from forge.machine.trace import TransitionRecord
 
 __all__ = ["LoopResult", "run_agent"]
 
 
 @dataclass(frozen=True, slots=True)
 class LoopResult:
-    """How a run ended: the stop reason, the number of steps taken, and the final state."""
+    """How a run ended: the stop reason, the number of steps taken, and the final state.
+
+    Runs driven by the state machine (`forge.AgentLoop`) fill the rest: `trace`, one record
+    per fired transition; `error`, the exception that ended the run, if any; `outcome`, the
+    terminal state's success / failure / needs_input; and the counters of retries and of
+    side effects run and replayed. `run_agent` leaves them at their defaults.
+    """
 
     reason: str
     steps: int
     state: LoopState
+    trace: tuple[TransitionRecord, ...] = ()
+    error: BaseException | None = None
+    outcome: str | None = None
+    retries: int = 0
+    side_effects_run: int = 0
+    side_effects_replayed: int = 0
 
 
 def run_agent(

@@ -1,0 +1,45 @@
+"""forge: a single agent's tool-calling loop as an explicit finite-state machine.
+
+The public face, grouped: build and run a loop; declare tools and policies; read results
+and traces; load definitions.
+"""
+
+from forge.agent.idempotency import IdempotencyRegistry
+from forge.agent.observations import LoopState, Observation
+from forge.agent.retry import PermanentToolError, TransientToolError
+from forge.agent.runner import LoopResult
+from forge.loop import AgentLoop
+from forge.machine.definition import DefinitionError, MachineDefinition, load_definition
+from forge.machine.engine import NoTransitionEnabled, RunFinished
+from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
+from forge.policy import Intent, Policy, ScriptedPolicy, ScriptExhausted
+from forge.tools import Tool
+
+__all__ = [
+    # building and running a loop
+    "AgentLoop",
+    "IdempotencyRegistry",
+    # tools and policies
+    "Tool",
+    "Intent",
+    "Policy",
+    "ScriptedPolicy",
+    "ScriptExhausted",
+    "TransientToolError",
+    "PermanentToolError",
+    # results and traces
+    "LoopResult",
+    "LoopState",
+    "Observation",
+    "TransitionRecord",
+    "GuardResult",
+    "read_trace",
+    "write_trace",
+    "TraceFormatError",
+    # definitions and the engine's errors
+    "MachineDefinition",
+    "DefinitionError",
+    "load_definition",
+    "NoTransitionEnabled",
+    "RunFinished",
+]

@@ -1,0 +1,142 @@
+"""The engine: the one module that touches `transitions`.
+
+One `transitions.Machine` is built per definition and shared by every run of it. Runs are
+never added to the machine as models (`add_model` scans a list, and the machine would keep
+every run alive); instead the engine fires the machine's `Event` objects on the run
+directly, so starting a run costs the same with one or ten thousand runs alive, and a
+finished run is referenced by nothing in the machine.
+
+Firing a state: run its stage action, evaluate every guard of its outgoing transitions once,
+require exactly one transition enabled, and let `transitions` take it (its conditions read
+the guard values just recorded). Zero or several enabled transitions raise instead of
+letting the file's order decide.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from transitions import Machine
+
+from forge.machine.definition import MachineDefinition, TransitionDef
+from forge.machine.run import Run
+from forge.machine.stages import ACTIONS, GUARDS
+from forge.machine.trace import GuardResult, TransitionRecord
+
+__all__ = ["LoopEngine", "NoTransitionEnabled", "RunFinished", "engine_for"]
+
+
+class RunFinished(RuntimeError):
+    """The run is in a terminal state; there is nothing left to fire."""
+
+
+class NoTransitionEnabled(RuntimeError):
+    """Zero or several transitions were enabled, so the machine cannot choose one.
+
+    `state`, `verdict` and `guards` say what was evaluated; `enabled` lists the entries of
+    the enabled transitions (empty when none was). `forge check` finds these statically.
+    """
+
+    def __init__(self, state: str, verdict: str | None, guards: tuple[GuardResult, ...],
+                 enabled: tuple[str, ...]) -> None:
+        shown = ", ".join(f"{g.name}={g.value}" for g in guards) or "no guards"
+        what = f"{len(enabled)} transitions enabled ({'; '.join(enabled)})" if enabled else "no transition enabled"
+        super().__init__(f"state {state!r} with verdict {verdict!r}: {what}; guards: {shown}")
+        self.state, self.verdict, self.guards, self.enabled = state, verdict, guards, enabled
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledState:
+    terminal: bool
+    action: Callable[[Run], str] | None
+    transitions: tuple[TransitionDef, ...]
+    guards: tuple[tuple[str, str], ...]  # (guard name, verdict it tests), each name once
+
+
+def _condition(guard: str) -> Callable[[Any], bool]:
+    def holds(event: Any) -> bool:
+        return event.model.guard_values[guard]
+
+    holds.__name__ = guard
+    return holds
+
+
+class LoopEngine:
+    """Runs any number of `Run`s through one definition's machine."""
+
+    def __init__(self, definition: MachineDefinition, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.definition = definition
+        self._clock = clock
+        self._machine = Machine(
+            model=None,
+            states=[{"name": s.name, "final": s.terminal} for s in definition.states],
+            initial=definition.initial,
+            auto_transitions=False,
+            send_event=True,
+            name=definition.name,
+        )
+        for t in definition.transitions:
+            conditions = [_condition(t.guard)] if t.guard else []
+            self._machine.add_transition(t.trigger, t.source, t.dest, conditions=conditions)
+        self._events = dict(self._machine.events)
+        self._states: dict[str, _CompiledState] = {}
+        for state in definition.states:
+            outgoing = definition.outgoing(state.name)
+            names = dict.fromkeys(t.guard for t in outgoing if t.guard)
+            self._states[state.name] = _CompiledState(
+                terminal=state.terminal,
+                action=ACTIONS[state.action].run if state.action else None,
+                transitions=outgoing,
+                guards=tuple((name, GUARDS[name].verdict) for name in names),
+            )
+
+    def is_terminal(self, run: Run) -> bool:
+        return self._states[run.state].terminal
+
+    def fire(self, run: Run) -> TransitionRecord:
+        """Fire the one transition enabled in `run`'s current state and record it.
+
+        Raises:
+            RunFinished: `run` is already in a terminal state.
+            NoTransitionEnabled: the verdict enables zero or several transitions.
+        """
+        started = self._clock()
+        compiled = self._states[run.state]
+        if compiled.terminal:
+            raise RunFinished(f"the run has ended in {run.state!r}; there is nothing left to fire")
+        run.detail = {}
+        verdict = compiled.action(run) if compiled.action is not None else None
+        run.verdict = verdict
+        values = {name: verdict == wanted for name, wanted in compiled.guards}
+        run.guard_values = values
+        enabled = [t for t in compiled.transitions if t.guard is None or values[t.guard]]
+        guards = tuple(GuardResult(name, value) for name, value in values.items())
+        if len(enabled) != 1:
+            raise NoTransitionEnabled(run.state, verdict, guards, tuple(t.entry for t in enabled))
+        chosen = enabled[0]
+        source = run.state
+        self._events[chosen.trigger].trigger(run)
+        record = TransitionRecord(
+            sequence=len(run.trace) + 1,
+            step=run.step,
+            source=source,
+            trigger=chosen.trigger,
+            dest=run.state,
+            guards=guards,
+            verdict=verdict,
+            duration_s=self._clock() - started,
+            detail=run.detail,
+            machine=self.definition.name,
+        )
+        run.trace.append(record)
+        return record
+
+
+@lru_cache(maxsize=64)
+def engine_for(definition: MachineDefinition) -> LoopEngine:
+    """The shared engine of `definition`: built once, reused by every loop that runs it."""
+    return LoopEngine(definition)

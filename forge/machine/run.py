@@ -1,0 +1,66 @@
+"""One run's mutable context: the model that the shared machine moves from state to state.
+
+The machine itself is shared by every run of a definition, so all per-run facts live here:
+the `LoopState`, the last intent, selection, call outcome and stop decision, counters for the
+summary, and the trace so far.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from forge.agent.actions import Action, ToolSpec
+from forge.agent.idempotency import IdempotencyRegistry
+from forge.agent.observations import LoopState, Observation
+from forge.agent.stopping import StopController, StopDecision
+from forge.policy import Intent, Policy
+from forge.tools import Tool
+
+if TYPE_CHECKING:
+    from forge.machine.trace import TransitionRecord
+
+__all__ = ["Run", "RunConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """Everything a run needs from its loop, fixed for the run's lifetime."""
+
+    tools: Mapping[str, Tool]
+    specs: tuple[ToolSpec, ...]
+    policy: Policy
+    verify: Callable[[Observation], bool]
+    controller: StopController
+    registry: IdempotencyRegistry
+    max_attempts: int
+    retry_options: Mapping[str, Any]
+
+
+@dataclass(eq=False, slots=True)
+class Run:
+    """The state of one run. `state` is the machine state's name (the engine sets it).
+
+    Attributes after the last fired transition: `verdict` is the source state's action
+    result; `detail` what the trace keeps of it (tool, status, attempts, replayed …).
+    """
+
+    goal: str
+    config: RunConfig
+    state: str
+    loop_state: LoopState = field(default_factory=LoopState)
+    step: int = 0
+    intent: Intent | None = None
+    action: Action | None = None
+    status: str | None = None
+    payload: Any = None
+    decision: StopDecision | None = None
+    error: BaseException | None = None
+    verdict: str | None = None
+    guard_values: dict[str, bool] = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
+    retries: int = 0
+    side_effects_run: int = 0
+    side_effects_replayed: int = 0
+    trace: list[TransitionRecord] = field(default_factory=list)

@@ -1,0 +1,85 @@
+"""Policies: what decides the next intent. A policy is `(goal, LoopState) -> Intent`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from forge.agent.observations import LoopState
+
+__all__ = ["Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What the policy wants next: the capabilities it needs and the arguments to pass.
+
+    `idempotency_key`, when given, names the side effect across retries and runs; without
+    it a side-effecting call is keyed by its tool and a fingerprint of its arguments.
+    """
+
+    capabilities: frozenset[str]
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.capabilities, str):
+            raise ValueError("Intent.capabilities must be a set of strings, not a string")
+        object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+        if not isinstance(self.arguments, Mapping):
+            raise ValueError(f"Intent.arguments must be a mapping, got {type(self.arguments).__name__}")
+        if self.idempotency_key is not None and not self.idempotency_key:
+            raise ValueError("Intent.idempotency_key must be None or a non-empty string")
+
+
+class Policy(Protocol):
+    def __call__(self, goal: str, state: LoopState, /) -> Intent: ...
+
+
+class ScriptExhausted(RuntimeError):
+    """The loop asked a ScriptedPolicy for more intents than were scripted."""
+
+
+class ScriptedPolicy:
+    """Hands out a fixed list of intents in order: deterministic loops for tests and docs.
+
+    Asking for more intents than scripted raises ScriptExhausted (the run then ends in
+    `fatal_error` with it as `result.error`), so a script that is too short fails loudly.
+    """
+
+    def __init__(self, intents: Iterable[Intent]) -> None:
+        self._intents = tuple(intents)
+        for position, intent in enumerate(self._intents):
+            if not isinstance(intent, Intent):
+                raise ValueError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent")
+        self._next = 0
+
+    def __call__(self, goal: str, state: LoopState) -> Intent:
+        if self._next >= len(self._intents):
+            raise ScriptExhausted(
+                f"scripted policy has no intent left: all {len(self._intents)} were used "
+                f"and the loop asked for intent {self._next + 1}"
+            )
+        intent = self._intents[self._next]
+        self._next += 1
+        return intent
+
+    def reset(self) -> None:
+        """Start the script again from its first intent."""
+        self._next = 0
+
+    @property
+    def consumed(self) -> int:
+        """How many intents have been handed out."""
+        return self._next
+
+    @property
+    def remaining(self) -> tuple[Intent, ...]:
+        """The intents not yet handed out."""
+        return self._intents[self._next :]
+
+    def assert_consumed(self) -> None:
+        """Raise AssertionError naming the unused intents, if any are left."""
+        if self.remaining:
+            raise AssertionError(f"{len(self.remaining)} scripted intent(s) never used: {self.remaining!r}")
