@@ -65,3 +65,20 @@ def test_observation_sequences_are_one_to_n(calls):
         state.record(name, status, None)
     assert [o.sequence for o in state.observations] == list(range(1, len(calls) + 1))
     assert state.terminal is False
+
+
+def test_action_history_counts_each_tool_name():
+    state = LoopState()
+    for name in ["a", "b", "a"]:
+        state.record(name, "ok", None)
+    assert state.action_history.count("a") == 2
+    assert state.action_history.count("zzz") == 0
+    assert list(state.action_history) == ["a", "b", "a"]
+    assert state.action_history[-1] == "a"
+
+
+def test_action_history_follows_observations_given_at_construction():
+    state = LoopState([Observation(1, "a", "ok", None)])
+    state.record("a", "ok", None)
+    assert state.action_history == ["a", "a"]
+    assert state.action_history.count("a") == 2

@@ -6,10 +6,11 @@ status is one of three explicit values, and only `fatal_error` sets the terminal
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
-__all__ = ["OBSERVATION_STATUSES", "Observation", "LoopState"]
+__all__ = ["OBSERVATION_STATUSES", "ActionHistory", "Observation", "LoopState"]
 
 OBSERVATION_STATUSES: frozenset[str] = frozenset({"ok", "retryable_error", "fatal_error"})
 
@@ -24,6 +25,45 @@ class Observation:
     payload: Any
 
 
+class ActionHistory(Sequence[str]):
+    """A live, read-only view of the tool names recorded so far, in call order.
+
+    It compares equal to any sequence of the same names, and `count` is O(1), so asking
+    "how often was the last action taken?" every step keeps a long run linear.
+    """
+
+    __slots__ = ("_names", "_counts")
+
+    def __init__(self, names: list[str], counts: dict[str, int]) -> None:
+        self._names, self._counts = names, counts
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[str]: ...
+    def __getitem__(self, index: int | slice) -> str | Sequence[str]:
+        return tuple(self._names[index]) if isinstance(index, slice) else self._names[index]
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def count(self, value: Any) -> int:
+        return self._counts.get(value, 0)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
+            return NotImplemented
+        return len(other) == len(self._names) and all(a == b for a, b in zip(self._names, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ActionHistory({self._names!r})"
+
+
 @dataclass
 class LoopState:
     """The run's ordered record of what happened, and whether it may go on.
@@ -33,6 +73,16 @@ class LoopState:
 
     observations: list[Observation] = field(default_factory=list)
     terminal: bool = False
+    _names: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
+    _counts: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for observation in self.observations:
+            self._note(observation.tool_name)
+
+    def _note(self, tool_name: str) -> None:
+        self._names.append(tool_name)
+        self._counts[tool_name] = self._counts.get(tool_name, 0) + 1
 
     def record(self, tool_name: str, status: str, payload: Any) -> Observation:
         """Append the next observation and return it.
@@ -50,14 +100,15 @@ class LoopState:
             raise ValueError(f"unknown observation status {status!r}; expected one of {allowed}")
         observation = Observation(len(self.observations) + 1, tool_name, status, payload)
         self.observations.append(observation)
+        self._note(tool_name)
         if status == "fatal_error":
             self.terminal = True
         return observation
 
     @property
-    def action_history(self) -> tuple[str, ...]:
-        """Tool names of every observation, in call order."""
-        return tuple(observation.tool_name for observation in self.observations)
+    def action_history(self) -> ActionHistory:
+        """Tool names of every observation, in call order (a live read-only view)."""
+        return ActionHistory(self._names, self._counts)
 
     @property
     def step_count(self) -> int:

@@ -38,7 +38,7 @@ class RunConfig:
     retry_options: Mapping[str, Any]
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class Run:
     """The state of one run. `state` is the machine state's name (the engine sets it).
 
