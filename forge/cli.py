@@ -1,0 +1,86 @@
+"""The `forge` command: a thin face over the library. Each subcommand calls a function users
+could call from Python; errors users can fix print one line, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from forge.diagram import FORMATS, GraphvizNotInstalled, TraceMismatch, diagram_text, format_for, render
+from forge.diagram.gallery import refresh_gallery, stale_diagrams
+from forge.machine.definition import DefinitionError
+from forge.machine.trace import TraceFormatError, read_trace
+
+__all__ = ["main"]
+
+_USER_ERRORS = (FileNotFoundError, DefinitionError, TraceFormatError, TraceMismatch, GraphvizNotInstalled,
+                ValueError, OSError)
+
+
+def _diagram(args: argparse.Namespace) -> int:
+    trace = read_trace(args.trace) if args.trace else None
+    machine = args.machine
+    if machine is None:
+        machine = next((r.machine for r in trace or () if r.machine), "single_agent")
+    fmt = format_for(args.output, args.format)
+    if args.output is None:
+        if fmt not in ("dot", "mermaid"):
+            raise ValueError(f"{fmt} is binary: give -o PATH to write it to a file")
+        sys.stdout.write(diagram_text(machine, fmt, trace))
+        return 0
+    written = render(machine, args.output, fmt, trace)
+    print(f"wrote {written}")
+    return 0
+
+
+def _diagrams(args: argparse.Namespace) -> int:
+    if args.check:
+        stale = stale_diagrams(args.machines, args.out)
+        for problem in stale:
+            print(f"stale: {problem}", file=sys.stderr)
+        if stale:
+            print("forge: run `forge diagrams` to regenerate them", file=sys.stderr)
+            return 1
+        print(f"{args.out}/ is up to date with {args.machines}/")
+        return 0
+    for path in refresh_gallery(args.machines, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    diagram = commands.add_parser("diagram", help="draw a loop definition, optionally with a run overlaid")
+    diagram.add_argument("machine", nargs="?", metavar="MACHINE",
+                         help="built-in name or definition file (default: single_agent, or the trace's machine)")
+    diagram.add_argument("-o", "--output", metavar="PATH", help="file to write; without it DOT/Mermaid go to stdout")
+    diagram.add_argument("--format", choices=FORMATS, help="default: from PATH's suffix, else dot")
+    diagram.add_argument("--trace", metavar="RUN.jsonl", help="overlay this recorded run")
+    diagram.set_defaults(handler=_diagram)
+
+    gallery = commands.add_parser("diagrams", help="regenerate diagrams/ from machines/ (or --check it)")
+    gallery.add_argument("--check", action="store_true", help="only report stale diagrams; exit 1 if any")
+    gallery.add_argument("--machines", default="machines", help="definitions folder (default: machines)")
+    gallery.add_argument("--out", default="diagrams", help="output folder (default: diagrams)")
+    gallery.set_defaults(handler=_diagrams)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except _USER_ERRORS as error:
+        print(f"forge: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

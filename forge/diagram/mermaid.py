@@ -1,0 +1,41 @@
+"""The machine as Mermaid `stateDiagram-v2` text, for Markdown docs: the same nodes and
+edges as the DOT rendering, terminal states classed by outcome, an overlay as classes."""
+
+from __future__ import annotations
+
+import json
+
+from forge.diagram.overlay import RunOverlay
+from forge.diagram.style import FADED, OUTCOME_COLOURS, TAKEN, WORKING
+from forge.machine.definition import MachineDefinition
+
+__all__ = ["to_mermaid"]
+
+
+def to_mermaid(definition: MachineDefinition, overlay: RunOverlay | None = None) -> str:
+    """Mermaid source ending in a newline. `[*]` marks only the initial state."""
+    lines = ["---", f"title: {json.dumps(definition.title or definition.name)}", "---", "stateDiagram-v2", "    direction LR"]
+    lines.append(f"    [*] --> {definition.initial}")
+    for t in definition.transitions:
+        label = t.trigger if not t.guard else f"{t.trigger} [{t.guard}]"
+        if overlay is not None and overlay.edge_counts.get(t.index):
+            label += f" ×{overlay.edge_counts[t.index]}"
+        lines.append(f"    {t.source} --> {t.dest}: {label}")
+    classes = {
+        "working": f"fill:{WORKING.fill},stroke:{WORKING.line}",
+        **{outcome: f"fill:{p.fill},stroke:{p.line},stroke-width:3px" for outcome, p in OUTCOME_COLOURS.items()},
+    }
+    members: dict[str, list[str]] = {name: [] for name in classes}
+    for state in definition.states:
+        members[state.outcome if state.terminal and state.outcome else "working"].append(state.name)
+    if overlay is not None:
+        classes["unreached"] = f"fill:{FADED.fill},stroke:{FADED.line},color:#9e9e9e"
+        classes["position"] = f"stroke:{TAKEN},stroke-width:4px"
+        members["unreached"] = [s.name for s in definition.states if s.name not in overlay.visited]
+        members["position"] = [overlay.position]
+    for name, style in classes.items():
+        lines.append(f"    classDef {name} {style}")
+    for name, states in members.items():
+        if states:
+            lines.append(f"    class {','.join(states)} {name}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,81 @@
+"""What a run did on its machine: states visited, edges taken and how often, where it ended.
+
+Derived from the trace alone, so it works for a recorded file as well as a live result.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from forge.machine.definition import MachineDefinition, TransitionDef
+from forge.machine.trace import TransitionRecord
+
+__all__ = ["RunOverlay", "TraceMismatch", "overlay_of", "records_of", "transition_of"]
+
+
+class TraceMismatch(ValueError):
+    """A trace record is not a transition of the definition it is drawn on."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverlay:
+    """`edge_counts` maps a transition's index to how often it fired; `position` is the
+    state the run is in after the last record (where it ended, when `finished`)."""
+
+    visited: frozenset[str]
+    edge_counts: Mapping[int, int]
+    position: str
+    finished: bool
+    transitions: int
+
+
+def records_of(trace: Any) -> tuple[TransitionRecord, ...]:
+    """Accept a trace as records, or anything with a `.trace` (a LoopResult, a session)."""
+    records = getattr(trace, "trace", trace)
+    return tuple(records)
+
+
+def transition_of(definition: MachineDefinition, record: TransitionRecord) -> TransitionDef:
+    """The definition's transition that `record` fired: same source, trigger and destination,
+    and the guard that was true (or no guard).
+
+    Raises:
+        TraceMismatch: no such transition in `definition`.
+    """
+    true_guards = {g.name for g in record.guards if g.value}
+    for transition in definition.transitions:
+        if (transition.source, transition.trigger, transition.dest) == (record.source, record.trigger, record.dest) and (
+            transition.guard is None or transition.guard in true_guards
+        ):
+            return transition
+    raise TraceMismatch(
+        f"trace record {record.sequence} ({record.source} -{record.trigger}-> {record.dest}) "
+        f"is not a transition of machine {definition.name!r} ({definition.path})"
+    )
+
+
+def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] | Any) -> RunOverlay:
+    """Summarise `trace` on `definition`.
+
+    Raises:
+        TraceMismatch: a record is not one of the definition's transitions, or the records
+            do not chain (a record starts where the previous one did not end).
+    """
+    records = records_of(trace)
+    counts: Counter[int] = Counter()
+    position = definition.initial
+    visited = {position}
+    for record in records:
+        if record.source != position:
+            raise TraceMismatch(
+                f"trace record {record.sequence} starts in {record.source!r}, "
+                f"but the run was in {position!r}"
+            )
+        counts[transition_of(definition, record).index] += 1
+        position = record.dest
+        visited.add(position)
+    finished = definition.state(position).terminal if records else False
+    return RunOverlay(frozenset(visited), dict(counts), position, finished, len(records))

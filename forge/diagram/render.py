@@ -1,0 +1,114 @@
+"""Turning a definition (and optionally a run) into a file or text in any supported format."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import graphviz
+
+from forge.diagram.dot import to_digraph
+from forge.diagram.mermaid import to_mermaid
+from forge.diagram.overlay import overlay_of
+from forge.machine.definition import MachineDefinition, load_definition
+from forge.machine.trace import TransitionRecord
+
+__all__ = ["FORMATS", "GraphvizNotInstalled", "diagram", "diagram_text", "format_for", "mermaid", "render"]
+
+FORMATS = ("svg", "png", "pdf", "dot", "mermaid")
+TEXT_FORMATS = ("dot", "mermaid")
+_SUFFIXES = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot", ".mmd": "mermaid",
+             ".mermaid": "mermaid"}
+
+
+class GraphvizNotInstalled(RuntimeError):
+    """Rendering an image needs Graphviz's `dot` executable, which is not on PATH."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__(
+            f"rendering {fmt.upper()} needs Graphviz's `dot` program, which is not on PATH. "
+            "Install Graphviz (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz), "
+            "or ask for --format dot or --format mermaid, which need no Graphviz."
+        )
+        self.format = fmt
+
+
+def _definition(definition: str | Path | MachineDefinition) -> MachineDefinition:
+    return definition if isinstance(definition, MachineDefinition) else load_definition(definition)
+
+
+def diagram(definition: str | Path | MachineDefinition = "single_agent",
+            trace: Iterable[TransitionRecord] | Any = None) -> graphviz.Digraph:
+    """The loop as a `graphviz.Digraph` (it displays inline in Jupyter). With `trace` (records,
+    a LoopResult or a debug session), the run is overlaid.
+
+    Raises:
+        FileNotFoundError, DefinitionError: the definition cannot be loaded.
+        TraceMismatch: the trace is not a run of this definition.
+    """
+    machine = _definition(definition)
+    return to_digraph(machine, overlay_of(machine, trace) if trace is not None else None)
+
+
+def mermaid(definition: str | Path | MachineDefinition = "single_agent",
+            trace: Iterable[TransitionRecord] | Any = None) -> str:
+    """The loop as Mermaid `stateDiagram-v2` text, optionally with the run overlaid."""
+    machine = _definition(definition)
+    return to_mermaid(machine, overlay_of(machine, trace) if trace is not None else None)
+
+
+def format_for(path: str | Path | None, fmt: str | None) -> str:
+    """The format to write: `fmt` if given, else from `path`'s suffix, else DOT.
+
+    Raises:
+        ValueError: an unknown format, or a suffix that names none and no `fmt`.
+    """
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        return fmt
+    if path is None:
+        return "dot"
+    suffix = Path(path).suffix.lower()
+    if suffix not in _SUFFIXES:
+        raise ValueError(
+            f"cannot tell the format from {str(path)!r}; give --format ({', '.join(FORMATS)}) "
+            f"or a suffix ({', '.join(sorted(_SUFFIXES))})"
+        )
+    return _SUFFIXES[suffix]
+
+
+def diagram_text(definition: str | Path | MachineDefinition, fmt: str,
+                 trace: Iterable[TransitionRecord] | Any = None) -> str:
+    """DOT or Mermaid source. Raises ValueError for an image format."""
+    if fmt == "mermaid":
+        return mermaid(definition, trace)
+    if fmt == "dot":
+        return diagram(definition, trace).source
+    raise ValueError(f"{fmt} is an image format, not text; write it to a file with render()")
+
+
+def render(definition: str | Path | MachineDefinition, path: str | Path, fmt: str | None = None,
+           trace: Iterable[TransitionRecord] | Any = None) -> Path:
+    """Write the diagram to `path` (parents created) in `fmt` or the format its suffix names.
+
+    Raises:
+        GraphvizNotInstalled: an image format without the `dot` program; nothing is written.
+        ValueError: the format cannot be told or is unknown.
+    """
+    fmt = format_for(path, fmt)
+    target = Path(path)
+    if fmt in TEXT_FORMATS:
+        text = diagram_text(definition, fmt, trace)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        return target
+    graph = diagram(definition, trace)
+    try:
+        image = graph.pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        raise GraphvizNotInstalled(fmt) from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(image)
+    return target
