@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from forge.check import check_definitions, default_definitions
 from forge.diagram import FORMATS, GraphvizNotInstalled, TraceMismatch, diagram_text, format_for, render
 from forge.diagram.gallery import refresh_gallery, stale_diagrams
 from forge.machine.definition import DefinitionError
@@ -50,6 +51,16 @@ def _diagrams(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    paths = args.definitions or default_definitions()
+    if not paths:
+        raise FileNotFoundError("no definitions to check: name files, or run where machines/*.toml exist")
+    reports = check_definitions(paths, args.max_steps, args.repeat_limit)
+    for report in reports:
+        print("\n".join(report.lines()))
+    return 0 if all(report.ok for report in reports) else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -67,7 +78,24 @@ def _parser() -> argparse.ArgumentParser:
     gallery.add_argument("--machines", default="machines", help="definitions folder (default: machines)")
     gallery.add_argument("--out", default="diagrams", help="output folder (default: diagrams)")
     gallery.set_defaults(handler=_diagrams)
+
+    check = commands.add_parser("check", help="prove loop definitions sound before they run")
+    check.add_argument("definitions", nargs="*", metavar="DEFINITION",
+                       help="files or built-in names (default: every machines/*.toml)")
+    check.add_argument("--max-steps", type=_positive, default=8, help="the loop's max_steps (default 8)")
+    check.add_argument("--repeat-limit", type=_positive, default=3, help="the loop's repeat_limit (default 3)")
+    check.set_defaults(handler=_check)
     return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -119,10 +119,15 @@ class MachineDefinition:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing wrong with a definition file: the entry it concerns, and what to do."""
+    """One thing wrong with a definition file: the entry it concerns, and what to do.
+
+    `code` classifies it: toml, schema, missing-initial, unknown-state, unknown-callback,
+    guard-action-mismatch, terminal-outgoing or dead-end.
+    """
 
     entry: str
     message: str
+    code: str = "schema"
 
 
 class DefinitionError(ValueError):
@@ -187,15 +192,15 @@ def parse_definition(path: str | Path) -> tuple[MachineDefinition | None, tuple[
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        return None, (Problem("file", f"not valid TOML: {error}"),)
+        return None, (Problem("file", f"not valid TOML: {error}", "toml"),)
     return _build(str(path), data)
 
 
 def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
     problems: list[Problem] = []
 
-    def problem(entry: str, message: str) -> None:
-        problems.append(Problem(entry, message))
+    def problem(entry: str, message: str, code: str = "schema") -> None:
+        problems.append(Problem(entry, message, code))
 
     for key in sorted(set(data) - {"machine", "states", "transitions"}):
         problem(key, "unknown top-level table; expected [machine], [states.*], [[transitions]]")
@@ -213,10 +218,10 @@ def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None
     known = {state.name for state in states}
     initial = machine.get("initial")
     if not isinstance(initial, str) or not initial:
-        problem("machine.initial", "missing initial state; set initial = \"<state name>\"")
+        problem("machine.initial", "missing initial state; set initial = \"<state name>\"", "missing-initial")
         initial = ""
     elif initial not in known:
-        problem("machine.initial", f"unknown state {initial!r}; states are {_listing(known)}")
+        problem("machine.initial", f"unknown state {initial!r}; states are {_listing(known)}", "unknown-state")
 
     transitions = _transitions(problem, data.get("transitions"), {s.name: s for s in states})
     for state in states:
@@ -226,11 +231,13 @@ def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None
                 f"states.{state.name}",
                 f"terminal state has outgoing transitions ({', '.join(t.entry for t in out)}); "
                 "remove them or make the state non-terminal",
+                "terminal-outgoing",
             )
         if not state.terminal and not out:
             problem(
                 f"states.{state.name}",
                 "non-terminal state has no outgoing transition; add one or set terminal = true",
+                "dead-end",
             )
     definition = MachineDefinition(
         name=name,
@@ -272,7 +279,8 @@ def _states(problem: _Report, raw: Any) -> list[StateDef]:
             if outcome is not None:
                 problem(f"{entry}.outcome", "only terminal states have an outcome")
             if action is not None and action not in ACTIONS:
-                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(ACTIONS)}")
+                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(ACTIONS)}",
+                        "unknown-callback")
         states.append(
             StateDef(
                 name=name,
@@ -311,18 +319,19 @@ def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef]) -> 
             problem(entry, f"trigger {fields['trigger']!r} is not an identifier")
         for key in ("source", "dest"):
             if fields[key] and fields[key] not in states:
-                problem(entry, f"unknown {key} state {fields[key]!r}; states are {_listing(states)}")
+                problem(entry, f"unknown {key} state {fields[key]!r}; states are {_listing(states)}", "unknown-state")
         guard = transition.guard
         if guard is not None:
             source = states.get(fields["source"])
             if not isinstance(guard, str) or guard not in GUARDS:
-                problem(entry, f"unknown guard {guard!r}; guards are {_listing(GUARDS)}")
+                problem(entry, f"unknown guard {guard!r}; guards are {_listing(GUARDS)}", "unknown-callback")
             elif source is not None and not source.terminal and GUARDS[guard].action != source.action:
                 problem(
                     entry,
                     f"guard {guard!r} tests the verdict of action {GUARDS[guard].action!r}, "
                     f"but state {source.name!r} runs {source.action!r}; use one of "
                     f"{_listing(g for g, spec in GUARDS.items() if spec.action == source.action)}",
+                    "guard-action-mismatch",
                 )
         transitions.append(transition)
     return transitions

@@ -39,11 +39,16 @@ class ActionSpec:
 
 @dataclass(frozen=True, slots=True)
 class GuardSpec:
-    """A guard: true exactly when `action` returned `verdict`."""
+    """A guard: true exactly when `action` returned `verdict`.
+
+    `stops_in` names the terminal state a true guard must lead to, for guards that mean the
+    run is over (a stop reason or a selection failure); `forge check` holds definitions to it.
+    """
 
     name: str
     action: str
     verdict: str
+    stops_in: str | None = None
 
 
 def request_fingerprint(tool_name: str, arguments: Mapping[str, Any]) -> str:
@@ -187,19 +192,21 @@ ACTIONS: Mapping[str, ActionSpec] = {
 
 
 def _guards() -> dict[str, GuardSpec]:
-    named = {
-        "tool_selected": ("select_tool", "selected"),
-        "tool_choice_ambiguous": ("select_tool", "ambiguous"),
-        "no_tool_fits": ("select_tool", "no_tool"),
-        "policy_raised": ("select_tool", "policy_error"),
-        "call_ok": ("call_tool", "ok"),
-        "call_retryable": ("call_tool", "retryable_error"),
-        "call_fatal": ("call_tool", "fatal_error"),
-        "verify_raised": ("verify_and_decide", "verify_error"),
-    }
+    fatal = StopReason.FATAL_ERROR.value
+    specs = [
+        GuardSpec("tool_selected", "select_tool", "selected"),
+        GuardSpec("tool_choice_ambiguous", "select_tool", "ambiguous", "clarification_required"),
+        GuardSpec("no_tool_fits", "select_tool", "no_tool", "capability_gap"),
+        GuardSpec("policy_raised", "select_tool", "policy_error", fatal),
+        GuardSpec("call_ok", "call_tool", "ok"),
+        GuardSpec("call_retryable", "call_tool", "retryable_error"),
+        GuardSpec("call_fatal", "call_tool", "fatal_error"),
+        GuardSpec("verify_raised", "verify_and_decide", "verify_error", fatal),
+    ]
     for reason in StopReason:
-        named[f"decided_{reason.value}"] = ("verify_and_decide", reason.value)
-    return {name: GuardSpec(name, action, verdict) for name, (action, verdict) in named.items()}
+        stops_in = None if reason is StopReason.CONTINUE else reason.value
+        specs.append(GuardSpec(f"decided_{reason.value}", "verify_and_decide", reason.value, stops_in))
+    return {spec.name: spec for spec in specs}
 
 
 GUARDS: Mapping[str, GuardSpec] = _guards()

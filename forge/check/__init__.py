@@ -1,0 +1,87 @@
+"""`forge check`: prove a loop definition sound before it runs.
+
+Loading problems (unknown names, dead ends, …), structure (reachability, ways out, verdicts
+without a transition, stop states), determinism (transitions of one state whose guards are
+not provably exclusive) and boundedness (every run ends within a computed number of
+transitions for the given `max_steps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from forge.check.bounds import Boundedness, explore
+from forge.check.findings import Finding, Severity
+from forge.check.structure import structural_findings
+from forge.machine.definition import parse_definition, resolve_definition
+
+__all__ = ["CheckReport", "Finding", "Severity", "check_definition", "check_definitions", "default_definitions"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    """Everything `forge check` found in one definition file."""
+
+    path: str
+    findings: tuple[Finding, ...]
+    boundedness: Boundedness | None
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity is Severity.ERROR for f in self.findings)
+
+    def lines(self) -> list[str]:
+        """The human-readable report, one line per finding, then the verdict."""
+        out = [str(f) for f in self.findings]
+        b = self.boundedness
+        if b is not None and b.bound is not None:
+            out.append(
+                f"{self.path}: every run ends within {b.bound} transitions "
+                f"(max_steps={b.max_steps}, repeat_limit={b.repeat_limit}; {b.explored:,} abstract states explored)"
+            )
+        elif b is not None:
+            out.append(f"{self.path}: counterexample, a run that never ends:")
+            out.extend(f"    {t.entry}" for t in b.counterexample)
+            out.append("    … and round again")
+        out.append(f"{self.path}: {'ok' if self.ok else 'FAILED'}")
+        return out
+
+
+def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3) -> CheckReport:
+    """Check one definition (a file or built-in name) for these loop limits.
+
+    Raises:
+        FileNotFoundError: no such file or built-in.
+        ValueError: a limit below 1.
+    """
+    resolved = str(resolve_definition(path))
+    definition, problems = parse_definition(resolved)
+    findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
+    boundedness = None
+    if definition is not None and not problems:
+        findings.extend(structural_findings(definition))
+        boundedness = explore(definition, max_steps, repeat_limit)
+        if boundedness.bound is None:
+            cycle = " → ".join(t.entry for t in boundedness.counterexample[-4:])
+            findings.append(Finding(
+                Severity.ERROR, "unbounded", resolved, f"states.{boundedness.counterexample[-1].dest}",
+                f"a run can cycle forever ({cycle}); every cycle must pass a state that records an "
+                "observation (record_observation) so the step budget can end it",
+            ))
+    return CheckReport(resolved, tuple(findings), boundedness)
+
+
+def default_definitions(folder: str | Path = "machines") -> list[Path]:
+    """Every `*.toml` in `folder`; the built-in definitions when the folder does not exist."""
+    root = Path(folder)
+    if root.is_dir():
+        return sorted(root.glob("*.toml"))
+    from forge.machine.definition import builtin_names
+
+    return [resolve_definition(name) for name in builtin_names()]
+
+
+def check_definitions(paths: Iterable[str | Path], max_steps: int = 8, repeat_limit: int = 3) -> list[CheckReport]:
+    return [check_definition(path, max_steps, repeat_limit) for path in paths]

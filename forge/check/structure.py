@@ -1,0 +1,113 @@
+"""Structural findings: reachability, ways out, verdict coverage, stop states, determinism.
+
+The loader already refuses unknown names, missing initial states, terminal states with
+outgoing transitions and dead ends; these are the properties of the graph as a whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from itertools import combinations
+
+from forge.check.findings import Finding, Severity
+from forge.machine.definition import MachineDefinition, TransitionDef
+from forge.machine.stages import ACTIONS, GUARDS
+
+__all__ = ["reachable_from", "required_stop_states", "structural_findings"]
+
+_Emit = Callable[[Severity, str, str, str], Finding]
+
+
+def required_stop_states(definition: MachineDefinition) -> tuple[str, ...]:
+    """The terminal states the definition's actions can demand: every stop reason of
+    verify_and_decide, every selection failure of select_tool, for the actions it uses."""
+    used = {state.action for state in definition.states if state.action}
+    return tuple(dict.fromkeys(spec.stops_in for spec in GUARDS.values() if spec.stops_in and spec.action in used))
+
+
+def reachable_from(definition: MachineDefinition, start: str) -> set[str]:
+    seen, frontier = {start}, [start]
+    while frontier:
+        state = frontier.pop()
+        for t in definition.outgoing(state):
+            if t.dest not in seen:
+                seen.add(t.dest)
+                frontier.append(t.dest)
+    return seen
+
+
+def structural_findings(definition: MachineDefinition) -> Iterator[Finding]:
+    def finding(severity: Severity, code: str, entry: str, message: str) -> Finding:
+        return Finding(severity, code, definition.path, entry, message)
+
+    reachable = reachable_from(definition, definition.initial)
+    terminals = {s.name for s in definition.terminal_states}
+    for state in definition.states:
+        entry = f"states.{state.name}"
+        if state.name not in reachable:
+            yield finding(Severity.WARNING, "unreachable", entry,
+                          f"no path from the initial state {definition.initial!r} reaches it; "
+                          "add a transition into it or delete it")
+        elif not state.terminal and not reachable_from(definition, state.name) & terminals:
+            yield finding(Severity.ERROR, "no-way-out", entry,
+                          "no terminal state can be reached from it, so a run that gets here never ends; "
+                          "add a transition towards a terminal state")
+        if not state.terminal and state.action:
+            handled = {GUARDS[t.guard].verdict for t in definition.outgoing(state.name) if t.guard}
+            unguarded = any(t.guard is None for t in definition.outgoing(state.name))
+            missing = sorted(ACTIONS[state.action].verdicts - handled)
+            if missing and not unguarded:
+                guards = sorted(g.name for g in GUARDS.values() if g.action == state.action and g.verdict in missing)
+                yield finding(Severity.ERROR, "unhandled-verdict", entry,
+                              f"action {state.action!r} can return {', '.join(missing)}, which no transition "
+                              f"handles, so the run would stop with NoTransitionEnabled; add transitions "
+                              f"guarded by {', '.join(guards)}")
+    yield from _stop_findings(definition, reachable, finding)
+    yield from _determinism_findings(definition, finding)
+
+
+def _stop_findings(definition: MachineDefinition, reachable: set[str], finding: _Emit) -> Iterator[Finding]:
+    names = {s.name: s for s in definition.states}
+    for stop in required_stop_states(definition):
+        state = names.get(stop)
+        if state is None or not state.terminal:
+            yield finding(Severity.ERROR, "missing-stop-state", f"states.{stop}",
+                          f"every run that stops with {stop!r} needs a terminal state of that name; "
+                          f"add [states.{stop}] with terminal = true")
+        elif stop not in reachable:
+            yield finding(Severity.ERROR, "missing-stop-state", f"states.{stop}",
+                          f"the terminal state for {stop!r} is never reached from {definition.initial!r}; "
+                          "add the transition that ends the loop there")
+    for t in definition.transitions:
+        spec = GUARDS.get(t.guard) if t.guard else None
+        if spec is not None and spec.stops_in and spec.stops_in != t.dest:
+            yield finding(Severity.ERROR, "wrong-stop-state", t.entry,
+                          f"guard {t.guard!r} means the run stops with {spec.stops_in!r}, but this transition "
+                          f"goes to {t.dest!r}; point it at {spec.stops_in!r}")
+
+
+def _exclusive(a: TransitionDef, b: TransitionDef) -> bool:
+    """Provably exclusive: both guarded, by guards on different values of one verdict."""
+    if a.guard is None or b.guard is None:
+        return False
+    ga, gb = GUARDS.get(a.guard), GUARDS.get(b.guard)
+    return ga is not None and gb is not None and ga.action == gb.action and ga.verdict != gb.verdict
+
+
+def _determinism_findings(definition: MachineDefinition, finding: _Emit) -> Iterator[Finding]:
+    for state in definition.states:
+        for a, b in combinations(definition.outgoing(state.name), 2):
+            if _exclusive(a, b):
+                continue
+            if a.guard is None and b.guard is None:
+                why = "both are unguarded"
+            elif a.guard == b.guard:
+                why = f"both are guarded by {a.guard!r}"
+            elif a.guard is None or b.guard is None:
+                why = "one of them is unguarded, so it is enabled whenever the other is"
+            else:
+                why = f"guards {a.guard!r} and {b.guard!r} are not drawn from one decision value"
+            same = "the same trigger" if a.trigger == b.trigger else "different triggers, and the engine fires whichever is enabled"
+            yield finding(Severity.ERROR, "nondeterministic", f"{a.entry} and {b.entry}",
+                          f"both can fire from {state.name!r} ({same}): {why}; file order must not decide, "
+                          "so guard each on a different verdict of the state's action")
