@@ -63,7 +63,7 @@ def ensure_graphviz(required: bool) -> None:
 
 def main(argv: list[str]) -> int:
     jobs = {
-        "demo": ([str(PYTHON), str(ROOT / "examples" / "first_loop.py")], False),
+        "demo": ([str(BIN / "forge"), "demo"], False),
         "test": ([str(PYTHON), "-m", "pytest"], True),
     }
     if not argv or argv[0] not in jobs:

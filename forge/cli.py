@@ -61,9 +61,23 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if all(report.ok for report in reports) else 1
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from forge.demo import run_demo
+
+    report = run_demo(args.workspace, args.scenario)
+    return 0 if report.result.reason == report.expected else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    from forge.demo.scenarios import SCENARIOS
+
+    demo = commands.add_parser("demo", help="run a real agent on a real goal, with a trace and a diagram")
+    demo.add_argument("--workspace", metavar="DIR", help="folder to work in (default: a new temporary folder)")
+    demo.add_argument("--scenario", choices=SCENARIOS, default="index", help="which run to show (default: index)")
+    demo.set_defaults(handler=_demo)
 
     diagram = commands.add_parser("diagram", help="draw a loop definition, optionally with a run overlaid")
     diagram.add_argument("machine", nargs="?", metavar="MACHINE",

@@ -14,6 +14,7 @@ from forge.agent.stopping import StopController
 from forge.machine.definition import MachineDefinition, load_definition
 from forge.machine.engine import LoopEngine, engine_for
 from forge.machine.run import Run, RunConfig
+from forge.machine.trace import TransitionRecord
 from forge.policy import Policy
 from forge.tools import Tool
 
@@ -108,9 +109,10 @@ class AgentLoop:
             raise ValueError("goal must be a non-blank string")
         return Run(goal=goal, config=self._config, state=self.definition.initial)
 
-    def run(self, goal: str) -> LoopResult:
+    def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
+        `on_transition(record)` is called after each fired transition (live progress).
         Never raises for what tools, the policy or `verify` do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
@@ -120,7 +122,9 @@ class AgentLoop:
         run = self.start(goal)
         engine = self.engine
         while not engine.is_terminal(run):
-            engine.fire(run)
+            record = engine.fire(run)
+            if on_transition is not None:
+                on_transition(record)
         return self.result(run)
 
     def result(self, run: Run) -> LoopResult:

@@ -1,0 +1,116 @@
+"""The demo's scenarios: one real goal, five ways it can go, each ending in its own state.
+
+| name | what happens | ends in |
+|---|---|---|
+| index | the service answers 503 twice, a hint argument is refused, the index is written once and verified | verified_success |
+| ambiguous | a second writer tool has the same capabilities as write_file | clarification_required |
+| forbidden | the index path points outside the workspace: permission denied | fatal_error |
+| unreachable | the service never recovers: retries exhausted, the planner replans until repetition stops it | repeated_action |
+| gap | no tool can analyse text | capability_gap |
+
+A scenario is also what `forge debug` loads: it exposes `loop`, `goal` and `close()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from forge.agent.observations import Observation
+from forge.agent.retry import PermanentToolError
+from forge.demo.planner import IndexPlanner, parse_index
+from forge.demo.service import AnalysisService, analyse_text
+from forge.demo.tools import analyse_tool, file_tools
+from forge.demo.workspace import Workspace
+from forge.loop import AgentLoop
+from forge.tools import Tool
+
+__all__ = ["SCENARIOS", "Scenario", "build_scenario", "index_verifier"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    description: str
+    expected: str
+    failures: int | None = 2
+    index_path: str = "INDEX.md"
+    extra_writer: bool = False
+    analyser: bool = True
+
+
+SCENARIOS: dict[str, _Spec] = {
+    "index": _Spec("index every note, surviving a flaky service and a refused argument", "verified_success"),
+    "ambiguous": _Spec("two writer tools tie for the write", "clarification_required", extra_writer=True),
+    "forbidden": _Spec("the index path escapes the workspace", "fatal_error", index_path="../INDEX.md"),
+    "unreachable": _Spec("the analysis service stays down", "repeated_action", failures=None),
+    "gap": _Spec("no tool can analyse text", "capability_gap", analyser=False),
+}
+
+
+@dataclass
+class Scenario:
+    """A ready loop and goal; `close()` stops the service it started."""
+
+    name: str
+    description: str
+    expected: str
+    loop: AgentLoop
+    goal: str
+    workspace: Workspace
+    service: AnalysisService
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        if not self._closed:
+            self.service.stop()
+            self._closed = True
+
+
+def index_verifier(workspace: Workspace, folder: str, index_path: str) -> Callable[[Observation], bool]:
+    """Accept a write only when the index on disk lists every note with its true title and
+    word count, computed here from the notes themselves."""
+
+    def verify(observation: Observation) -> bool:
+        if observation.tool_name != "write_file":
+            return False
+        try:
+            written = parse_index(workspace.read(index_path))
+            notes = workspace.list_notes(folder)
+        except PermanentToolError:
+            return False
+        expected = {}
+        for path in notes:
+            facts = analyse_text(workspace.read(path))
+            expected[path] = (facts["title"], facts["words"])
+        return written == expected
+
+    return verify
+
+
+def build_scenario(name: str, root: str | Path) -> Scenario:
+    """Seed `root` with the notes, start the service, and build the loop for `name`.
+
+    Raises:
+        ValueError: unknown scenario name (the message lists them).
+    """
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; scenarios are {', '.join(SCENARIOS)}")
+    spec = SCENARIOS[name]
+    workspace = Workspace(root)
+    workspace.seed()
+    service = AnalysisService(failures=spec.failures).start()
+    tools: list[Tool] = file_tools(workspace)
+    if spec.analyser:
+        tools.append(analyse_tool(service.url))
+    if spec.extra_writer:
+        tools.append(Tool("write_backup", {"fs", "write"}, lambda path, text: workspace.write(f"backup/{path}", text),
+                          required={"path", "text"}, side_effect=True))
+    planner = IndexPlanner(folder="notes", index_path=spec.index_path)
+    loop = AgentLoop(
+        tools, planner, index_verifier(workspace, "notes", spec.index_path),
+        max_steps=12, repeat_limit=5, max_attempts=3,
+        base_delay=0.05, max_delay=0.2,  # caps the service's Retry-After: 1 so the demo stays quick
+    )
+    goal = f"index every note in notes/ into {spec.index_path} with its title and word count"
+    return Scenario(name, spec.description, spec.expected, loop, goal, workspace, service)
