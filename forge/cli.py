@@ -11,12 +11,13 @@ from pathlib import Path
 from forge.check import check_definitions, default_definitions
 from forge.diagram import FORMATS, GraphvizNotInstalled, TraceMismatch, diagram_text, format_for, render
 from forge.diagram.gallery import refresh_gallery, stale_diagrams
+from forge.debug.scenario import ScenarioError
 from forge.machine.definition import DefinitionError
 from forge.machine.trace import TraceFormatError, read_trace
 
 __all__ = ["main"]
 
-_USER_ERRORS = (FileNotFoundError, DefinitionError, TraceFormatError, TraceMismatch, GraphvizNotInstalled,
+_USER_ERRORS = (ScenarioError, FileNotFoundError, DefinitionError, TraceFormatError, TraceMismatch, GraphvizNotInstalled,
                 ValueError, OSError)
 
 
@@ -68,6 +69,29 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if report.result.reason == report.expected else 1
 
 
+def _debug(args: argparse.Namespace) -> int:
+    from forge.debug.repl import DebugShell
+    from forge.debug.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    try:
+        DebugShell(scenario.loop.debug(scenario.goal)).cmdloop()
+    finally:
+        scenario.close()
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from forge.debug.repl import DebugShell
+    from forge.debug.replay import ReplaySession
+    from forge.machine.definition import load_definition
+
+    records = read_trace(args.trace)
+    machine = args.machine or next((r.machine for r in records if r.machine), "single_agent")
+    DebugShell(ReplaySession(load_definition(machine), records)).cmdloop()
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -92,6 +116,16 @@ def _parser() -> argparse.ArgumentParser:
     gallery.add_argument("--machines", default="machines", help="definitions folder (default: machines)")
     gallery.add_argument("--out", default="diagrams", help="output folder (default: diagrams)")
     gallery.set_defaults(handler=_diagrams)
+
+    debug = commands.add_parser("debug", help="step through a scenario's run, transition by transition")
+    debug.add_argument("scenario", metavar="SCENARIO",
+                       help="a .py file or module defining `loop` and `goal`, or a demo scenario name")
+    debug.set_defaults(handler=_debug)
+
+    replay = commands.add_parser("replay", help="step forwards and backwards through a recorded trace")
+    replay.add_argument("trace", metavar="RUN.jsonl")
+    replay.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
+    replay.set_defaults(handler=_replay)
 
     check = commands.add_parser("check", help="prove loop definitions sound before they run")
     check.add_argument("definitions", nargs="*", metavar="DEFINITION",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import Observation
@@ -17,6 +17,9 @@ from forge.machine.run import Run, RunConfig
 from forge.machine.trace import TransitionRecord
 from forge.policy import Policy
 from forge.tools import Tool
+
+if TYPE_CHECKING:
+    from forge.debug.session import DebugSession
 
 __all__ = ["AgentLoop"]
 
@@ -126,6 +129,16 @@ class AgentLoop:
             if on_transition is not None:
                 on_transition(record)
         return self.result(run)
+
+    def debug(self, goal: str) -> DebugSession:
+        """A session that steps a new run of `goal` one transition at a time; nothing has run.
+
+        Raises:
+            ValueError: `goal` is blank.
+        """
+        from forge.debug.session import DebugSession
+
+        return DebugSession(self, self.start(goal))
 
     def result(self, run: Run) -> LoopResult:
         """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""

@@ -21,7 +21,7 @@ from forge.tools import Tool
 if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord
 
-__all__ = ["Run", "RunConfig"]
+__all__ = ["Run", "RunConfig", "RunSnapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,3 +64,50 @@ class Run:
     side_effects_run: int = 0
     side_effects_replayed: int = 0
     trace: list[TransitionRecord] = field(default_factory=list)
+
+    def snapshot(self) -> RunSnapshot:
+        """Everything needed to put this run back exactly as it is now, given the
+        observations and records it had (observations and the trace only ever grow)."""
+        return RunSnapshot(
+            state=self.state, step=self.step, intent=self.intent, action=self.action, status=self.status,
+            payload=self.payload, decision=self.decision, error=self.error, verdict=self.verdict,
+            guard_values=dict(self.guard_values), detail=self.detail, retries=self.retries,
+            side_effects_run=self.side_effects_run, side_effects_replayed=self.side_effects_replayed,
+            observations=self.loop_state.step_count, terminal=self.loop_state.terminal, transitions=len(self.trace),
+        )
+
+    def restore(self, snapshot: RunSnapshot, observations: list[Observation], trace: list[TransitionRecord]) -> None:
+        """Put the run back as `snapshot` says, with the first `snapshot.observations` of
+        `observations` and the first `snapshot.transitions` of `trace`."""
+        for name in _SCALARS:
+            setattr(self, name, getattr(snapshot, name))
+        self.guard_values = dict(snapshot.guard_values)
+        self.loop_state = LoopState(list(observations[: snapshot.observations]), snapshot.terminal)
+        self.trace = list(trace[: snapshot.transitions])
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    """A run's state between two transitions (see `Run.snapshot`)."""
+
+    state: str
+    step: int
+    intent: Intent | None
+    action: Action | None
+    status: str | None
+    payload: Any
+    decision: StopDecision | None
+    error: BaseException | None
+    verdict: str | None
+    guard_values: Mapping[str, bool]
+    detail: dict[str, Any]
+    retries: int
+    side_effects_run: int
+    side_effects_replayed: int
+    observations: int
+    terminal: bool
+    transitions: int
+
+
+_SCALARS = ("state", "step", "intent", "action", "status", "payload", "decision", "error", "verdict", "detail",
+            "retries", "side_effects_run", "side_effects_replayed")

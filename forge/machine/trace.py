@@ -47,7 +47,8 @@ class TransitionRecord:
 
     `guards` holds every guard of the source state's transitions, each evaluated once;
     exactly one transition was enabled. `duration_s` covers the stage action, the guards
-    and the state change. `detail` is read-only by convention and JSON-safe.
+    and the state change; it is left out of equality, so two runs that took the same
+    transitions have equal traces. `detail` is read-only by convention and JSON-safe.
     """
 
     sequence: int
@@ -57,7 +58,7 @@ class TransitionRecord:
     dest: str
     guards: tuple[GuardResult, ...] = ()
     verdict: str | None = None
-    duration_s: float = 0.0
+    duration_s: float = field(default=0.0, compare=False)
     detail: Mapping[str, Any] = field(default_factory=dict)
     machine: str = ""
 

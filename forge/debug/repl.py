@@ -1,0 +1,207 @@
+"""The `forge debug` / `forge replay` REPL: a person's face over a Stepper.
+
+Built on the standard library's `cmd`. Every command is one method of the session; a
+mistake (unknown command, bad argument, stepping a finished run) prints one line and the
+session goes on. Colour only on a terminal, and never with NO_COLOR set.
+"""
+
+from __future__ import annotations
+
+import cmd
+import os
+import sys
+from typing import IO, Any
+
+from forge.debug.replay import ReplaySession
+from forge.debug.session import DebugSession
+from forge.debug.stepper import AtStart, SessionFinished, Stepper
+from forge.diagram import GraphvizNotInstalled, render
+from forge.narrate import decided_by, describe
+
+__all__ = ["DebugShell"]
+
+_EXPECTED = (SessionFinished, AtStart, ValueError, GraphvizNotInstalled, OSError)
+
+
+class DebugShell(cmd.Cmd):
+    """`step [N]`, `continue`, `break STATE|TRIGGER`, `delete [ID|all]`, `breaks`, `where`,
+    `obs`, `trace`, `back`, `diagram PATH`, `help`, `quit` (or Ctrl-D)."""
+
+    def __init__(self, session: Stepper, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
+                 colour: bool | None = None) -> None:
+        super().__init__(stdin=stdin, stdout=stdout)
+        self.session = session
+        self.use_rawinput = stdin is None
+        out = stdout or sys.stdout
+        self.colour = (out.isatty() and "NO_COLOR" not in os.environ) if colour is None else colour
+        kind = "replay of a recorded run (nothing executes)" if isinstance(session, ReplaySession) else "live run"
+        goal = f"\ngoal: {session.goal}" if isinstance(session, DebugSession) else ""
+        self.intro = f"forge debugger · {session.definition.name} · {kind}{goal}\ntype help for commands"
+        self._update_prompt()
+
+    # presentation
+    def _paint(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.colour else text
+
+    def say(self, text: str = "") -> None:
+        self.stdout.write(text + "\n")
+
+    def error(self, text: str) -> None:
+        self.say(self._paint(f"error: {text}", "31"))
+
+    def _update_prompt(self) -> None:
+        state = self._paint(self.session.state, "1;36")
+        self.prompt = f"(forge {state} step {self.session.step_number}) "
+
+    def postcmd(self, stop: bool, line: str) -> bool:
+        self._update_prompt()
+        return stop
+
+    def onecmd(self, line: str) -> bool:
+        try:
+            return super().onecmd(line)
+        except _EXPECTED as error:
+            self.error(str(error).splitlines()[0])
+            return False
+
+    def emptyline(self) -> bool:
+        return False
+
+    def default(self, line: str) -> bool:
+        self.error(f"unknown command {line.split()[0]!r}; type help for the commands")
+        return False
+
+    def _show(self, record: Any) -> None:
+        self.say(describe(record))
+        if self.session.done:
+            self.say(self._paint(f"run ended in {self.session.state}", "1"))
+
+    # commands
+    def do_step(self, arg: str) -> None:
+        """step [N]: fire the next transition (or the next N; stops early at the end)."""
+        count = _count(arg)
+        for _ in range(count):
+            self._show(self.session.step())
+            if self.session.done:
+                break
+
+    def do_continue(self, arg: str) -> None:
+        """continue: run to the next breakpoint or the end of the run."""
+        _no_argument("continue", arg)
+        outcome = self.session.continue_()
+        for record in outcome.fired[-20:] if len(outcome.fired) > 20 else outcome.fired:
+            self.say(describe(record))
+        if len(outcome.fired) > 20:
+            self.say(f"… {len(outcome.fired)} transitions in all; the last 20 shown")
+        if outcome.hit is not None:
+            self.say(self._paint(f"stopped at breakpoint {outcome.hit}", "33"))
+        elif self.session.done:
+            self.say(self._paint(f"run ended in {self.session.state}", "1"))
+
+    def do_break(self, arg: str) -> None:
+        """break STATE|TRIGGER: stop continue on entering STATE or firing TRIGGER
+        (write state:NAME or trigger:NAME when a name is both)."""
+        name = arg.strip()
+        if not name or len(name.split()) != 1:
+            raise ValueError("usage: break STATE|TRIGGER")
+        states = {s.name for s in self.session.definition.states}
+        triggers = {t.trigger for t in self.session.definition.transitions}
+        kind, _, target = name.partition(":") if ":" in name else ("", "", name)
+        if kind == "state" or (not kind and target in states):
+            point = self.session.break_at(target)
+        elif kind == "trigger" or (not kind and target in triggers):
+            point = self.session.break_at(trigger=target)
+        else:
+            raise ValueError(f"{name!r} is neither a state ({', '.join(sorted(states))}) "
+                             f"nor a trigger ({', '.join(sorted(triggers))})")
+        self.say(f"breakpoint {point}")
+
+    def do_delete(self, arg: str) -> None:
+        """delete [ID|all]: remove one breakpoint, or all of them."""
+        target = arg.strip()
+        if target in ("", "all"):
+            self.session.clear_breakpoints()
+            self.say("all breakpoints deleted")
+            return
+        removed = self.session.remove_breakpoint(_count(target.lstrip("#")))
+        self.say(f"deleted breakpoint {removed}")
+
+    def do_breaks(self, arg: str) -> None:
+        """breaks: list the breakpoints."""
+        _no_argument("breaks", arg)
+        points = self.session.breakpoints
+        self.say("\n".join(str(p) for p in points) if points else "no breakpoints")
+
+    def do_where(self, arg: str) -> None:
+        """where: the current state, the step, and the last transition with every guard's value."""
+        _no_argument("where", arg)
+        session = self.session
+        status = "ended" if session.done else "at"
+        self.say(f"{status} {self._paint(session.state, '1;36')} · step {session.step_number} · "
+                 f"{len(session.trace)} transitions taken")
+        if session.trace:
+            last = session.trace[-1]
+            self.say(f"last: {last.source} ─{last.trigger}→ {last.dest} (decided by {decided_by(last)})")
+            for guard in last.guards:
+                self.say(f"  {guard.name:<32} {self._paint(str(guard.value), '32' if guard.value else '2')}")
+        if isinstance(session, DebugSession) and session.replayable:
+            ahead = session.replayable
+            self.say(f"{ahead} transition{'s' if ahead != 1 else ''} ahead recorded: stepping replays them, nothing executes")
+
+    def do_obs(self, arg: str) -> None:
+        """obs: the observations recorded so far."""
+        _no_argument("obs", arg)
+        session = self.session
+        rows = session.loop_state.observations if isinstance(session, DebugSession) else session.observations
+        if not rows:
+            self.say("no observations yet")
+        for row in rows:
+            payload = getattr(row, "payload", None)
+            shown = "" if payload is None else f" · {_short(repr(payload))}"
+            self.say(f"#{row.sequence} {row.tool_name}: {row.status}{shown}")
+
+    def do_trace(self, arg: str) -> None:
+        """trace: every transition taken so far."""
+        _no_argument("trace", arg)
+        trace = self.session.trace
+        self.say("\n".join(describe(r) for r in trace) if trace else "no transitions yet")
+
+    def do_back(self, arg: str) -> None:
+        """back: return to the state before the last transition (nothing is undone twice)."""
+        _no_argument("back", arg)
+        record = self.session.back()
+        self.say(f"back over {record.sequence}: {record.source} ─{record.trigger}→ {record.dest}; now in {self.session.state}")
+
+    def do_diagram(self, arg: str) -> None:
+        """diagram PATH: write the machine with the path so far (format from the suffix)."""
+        path = arg.strip()
+        if not path:
+            raise ValueError("usage: diagram PATH (e.g. diagram run.svg)")
+        written = render(self.session.definition, path, trace=self.session.trace)
+        self.say(f"wrote {written}")
+
+    def do_quit(self, arg: str) -> bool:
+        """quit: leave the debugger (Ctrl-D too)."""
+        return True
+
+    def do_EOF(self, arg: str) -> bool:  # noqa: N802 (cmd's name for Ctrl-D)
+        self.say()
+        return True
+
+
+def _count(text: str) -> int:
+    text = text.strip()
+    if not text:
+        return 1
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"expected a positive whole number, got {text!r}")
+    return int(text)
+
+
+def _no_argument(command: str, arg: str) -> None:
+    if arg.strip():
+        raise ValueError(f"{command} takes no argument")
+
+
+def _short(text: str, width: int = 80) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,65 @@
+"""`ReplaySession`: a recorded trace walked forwards and backwards; nothing is executed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from forge.debug.stepper import Stepper
+from forge.diagram.overlay import overlay_of
+from forge.machine.definition import MachineDefinition
+from forge.machine.trace import TransitionRecord
+
+__all__ = ["RecordedObservation", "ReplaySession"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedObservation:
+    """What a trace says about an observation: no payload is recorded."""
+
+    sequence: int
+    tool_name: str
+    status: str
+
+
+class ReplaySession(Stepper):
+    """Steps through `records` of a run of `definition`.
+
+    Raises:
+        TraceMismatch: the records are not a run of `definition`.
+    """
+
+    def __init__(self, definition: MachineDefinition, records: Iterable[TransitionRecord]) -> None:
+        super().__init__(definition)
+        self._records = tuple(records)
+        overlay_of(definition, self._records)  # validates the whole trace up front
+        self._position = 0
+
+    @property
+    def state(self) -> str:
+        return self._records[self._position - 1].dest if self._position else self.definition.initial
+
+    @property
+    def trace(self) -> tuple[TransitionRecord, ...]:
+        return self._records[: self._position]
+
+    @property
+    def done(self) -> bool:
+        """True at the end of the recording (a trace may stop before a terminal state)."""
+        return self._position == len(self._records) or super().done
+
+    @property
+    def observations(self) -> tuple[RecordedObservation, ...]:
+        """Observations recorded so far, from the execute records' details."""
+        out = []
+        for record in self.trace:
+            if record.source == "execute" and "tool" in record.detail and "status" in record.detail:
+                out.append(RecordedObservation(len(out) + 1, record.detail["tool"], record.detail["status"]))
+        return tuple(out)
+
+    def _forward(self) -> TransitionRecord:
+        self._position += 1
+        return self._records[self._position - 1]
+
+    def _backward(self) -> None:
+        self._position -= 1

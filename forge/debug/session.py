@@ -1,0 +1,81 @@
+"""`DebugSession`: a live run stepped one transition at a time.
+
+Stepping into new territory fires the machine for real (tools run). Every step keeps a
+snapshot of the run, so `back()` restores it exactly, and stepping forward again over a
+transition already taken restores the recorded outcome instead of running tools again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from forge.agent.observations import LoopState, Observation
+from forge.agent.runner import LoopResult
+from forge.debug.stepper import Stepper
+from forge.machine.run import Run, RunSnapshot
+from forge.machine.trace import TransitionRecord
+
+if TYPE_CHECKING:
+    from forge.loop import AgentLoop
+
+__all__ = ["DebugSession"]
+
+
+class DebugSession(Stepper):
+    """Made by `AgentLoop.debug(goal)`; nothing has run yet."""
+
+    def __init__(self, loop: AgentLoop, run: Run) -> None:
+        super().__init__(loop.definition)
+        self.loop = loop
+        self._run = run
+        self._records: list[TransitionRecord] = []
+        self._observations: list[Observation] = []
+        self._snapshots: list[RunSnapshot] = [run.snapshot()]
+        self._position = 0
+
+    @property
+    def goal(self) -> str:
+        return self._run.goal
+
+    @property
+    def state(self) -> str:
+        return self._run.state
+
+    @property
+    def loop_state(self) -> LoopState:
+        return self._run.loop_state
+
+    @property
+    def trace(self) -> tuple[TransitionRecord, ...]:
+        return tuple(self._run.trace)
+
+    @property
+    def run(self) -> Run:
+        """The run being debugged (read it; stepping is the session's job)."""
+        return self._run
+
+    @property
+    def result(self) -> LoopResult | None:
+        """The run's LoopResult once it is done, else None."""
+        return self.loop.result(self._run) if self.done else None
+
+    @property
+    def replayable(self) -> int:
+        """How many transitions ahead are already recorded (stepping over them runs nothing)."""
+        return len(self._records) - self._position
+
+    def _forward(self) -> TransitionRecord:
+        if self._position < len(self._records):
+            self._position += 1
+            self._run.restore(self._snapshots[self._position], self._observations, self._records)
+            return self._records[self._position - 1]
+        record = self.loop.engine.fire(self._run)
+        self._records.append(record)
+        self._observations[len(self._observations):] = self._run.loop_state.observations[len(self._observations):]
+        self._snapshots.append(self._run.snapshot())
+        self._position += 1
+        return record
+
+    def _backward(self) -> None:
+        self._position -= 1
+        self._run.restore(self._snapshots[self._position], self._observations, self._records)

@@ -1,0 +1,135 @@
+"""What every debugger view shares: one transition per step, back-stepping, breakpoints,
+continue, and the diagram of the path so far. A live `DebugSession` and a `ReplaySession`
+over a recorded trace differ only in how they move one transition forwards or back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import graphviz
+
+from forge.debug.breakpoints import Breakpoint, BreakpointSet
+from forge.machine.definition import MachineDefinition
+from forge.machine.trace import TransitionRecord
+
+__all__ = ["AtStart", "ContinueResult", "SessionFinished", "Stepper"]
+
+
+class SessionFinished(RuntimeError):
+    """The run is in a terminal state; there is no next transition (use back())."""
+
+
+class AtStart(RuntimeError):
+    """No transition has been taken; there is nothing to step back over."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContinueResult:
+    """The transitions `continue_()` fired, and the breakpoint that stopped it (None when
+    the run reached a terminal state)."""
+
+    fired: tuple[TransitionRecord, ...]
+    hit: Breakpoint | None
+
+
+class Stepper:
+    """Base of the debugger views. Subclasses provide `_forward`, `_backward`, `state`,
+    `trace` and `definition`."""
+
+    definition: MachineDefinition
+
+    def __init__(self, definition: MachineDefinition) -> None:
+        self.definition = definition
+        self._breakpoints = BreakpointSet(
+            frozenset(s.name for s in definition.states), frozenset(t.trigger for t in definition.transitions)
+        )
+
+    # subclass hooks
+    @property
+    def state(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def trace(self) -> tuple[TransitionRecord, ...]:
+        raise NotImplementedError
+
+    def _forward(self) -> TransitionRecord:
+        raise NotImplementedError
+
+    def _backward(self) -> None:
+        raise NotImplementedError
+
+    # shared behaviour
+    @property
+    def done(self) -> bool:
+        """True once the run is in a terminal state."""
+        return self.definition.state(self.state).terminal
+
+    @property
+    def step_number(self) -> int:
+        """The loop iteration of the last transition taken (0 before the first)."""
+        trace = self.trace
+        return trace[-1].step if trace else 0
+
+    def step(self) -> TransitionRecord:
+        """Fire exactly one transition and return its record.
+
+        Raises:
+            SessionFinished: the run is already in a terminal state.
+        """
+        if self.done:
+            raise SessionFinished(f"the run has ended in {self.state!r}; back() to step through it again")
+        return self._forward()
+
+    def back(self) -> TransitionRecord:
+        """Return to the state before the last transition; returns the record stepped back over.
+
+        Raises:
+            AtStart: no transition has been taken.
+        """
+        trace = self.trace
+        if not trace:
+            raise AtStart("at the start of the run; there is no transition to step back over")
+        self._backward()
+        return trace[-1]
+
+    def continue_(self) -> ContinueResult:
+        """Fire transitions until a breakpoint is hit or the run ends; at least one fires.
+
+        Raises:
+            SessionFinished: the run is already in a terminal state.
+        """
+        fired = [self.step()]
+        while True:
+            hit = self._breakpoints.first_hit(fired[-1], self)
+            if hit is not None or self.done:
+                return ContinueResult(tuple(fired), hit)
+            fired.append(self._forward())
+
+    def break_at(self, state: str | None = None, *, trigger: str | None = None,
+                 when: Callable[[TransitionRecord, Any], bool] | None = None) -> Breakpoint:
+        """Break on entering `state`, on firing `trigger`, or when `when(record, session)`.
+
+        Raises:
+            ValueError: not exactly one given, or an unknown state or trigger.
+        """
+        return self._breakpoints.add(state, trigger=trigger, when=when)
+
+    def remove_breakpoint(self, point: Breakpoint | int) -> Breakpoint:
+        """Raises ValueError for an unknown breakpoint."""
+        return self._breakpoints.remove(point)
+
+    def clear_breakpoints(self) -> None:
+        self._breakpoints.clear()
+
+    @property
+    def breakpoints(self) -> tuple[Breakpoint, ...]:
+        return tuple(self._breakpoints)
+
+    def diagram(self) -> graphviz.Digraph:
+        """The machine with the path so far overlaid and the current state marked."""
+        from forge.diagram import diagram
+
+        return diagram(self.definition, trace=self.trace)
