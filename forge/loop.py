@@ -31,8 +31,9 @@ class AgentLoop:
     is the external acceptance check, the only way a run ends in `verified_success`.
     `max_steps=8` allows at most eight tool executions; `repeat_limit` stops a run whose
     last tool has been called that many times; `max_attempts` bounds the retries of a
-    transient tool error within one step. `registry` may be shared across loops and runs so
-    that a side effect done once stays done. `definition` is a built-in name, a file path or
+    transient tool error within one step. Each run gets its own idempotency registry, so
+    an identical side effect runs once per run; pass `registry` to share one across runs and
+    loops, so that a side effect done once stays done. `definition` is a built-in name, a file path or
     a loaded `MachineDefinition` (default: the shipped `single_agent` loop).
 
     `base_delay`, `max_delay`, `deadline`, `sleep`, `clock` and `random` are passed to
@@ -86,7 +87,7 @@ class AgentLoop:
             retry_options["random"] = random
         self.tools = tools
         self.max_steps, self.repeat_limit, self.max_attempts = max_steps, repeat_limit, max_attempts
-        self.registry = registry if registry is not None else IdempotencyRegistry()
+        self.registry = registry
         self.definition = (
             definition if isinstance(definition, MachineDefinition) else load_definition(definition)
         )
@@ -97,7 +98,6 @@ class AgentLoop:
             policy=policy,
             verify=verify,
             controller=StopController(max_steps=max_steps, repeat_limit=repeat_limit),
-            registry=self.registry,
             max_attempts=max_attempts,
             retry_options=retry_options,
         )
@@ -110,7 +110,8 @@ class AgentLoop:
         """
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-blank string")
-        return Run(goal=goal, config=self._config, state=self.definition.initial)
+        registry = self.registry if self.registry is not None else IdempotencyRegistry()
+        return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry)
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.

@@ -216,3 +216,12 @@ def test_machine_driven_loop_agrees_with_run_agent(script, max_steps, repeat_lim
 
     assert (actual.reason, actual.steps) == (expected.reason, expected.steps)
     assert actual.state.observations == expected.state.observations
+
+
+def test_each_run_gets_its_own_registry_by_default():
+    writer = Recorder("ok", "ok")
+    loop = scripted_loop([tool("write", handler=writer, side_effect=True)], [intent("write"), intent("write")],
+                         verify=lambda o: True)
+    loop.run("first")
+    loop.run("second")
+    assert len(writer.calls) == 2

@@ -53,6 +53,11 @@ class DebugShell(cmd.Cmd):
         state = self._paint(self.session.state, "1;36")
         self.prompt = f"(forge {state} step {self.session.step_number}) "
 
+    def precmd(self, line: str) -> str:
+        if not self.stdin.isatty() and line != "EOF":
+            self.say(line)  # piped commands are not echoed by a terminal: keep transcripts readable
+        return line
+
     def postcmd(self, stop: bool, line: str) -> bool:
         self._update_prompt()
         return stop
@@ -141,7 +146,9 @@ class DebugShell(cmd.Cmd):
                  f"{len(session.trace)} transitions taken")
         if session.trace:
             last = session.trace[-1]
-            self.say(f"last: {last.source} ─{last.trigger}→ {last.dest} (decided by {decided_by(last)})")
+            guard = decided_by(last)
+            why = "unguarded" if guard == "(unguarded)" else f"decided by {guard}"
+            self.say(f"last: {last.source} ─{last.trigger}→ {last.dest} ({why})")
             for guard in last.guards:
                 self.say(f"  {guard.name:<32} {self._paint(str(guard.value), '32' if guard.value else '2')}")
         if isinstance(session, DebugSession) and session.replayable:

@@ -33,7 +33,6 @@ class RunConfig:
     policy: Policy
     verify: Callable[[Observation], bool]
     controller: StopController
-    registry: IdempotencyRegistry
     max_attempts: int
     retry_options: Mapping[str, Any]
 
@@ -49,6 +48,7 @@ class Run:
     goal: str
     config: RunConfig
     state: str
+    registry: IdempotencyRegistry = field(default_factory=IdempotencyRegistry)
     loop_state: LoopState = field(default_factory=LoopState)
     step: int = 0
     intent: Intent | None = None

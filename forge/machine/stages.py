@@ -114,7 +114,7 @@ def _call_tool(run: Run) -> str:
         if tool.side_effect:
             fingerprint = request_fingerprint(tool.name, arguments)
             key = intent.idempotency_key or f"{tool.name}:{fingerprint}"
-            value, replayed = config.registry.execute_once(key, fingerprint, call_with_retry)
+            value, replayed = run.registry.execute_once(key, fingerprint, call_with_retry)
             if replayed:
                 run.side_effects_replayed += 1
             else:

@@ -1,0 +1,79 @@
+"""The README cannot rot: every shell command and Python snippet in it is executed here.
+
+`sh` blocks run line by line from the repository root (`.venv/bin/` is read as the bin folder
+of the Python running the tests); `python` blocks run in order in one namespace, in a fresh
+folder, and a `print(...)  # expected` line must print what its comment says; the `text`
+transcript must be lines the debugger really prints. The one command not run here is
+`python3 tasks.py test`: it is the command running this suite.
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, re.S | re.M)
+BIN = str(Path(sys.executable).parent)
+SELF = "python3 tasks.py test"
+
+
+def shell_lines():
+    for lang, body in BLOCKS:
+        if lang == "sh":
+            for line in body.splitlines():
+                command = re.split(r"\s{2,}#", line)[0].strip()
+                if command and not command.startswith("#"):
+                    yield command
+
+
+def run_shell(command):
+    command = command.replace(".venv/bin/", f"{BIN}/")
+    return subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def demo_run():
+    shutil.rmtree(ROOT / "demo-run", ignore_errors=True)
+    yield
+    shutil.rmtree(ROOT / "demo-run", ignore_errors=True)
+
+
+def test_readme_has_the_two_setup_commands():
+    commands = list(shell_lines())
+    assert commands[:2] == ["python3 tasks.py demo", SELF]
+
+
+def test_every_shell_command_in_the_readme_succeeds(demo_run):
+    outputs = {}
+    for command in shell_lines():
+        if command == SELF:
+            continue
+        done = run_shell(command)
+        assert done.returncode == 0, f"{command!r} failed:\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, command
+        outputs[command] = done.stdout
+    debug = next(out for command, out in outputs.items() if "forge debug" in command)
+    transcript = next(body for lang, body in BLOCKS if lang == "text")
+    for line in transcript.splitlines():
+        assert line.rstrip() in debug, f"README transcript line not printed by the debugger: {line!r}"
+
+
+def test_every_python_snippet_in_the_readme_runs_and_prints_what_it_says(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for lang, body in BLOCKS:
+        if lang != "python":
+            continue
+        exec(compile(body, "README.md", "exec"), namespace)
+        printed = capsys.readouterr().out.splitlines()
+        expected = [line.split("#", 1)[1].strip() for line in body.splitlines()
+                    if line.lstrip().startswith("print(") and "  #" in line]
+        got = iter(printed)
+        for want in expected:
+            assert any(line.strip() == want for line in got), f"README says {want!r}; printed {printed}"
+    assert (tmp_path / "run.jsonl").exists() and (tmp_path / "loop.dot").exists()
