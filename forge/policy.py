@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from forge.agent.observations import LoopState
@@ -11,7 +11,7 @@ from forge.agent.observations import LoopState
 __all__ = ["Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Intent:
     """What the policy wants next: the capabilities it needs and the arguments to pass.
 
@@ -20,13 +20,16 @@ class Intent:
     """
 
     capabilities: frozenset[str]
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    idempotency_key: str | None = None
+    arguments: Mapping[str, Any]
+    idempotency_key: str | None
 
-    def __post_init__(self) -> None:
-        if isinstance(self.capabilities, str):
+    def __init__(self, capabilities: Iterable[str], arguments: Mapping[str, Any] | None = None,
+                 idempotency_key: str | None = None) -> None:
+        if isinstance(capabilities, str):
             raise ValueError("Intent.capabilities must be a set of strings, not a string")
-        object.__setattr__(self, "capabilities", frozenset(self.capabilities))
+        object.__setattr__(self, "capabilities", frozenset(capabilities))
+        object.__setattr__(self, "arguments", {} if arguments is None else arguments)
+        object.__setattr__(self, "idempotency_key", idempotency_key)
         if not isinstance(self.arguments, Mapping):
             raise ValueError(f"Intent.arguments must be a mapping, got {type(self.arguments).__name__}")
         if self.idempotency_key is not None and not self.idempotency_key:

@@ -12,7 +12,7 @@ from forge.agent.execution import ToolContract
 __all__ = ["Tool"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Tool:
     """A tool the loop may select and call.
 
@@ -33,12 +33,22 @@ class Tool:
     optional: frozenset[str] = frozenset()
     side_effect: bool = False
 
-    def __post_init__(self) -> None:
-        for field in ("capabilities", "required", "optional"):
-            value: Iterable[str] = getattr(self, field)
+    def __init__(
+        self,
+        name: str,
+        capabilities: Iterable[str],
+        handler: Callable[..., Any],
+        required: Iterable[str] = frozenset(),
+        optional: Iterable[str] = frozenset(),
+        side_effect: bool = False,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        for field, value in (("capabilities", capabilities), ("required", required), ("optional", optional)):
             if isinstance(value, str):
-                raise ValueError(f"tool {self.name!r}: {field} must be a set of strings, not a string")
+                raise ValueError(f"tool {name!r}: {field} must be a set of strings, not a string")
             object.__setattr__(self, field, frozenset(value))
+        object.__setattr__(self, "handler", handler)
+        object.__setattr__(self, "side_effect", bool(side_effect))
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("tool name must be a non-empty string")
         if not self.capabilities:

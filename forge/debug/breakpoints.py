@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +80,7 @@ class BreakpointSet:
     def first_hit(self, record: TransitionRecord, session: Any) -> Breakpoint | None:
         return next((point for point in self._items.values() if point.hit(record, session)), None)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[Breakpoint]:
         return iter(tuple(self._items.values()))
 
     def __len__(self) -> int:

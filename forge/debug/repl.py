@@ -10,6 +10,7 @@ from __future__ import annotations
 import cmd
 import os
 import sys
+from collections.abc import Sequence
 from typing import IO, Any
 
 from forge.debug.replay import ReplaySession
@@ -72,9 +73,8 @@ class DebugShell(cmd.Cmd):
     def emptyline(self) -> bool:
         return False
 
-    def default(self, line: str) -> bool:
+    def default(self, line: str) -> None:
         self.error(f"unknown command {line.split()[0]!r}; type help for the commands")
-        return False
 
     def _show(self, record: Any) -> None:
         self.say(describe(record))
@@ -146,8 +146,8 @@ class DebugShell(cmd.Cmd):
                  f"{len(session.trace)} transitions taken")
         if session.trace:
             last = session.trace[-1]
-            guard = decided_by(last)
-            why = "unguarded" if guard == "(unguarded)" else f"decided by {guard}"
+            decider = decided_by(last)
+            why = "unguarded" if decider == "(unguarded)" else f"decided by {decider}"
             self.say(f"last: {last.source} ─{last.trigger}→ {last.dest} ({why})")
             for guard in last.guards:
                 self.say(f"  {guard.name:<32} {self._paint(str(guard.value), '32' if guard.value else '2')}")
@@ -159,7 +159,11 @@ class DebugShell(cmd.Cmd):
         """obs: the observations recorded so far."""
         _no_argument("obs", arg)
         session = self.session
-        rows = session.loop_state.observations if isinstance(session, DebugSession) else session.observations
+        rows: Sequence[Any] = ()
+        if isinstance(session, DebugSession):
+            rows = session.loop_state.observations
+        elif isinstance(session, ReplaySession):
+            rows = session.observations
         if not rows:
             self.say("no observations yet")
         for row in rows:

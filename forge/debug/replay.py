@@ -51,7 +51,7 @@ class ReplaySession(Stepper):
     @property
     def observations(self) -> tuple[RecordedObservation, ...]:
         """Observations recorded so far, from the execute records' details."""
-        out = []
+        out: list[RecordedObservation] = []
         for record in self.trace:
             if record.source == "execute" and "tool" in record.detail and "status" in record.detail:
                 out.append(RecordedObservation(len(out) + 1, record.detail["tool"], record.detail["status"]))

@@ -39,8 +39,8 @@ class AnalysisService:
     def url(self) -> str:
         if self._server is None:
             raise RuntimeError("the service is not running; use it inside `with`")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def _should_fail(self) -> bool:
         with self._lock:

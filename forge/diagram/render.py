@@ -85,7 +85,8 @@ def diagram_text(definition: str | Path | MachineDefinition, fmt: str,
     if fmt == "mermaid":
         return mermaid(definition, trace)
     if fmt == "dot":
-        return diagram(definition, trace).source
+        source: str = diagram(definition, trace).source
+        return source
     raise ValueError(f"{fmt} is an image format, not text; write it to a file with render()")
 
 

@@ -57,7 +57,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MACHINE_KEYS = frozenset({"name", "title", "initial", "description"})
 _STATE_KEYS = frozenset({"action", "terminal", "outcome", "doc"})
 _TRANSITION_KEYS = frozenset({"source", "trigger", "dest", "guard", "doc"})
-_Report = Callable[[str, str], None]
+_Report = Callable[..., None]  # (entry, message, code="schema")
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,8 @@ class _CompiledState:
 
 def _condition(guard: str) -> Callable[[Any], bool]:
     def holds(event: Any) -> bool:
-        return event.model.guard_values[guard]
+        values: dict[str, bool] = event.model.guard_values
+        return values[guard]
 
     holds.__name__ = guard
     return holds
@@ -80,7 +81,7 @@ class LoopEngine:
             name=definition.name,
         )
         for t in definition.transitions:
-            conditions = [_condition(t.guard)] if t.guard else []
+            conditions: list[Any] = [_condition(t.guard)] if t.guard else []
             self._machine.add_transition(t.trigger, t.source, t.dest, conditions=conditions)
         self._events = dict(self._machine.events)
         self._states: dict[str, _CompiledState] = {}

@@ -1,0 +1,33 @@
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import forge
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_everything_in_all_is_importable_from_forge():
+    for name in forge.__all__:
+        assert hasattr(forge, name), name
+
+
+def test_the_readme_names_are_exported():
+    for name in ["AgentLoop", "Intent", "ScriptedPolicy", "Tool", "LoopResult", "read_trace", "write_trace"]:
+        assert name in forge.__all__
+
+
+def test_exported_dataclasses_are_frozen_values():
+    mutable_on_purpose = {"LoopState"}  # LoopState.record mutates, by contract
+    for name in forge.__all__:
+        value = getattr(forge, name)
+        if dataclasses.is_dataclass(value) and name not in mutable_on_purpose:
+            assert value.__dataclass_params__.frozen, name
+
+
+def test_the_package_ships_py_typed_and_type_checks_strictly():
+    assert (ROOT / "forge" / "py.typed").exists()
+    out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--ignore-missing-imports", "forge"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout
