@@ -9,7 +9,8 @@ from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import PermanentToolError, TransientToolError
 from forge.agent.runner import LoopResult
 from forge.loop import AgentLoop
-from forge.machine.definition import DefinitionError, MachineDefinition, load_definition
+from forge.machine.definition import DefinitionError, MachineDefinition
+from forge.machine.loader import load_definition
 from forge.machine.engine import NoTransitionEnabled, RunFinished
 from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
 from forge.policy import Intent, Policy, ScriptedPolicy, ScriptExhausted

@@ -84,7 +84,7 @@ def _debug(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from forge.debug.repl import DebugShell
     from forge.debug.replay import ReplaySession
-    from forge.machine.definition import load_definition
+    from forge.machine.loader import load_definition
 
     records = read_trace(args.trace)
     machine = args.machine or next((r.machine for r in records if r.machine), "single_agent")

@@ -11,7 +11,8 @@ from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import Observation
 from forge.agent.runner import LoopResult
 from forge.agent.stopping import StopController
-from forge.machine.definition import MachineDefinition, load_definition
+from forge.machine.definition import MachineDefinition
+from forge.machine.loader import load_definition
 from forge.machine.engine import LoopEngine, engine_for
 from forge.machine.run import Run, RunConfig
 from forge.machine.trace import TransitionRecord

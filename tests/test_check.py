@@ -10,7 +10,7 @@ from builders import Recorder, intent, scripted_loop, tool
 from forge import PermanentToolError, TransientToolError
 from forge.check import Severity, check_definition
 from forge.check.bounds import ABSTRACT_MODELS, explore
-from forge.machine.definition import load_definition
+from forge.machine.loader import load_definition
 from forge.machine.stages import ACTIONS
 
 ROOT = Path(__file__).resolve().parents[1]

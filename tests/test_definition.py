@@ -4,7 +4,7 @@ import pytest
 
 from forge import DefinitionError, load_definition
 from forge.agent.stopping import StopReason
-from forge.machine.definition import builtin_names, parse_definition
+from forge.machine.loader import builtin_names, parse_definition
 
 VALID = """
 [machine]

@@ -1,11 +1,12 @@
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PROBE = "import forge, forge.machine.definition as d; print(forge.__file__); print(d.load_definition().name)"
+PROBE = "import forge; print(forge.__file__); print(forge.load_definition().name)"
 
 
 def test_editable_install_finds_the_builtin_definition(tmp_path):
@@ -14,8 +15,11 @@ def test_editable_install_finds_the_builtin_definition(tmp_path):
 
 
 def test_wheel_ships_the_definitions_and_finds_them(tmp_path):
+    source = tmp_path / "source"  # a copy, so the build leaves nothing in the working tree
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__",
+                                                                 ".hypothesis", ".pytest_cache", "demo-run"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path / "dist"), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path / "dist"), str(source)],
         check=True, capture_output=True,
     )
     wheel = next((tmp_path / "dist").glob("forge-*.whl"))

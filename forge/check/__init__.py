@@ -15,7 +15,7 @@ from pathlib import Path
 from forge.check.bounds import Boundedness, explore
 from forge.check.findings import Finding, Severity
 from forge.check.structure import structural_findings
-from forge.machine.definition import parse_definition, resolve_definition
+from forge.machine.loader import parse_definition, resolve_definition
 
 __all__ = ["CheckReport", "Finding", "Severity", "check_definition", "check_definitions", "default_definitions"]
 
@@ -78,7 +78,7 @@ def default_definitions(folder: str | Path = "machines") -> list[Path]:
     root = Path(folder)
     if root.is_dir():
         return sorted(root.glob("*.toml"))
-    from forge.machine.definition import builtin_names
+    from forge.machine.loader import builtin_names
 
     return [resolve_definition(name) for name in builtin_names()]
 

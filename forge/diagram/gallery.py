@@ -14,7 +14,7 @@ from pathlib import Path
 from forge.diagram.dot import to_digraph
 from forge.diagram.mermaid import to_mermaid
 from forge.diagram.render import GraphvizNotInstalled
-from forge.machine.definition import load_definition
+from forge.machine.loader import load_definition
 
 __all__ = ["StaleDiagram", "refresh_gallery", "stale_diagrams"]
 

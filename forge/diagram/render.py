@@ -11,7 +11,8 @@ import graphviz
 from forge.diagram.dot import to_digraph
 from forge.diagram.mermaid import to_mermaid
 from forge.diagram.overlay import overlay_of
-from forge.machine.definition import MachineDefinition, load_definition
+from forge.machine.definition import MachineDefinition
+from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["FORMATS", "GraphvizNotInstalled", "diagram", "diagram_text", "format_for", "mermaid", "render"]

@@ -1,0 +1,240 @@
+"""Reading loop definitions from TOML, validated when the file is loaded.
+
+A definition names its stage actions and guards as strings (that is what makes it data), so
+every name is resolved here, at load time, and a broken file fails with an error naming the
+file and the entry, never later when a callback first fires. TOML was chosen because the
+standard library reads it (`tomllib`): no parser to depend on. The format is described in
+`forge.machine.definition`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from forge.machine.definition import (
+    OUTCOMES,
+    DefinitionError,
+    MachineDefinition,
+    Problem,
+    StateDef,
+    TransitionDef,
+)
+from forge.machine.stages import ACTIONS, GUARDS
+
+__all__ = ["builtin_names", "load_definition", "parse_definition", "resolve_definition"]
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MACHINE_KEYS = frozenset({"name", "title", "initial", "description"})
+_STATE_KEYS = frozenset({"action", "terminal", "outcome", "doc"})
+_TRANSITION_KEYS = frozenset({"source", "trigger", "dest", "guard", "doc"})
+_Report = Callable[..., None]  # (entry, message, code="schema")
+
+
+def builtin_names() -> tuple[str, ...]:
+    """Names of the definitions shipped in `forge.machines`, sorted."""
+    root = resources.files("forge.machines")
+    return tuple(sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml")))
+
+
+def resolve_definition(name_or_path: str | Path) -> Path:
+    """Map a built-in name (`single_agent`) or a file path to the definition file.
+
+    Raises:
+        FileNotFoundError: neither a built-in name nor an existing file; lists the built-ins.
+    """
+    candidate = Path(name_or_path)
+    if candidate.is_file():
+        return candidate
+    if isinstance(name_or_path, str) and _NAME.match(name_or_path):
+        builtin = resources.files("forge.machines") / f"{name_or_path}.toml"
+        if builtin.is_file():
+            return Path(str(builtin))
+    raise FileNotFoundError(
+        f"no loop definition {str(name_or_path)!r}: not a file, and the built-in "
+        f"definitions are {', '.join(builtin_names())}"
+    )
+
+
+def load_definition(name_or_path: str | Path = "single_agent") -> MachineDefinition:
+    """Read and validate a definition by built-in name or path.
+
+    Raises:
+        FileNotFoundError: no such built-in or file.
+        DefinitionError: the file is not valid TOML or breaks a rule; names every problem.
+    """
+    definition, problems = parse_definition(resolve_definition(name_or_path))
+    if problems or definition is None:
+        raise DefinitionError(str(resolve_definition(name_or_path)), problems)
+    return definition
+
+
+def parse_definition(path: str | Path) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
+    """Read `path` and collect every problem instead of stopping at the first.
+
+    Returns the definition (None when the file is too broken to build one) and the problems;
+    `forge check` reports them all, `load_definition` refuses any.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        return None, (Problem("file", f"not valid TOML: {error}", "toml"),)
+    return _build(str(path), data)
+
+
+def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
+    problems: list[Problem] = []
+
+    def problem(entry: str, message: str, code: str = "schema") -> None:
+        problems.append(Problem(entry, message, code))
+
+    for key in sorted(set(data) - {"machine", "states", "transitions"}):
+        problem(key, "unknown top-level table; expected [machine], [states.*], [[transitions]]")
+    machine = data.get("machine")
+    if not isinstance(machine, Mapping):
+        problem("machine", "missing [machine] table with name and initial")
+        machine = {}
+    _unknown_keys(problem, "machine", machine, _MACHINE_KEYS)
+    name = machine.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        problem("machine.name", "missing or not an identifier (letters, digits, _)")
+        name = Path(path).stem
+
+    states = _states(problem, data.get("states"))
+    known = {state.name for state in states}
+    initial = machine.get("initial")
+    if not isinstance(initial, str) or not initial:
+        problem("machine.initial", "missing initial state; set initial = \"<state name>\"", "missing-initial")
+        initial = ""
+    elif initial not in known:
+        problem("machine.initial", f"unknown state {initial!r}; states are {_listing(known)}", "unknown-state")
+
+    transitions = _transitions(problem, data.get("transitions"), {s.name: s for s in states})
+    for state in states:
+        out = [t for t in transitions if t.source == state.name]
+        if state.terminal and out:
+            problem(
+                f"states.{state.name}",
+                f"terminal state has outgoing transitions ({', '.join(t.entry for t in out)}); "
+                "remove them or make the state non-terminal",
+                "terminal-outgoing",
+            )
+        if not state.terminal and not out:
+            problem(
+                f"states.{state.name}",
+                "non-terminal state has no outgoing transition; add one or set terminal = true",
+                "dead-end",
+            )
+    definition = MachineDefinition(
+        name=name,
+        initial=initial,
+        states=tuple(states),
+        transitions=tuple(transitions),
+        title=str(machine.get("title", "")),
+        description=str(machine.get("description", "")),
+        path=path,
+    )
+    return definition, tuple(problems)
+
+
+def _states(problem: _Report, raw: Any) -> list[StateDef]:
+    if not isinstance(raw, Mapping) or not raw:
+        problem("states", "missing [states.<name>] tables")
+        return []
+    states = []
+    for name, body in raw.items():
+        entry = f"states.{name}"
+        if not _NAME.match(name):
+            problem(entry, "state name is not an identifier (letters, digits, _)")
+        if not isinstance(body, Mapping):
+            problem(entry, "must be a table")
+            continue
+        _unknown_keys(problem, entry, body, _STATE_KEYS)
+        terminal = body.get("terminal", False)
+        if not isinstance(terminal, bool):
+            problem(f"{entry}.terminal", "must be true or false")
+            terminal = False
+        outcome = body.get("outcome")
+        action = body.get("action")
+        if terminal:
+            if outcome not in OUTCOMES:
+                problem(f"{entry}.outcome", f"terminal state needs outcome = one of {_listing(OUTCOMES)}")
+            if action is not None:
+                problem(f"{entry}.action", "terminal states run no action; remove it")
+        else:
+            if outcome is not None:
+                problem(f"{entry}.outcome", "only terminal states have an outcome")
+            if action is not None and action not in ACTIONS:
+                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(ACTIONS)}",
+                        "unknown-callback")
+        states.append(
+            StateDef(
+                name=name,
+                terminal=terminal,
+                outcome=outcome if isinstance(outcome, str) else None,
+                action=action if isinstance(action, str) else None,
+                doc=str(body.get("doc", "")),
+            )
+        )
+    return states
+
+
+def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef]) -> list[TransitionDef]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        problem("transitions", "must be an array of tables: [[transitions]]")
+        return []
+    transitions = []
+    for index, body in enumerate(raw):
+        entry = f"transitions[{index}]"
+        if not isinstance(body, Mapping):
+            problem(entry, "must be a table")
+            continue
+        _unknown_keys(problem, entry, body, _TRANSITION_KEYS)
+        fields = {}
+        for key in ("source", "trigger", "dest"):
+            value = body.get(key)
+            if not isinstance(value, str) or not value:
+                problem(f"{entry}.{key}", f"missing {key}")
+                value = ""
+            fields[key] = value
+        transition = TransitionDef(index, guard=body.get("guard"), doc=str(body.get("doc", "")), **fields)
+        entry = transition.entry
+        if fields["trigger"] and not _NAME.match(fields["trigger"]):
+            problem(entry, f"trigger {fields['trigger']!r} is not an identifier")
+        for key in ("source", "dest"):
+            if fields[key] and fields[key] not in states:
+                problem(entry, f"unknown {key} state {fields[key]!r}; states are {_listing(states)}", "unknown-state")
+        guard = transition.guard
+        if guard is not None:
+            source = states.get(fields["source"])
+            if not isinstance(guard, str) or guard not in GUARDS:
+                problem(entry, f"unknown guard {guard!r}; guards are {_listing(GUARDS)}", "unknown-callback")
+            elif source is not None and not source.terminal and GUARDS[guard].action != source.action:
+                problem(
+                    entry,
+                    f"guard {guard!r} tests the verdict of action {GUARDS[guard].action!r}, "
+                    f"but state {source.name!r} runs {source.action!r}; use one of "
+                    f"{_listing(g for g, spec in GUARDS.items() if spec.action == source.action)}",
+                    "guard-action-mismatch",
+                )
+        transitions.append(transition)
+    return transitions
+
+
+def _unknown_keys(problem: _Report, entry: str, body: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    for key in sorted(set(body) - allowed):
+        problem(f"{entry}.{key}", f"unknown key; allowed keys are {_listing(allowed)}")
+
+
+def _listing(names: Any) -> str:
+    return ", ".join(sorted(names)) or "(none)"
