@@ -53,7 +53,7 @@ def plain_run(steps: int, verify_at: int | None = None) -> str:
         intent = policy("benchmark", state)
         action = select_action("benchmark", intent.capabilities, specs)
         contract = contracts[action.tool_name]
-        result = run_with_retry(lambda: execute_tool(contract, intent.arguments).value, 3)
+        result = run_with_retry(lambda c=contract, a=intent.arguments: execute_tool(c, a).value, 3)
         observation = state.record(action.tool_name, "ok", result.value)
         verified = observation.sequence == verify_at
         decision = controller.decide(state.step_count, verified, state.terminal, state.action_history)

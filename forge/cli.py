@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from forge.check import check_definitions, default_definitions
 from forge.diagram import FORMATS, GraphvizNotInstalled, TraceMismatch, diagram_text, format_for, render
@@ -17,8 +16,8 @@ from forge.machine.trace import TraceFormatError, read_trace
 
 __all__ = ["main"]
 
-_USER_ERRORS = (ScenarioError, FileNotFoundError, DefinitionError, TraceFormatError, TraceMismatch, GraphvizNotInstalled,
-                ValueError, OSError)
+_USER_ERRORS = (ScenarioError, FileNotFoundError, DefinitionError, TraceFormatError, TraceMismatch,
+                GraphvizNotInstalled, ValueError, OSError)
 
 
 def _diagram(args: argparse.Namespace) -> int:

@@ -225,3 +225,13 @@ def test_each_run_gets_its_own_registry_by_default():
     loop.run("first")
     loop.run("second")
     assert len(writer.calls) == 2
+
+
+def test_trace_counts_the_attempts_a_deadline_allowed():
+    flaky = Recorder(*[TransientToolError("503", retry_after=1.0)] * 5)
+    clock = iter(range(100)).__next__
+    loop = scripted_loop([tool("fetch", handler=flaky)], [intent("fetch")], max_steps=1, max_attempts=5,
+                         deadline=2.5, sleep=lambda s: None, clock=lambda: float(clock()))
+    result = loop.run("goal")
+    execute = next(r for r in result.trace if r.source == "execute")
+    assert execute.detail["attempts"] == len(flaky.calls) < 5

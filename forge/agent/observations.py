@@ -56,7 +56,7 @@ class ActionHistory(Sequence[str]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
             return NotImplemented
-        return len(other) == len(self._names) and all(a == b for a, b in zip(self._names, other))
+        return len(other) == len(self._names) and all(a == b for a, b in zip(self._names, other, strict=True))
 
     __hash__ = None  # type: ignore[assignment]
 

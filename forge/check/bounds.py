@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from forge.agent.stopping import StopController
 from forge.machine.definition import MachineDefinition, TransitionDef
-from forge.machine.stages import ACTIONS, GUARDS
+from forge.machine.stages import GUARDS
 
 __all__ = ["ABSTRACT_MODELS", "AbstractRun", "Boundedness", "explore"]
 
@@ -71,7 +71,7 @@ def _record(run: AbstractRun, controller: StopController) -> Iterator[tuple[str,
 def _history(run: AbstractRun) -> list[str]:
     """A concrete history with these counts whose last entry was called `run.last` times."""
     names = [f"tool{i}" for i in range(len(run.counts))]
-    history = [name for name, count in zip(names, run.counts) for _ in range(count)]
+    history = [name for name, count in zip(names, run.counts, strict=True) for _ in range(count)]
     if run.last:
         last = names[run.counts.index(run.last)]
         history.remove(last)

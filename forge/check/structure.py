@@ -107,7 +107,8 @@ def _determinism_findings(definition: MachineDefinition, finding: _Emit) -> Iter
                 why = "one of them is unguarded, so it is enabled whenever the other is"
             else:
                 why = f"guards {a.guard!r} and {b.guard!r} are not drawn from one decision value"
-            same = "the same trigger" if a.trigger == b.trigger else "different triggers, and the engine fires whichever is enabled"
+            same = ("the same trigger" if a.trigger == b.trigger
+                    else "different triggers, and the engine fires whichever is enabled")
             yield finding(Severity.ERROR, "nondeterministic", f"{a.entry} and {b.entry}",
                           f"both can fire from {state.name!r} ({same}): {why}; file order must not decide, "
                           "so guard each on a different verdict of the state's action")

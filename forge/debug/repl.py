@@ -153,7 +153,8 @@ class DebugShell(cmd.Cmd):
                 self.say(f"  {guard.name:<32} {self._paint(str(guard.value), '32' if guard.value else '2')}")
         if isinstance(session, DebugSession) and session.replayable:
             ahead = session.replayable
-            self.say(f"{ahead} transition{'s' if ahead != 1 else ''} ahead recorded: stepping replays them, nothing executes")
+            plural = "s" if ahead != 1 else ""
+            self.say(f"{ahead} transition{plural} ahead recorded: stepping replays them, nothing executes")
 
     def do_obs(self, arg: str) -> None:
         """obs: the observations recorded so far."""
@@ -181,7 +182,8 @@ class DebugShell(cmd.Cmd):
         """back: return to the state before the last transition (nothing is undone twice)."""
         _no_argument("back", arg)
         record = self.session.back()
-        self.say(f"back over {record.sequence}: {record.source} ─{record.trigger}→ {record.dest}; now in {self.session.state}")
+        move = f"{record.source} ─{record.trigger}→ {record.dest}"
+        self.say(f"back over {record.sequence}: {move}; now in {self.session.state}")
 
     def do_diagram(self, arg: str) -> None:
         """diagram PATH: write the machine with the path so far (format from the suffix)."""

@@ -14,7 +14,8 @@ __all__ = ["to_mermaid"]
 
 def to_mermaid(definition: MachineDefinition, overlay: RunOverlay | None = None) -> str:
     """Mermaid source ending in a newline. `[*]` marks only the initial state."""
-    lines = ["---", f"title: {json.dumps(definition.title or definition.name)}", "---", "stateDiagram-v2", "    direction LR"]
+    title = json.dumps(definition.title or definition.name)
+    lines = ["---", f"title: {title}", "---", "stateDiagram-v2", "    direction LR"]
     lines.append(f"    [*] --> {definition.initial}")
     for t in definition.transitions:
         label = t.trigger if not t.guard else f"{t.trigger} [{t.guard}]"

@@ -47,9 +47,8 @@ def transition_of(definition: MachineDefinition, record: TransitionRecord) -> Tr
     """
     true_guards = {g.name for g in record.guards if g.value}
     for transition in definition.transitions:
-        if (transition.source, transition.trigger, transition.dest) == (record.source, record.trigger, record.dest) and (
-            transition.guard is None or transition.guard in true_guards
-        ):
+        same_edge = (transition.source, transition.trigger, transition.dest) == (record.source, record.trigger, record.dest)
+        if same_edge and (transition.guard is None or transition.guard in true_guards):
             return transition
     raise TraceMismatch(
         f"trace record {record.sequence} ({record.source} -{record.trigger}-> {record.dest}) "

@@ -95,19 +95,16 @@ def _call_tool(run: Run) -> str:
     contract, arguments = tool.contract, intent.arguments
     attempts = 0
 
+    def attempt() -> Any:
+        nonlocal attempts
+        attempts += 1
+        return execute_tool(contract, arguments).value
+
     def count_retry(attempt: int, error: TransientToolError, delay: float) -> None:
         run.retries += 1
 
     def call_with_retry() -> Any:
-        nonlocal attempts
-        result = run_with_retry(
-            lambda: execute_tool(contract, arguments).value,
-            config.max_attempts,
-            on_retry=count_retry,
-            **config.retry_options,
-        )
-        attempts = result.attempts
-        return result.value
+        return run_with_retry(attempt, config.max_attempts, on_retry=count_retry, **config.retry_options).value
 
     replayed = False
     try:
@@ -125,7 +122,6 @@ def _call_tool(run: Run) -> str:
     except ArgumentContractError as error:
         run.status, run.payload = "retryable_error", error
     except TransientToolError as error:
-        attempts = config.max_attempts
         run.status, run.payload = "retryable_error", error
     except Exception as error:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
         run.status, run.payload, run.error = "fatal_error", error, error
