@@ -11,7 +11,8 @@ from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import Observation
 from forge.agent.runner import LoopResult
 from forge.agent.stopping import StopController
-from forge.machine.definition import MachineDefinition
+from forge.check import soundness_errors
+from forge.machine.definition import DefinitionError, MachineDefinition, Problem
 from forge.machine.loader import load_definition
 from forge.machine.engine import LoopEngine, engine_for
 from forge.machine.run import Run, RunConfig
@@ -43,7 +44,9 @@ class AgentLoop:
     Raises:
         ValueError: no tools, duplicate tool names, a non-Tool in `tools`, a non-callable
             policy or verify, or a limit below 1.
-        FileNotFoundError, DefinitionError: the definition cannot be found or loaded.
+        FileNotFoundError, DefinitionError: the definition cannot be found or loaded, or
+            `forge check` would find an error in it (nondeterminism, a verdict no transition
+            handles, a state with no way out, a cycle the step budget cannot end, …).
     """
 
     def __init__(
@@ -92,6 +95,12 @@ class AgentLoop:
         self.definition = (
             definition if isinstance(definition, MachineDefinition) else load_definition(definition)
         )
+        errors = soundness_errors(self.definition)
+        if errors:
+            raise DefinitionError(
+                self.definition.path,
+                tuple(Problem(f.entry, f"{f.message} (run `forge check` for the full report)", f.code) for f in errors),
+            )
         self.engine: LoopEngine = engine_for(self.definition)
         self._config = RunConfig(
             tools={tool.name: tool for tool in tools},

@@ -38,6 +38,7 @@ def codes(name):
     ("nondeterministic_same_guard", "nondeterministic"),
     ("nondeterministic_unguarded", "nondeterministic"),
     ("unbounded", "unbounded"),
+    ("skips_verify", "unbounded"),
 ])
 def test_broken_definition_is_an_error_with_its_code(name, code):
     report, found = codes(name)
@@ -72,6 +73,12 @@ def test_unbounded_definition_prints_the_counterexample_path():
     entries = [t.entry for t in report.boundedness.counterexample]
     assert entries[-1] == "transitions[6] (execute -retry-> select [call_retryable])"
     assert any("counterexample" in line for line in report.lines())
+
+
+def test_a_run_past_the_step_budget_is_a_counterexample():
+    report, _ = codes("skips_verify")
+    assert report.boundedness.over_budget
+    assert "past max_steps=8 tool executions" in report.lines()[-2]
 
 
 def test_shipped_definitions_pass():

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from builders import intent, scripted_loop, tool
-from forge import NoTransitionEnabled, RunFinished, load_definition
-from forge.machine.engine import engine_for
+from forge import DefinitionError, NoTransitionEnabled, RunFinished, load_definition
+from forge.machine.engine import LoopEngine, engine_for
 
 
 def test_stage_modules_never_import_transitions():
@@ -59,15 +59,30 @@ def test_firing_a_finished_run_raises():
         loop.engine.fire(run)
 
 
-def test_two_enabled_transitions_raise_instead_of_first_match(tmp_path):
-    text = Path("machines/single_agent.toml").read_text().replace(
-        'dest = "capability_gap"\nguard = "no_tool_fits"', 'dest = "capability_gap"\nguard = "tool_selected"'
-    )
-    path = tmp_path / "twice.toml"
-    path.write_text(text)
-    loop = scripted_loop([tool("a")], [intent("a")], definition=path)
+BROKEN = Path(__file__).parent / "definitions"
+
+
+def test_two_enabled_transitions_raise_instead_of_first_match():
+    engine = LoopEngine(load_definition(BROKEN / "nondeterministic_same_guard.toml"))
+    run = scripted_loop([tool("a")], [intent("a")]).start("goal")
     with pytest.raises(NoTransitionEnabled, match="2 transitions enabled"):
-        loop.run("goal")
+        engine.fire(run)
+    assert run.state == "select" and run.trace == []
+
+
+def test_no_enabled_transition_raises_naming_the_verdict():
+    engine = LoopEngine(load_definition(BROKEN / "unhandled_verdict.toml"))
+    run = scripted_loop([tool("a")], [intent("a")] * 5, repeat_limit=1).start("goal")
+    for _ in range(3):
+        engine.fire(run)
+    with pytest.raises(NoTransitionEnabled, match="verdict 'repeated_action': no transition enabled"):
+        engine.fire(run)
+
+
+@pytest.mark.parametrize("name", ["nondeterministic_same_guard", "unbounded", "skips_verify", "unhandled_verdict"])
+def test_a_loop_refuses_a_definition_forge_check_rejects(name):
+    with pytest.raises(DefinitionError, match="forge check"):
+        scripted_loop([tool("a")], [intent("a")], definition=BROKEN / f"{name}.toml")
 
 
 def test_result_of_unfinished_run_is_refused():

@@ -10,14 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from forge.check.bounds import Boundedness, explore
 from forge.check.findings import Finding, Severity
 from forge.check.structure import structural_findings
+from forge.machine.definition import MachineDefinition
 from forge.machine.loader import parse_definition, resolve_definition
 
-__all__ = ["CheckReport", "Finding", "Severity", "check_definition", "check_definitions", "default_definitions"]
+__all__ = [
+    "CheckReport",
+    "Finding",
+    "Severity",
+    "check_definition",
+    "check_definitions",
+    "default_definitions",
+    "soundness_errors",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +53,14 @@ class CheckReport:
             )
         elif b is not None:
             out.append(f"{self.path}: counterexample, a run that never ends:")
-            out.extend(f"    {t.entry}" for t in b.counterexample)
-            out.append("    … and round again")
+            shown = b.counterexample[-12:]
+            if len(shown) < len(b.counterexample):
+                out.append(f"    … {len(b.counterexample) - len(shown)} transitions before these")
+            out.extend(f"    {t.entry}" for t in shown)
+            if b.over_budget:
+                out.append(f"    … and on, past max_steps={b.max_steps} tool executions with no stop decision")
+            else:
+                out.append("    … and round again, back where the path began repeating")
         out.append(f"{self.path}: {'ok' if self.ok else 'FAILED'}")
         return out
 
@@ -64,13 +80,31 @@ def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3
         findings.extend(structural_findings(definition))
         boundedness = explore(definition, max_steps, repeat_limit)
         if boundedness.bound is None:
-            cycle = " → ".join(t.entry for t in boundedness.counterexample[-4:])
-            findings.append(Finding(
-                Severity.ERROR, "unbounded", resolved, f"states.{boundedness.counterexample[-1].dest}",
-                f"a run can cycle forever ({cycle}); every cycle must pass a state that records an "
-                "observation (record_observation) so the step budget can end it",
-            ))
+            findings.append(unbounded_finding(resolved, boundedness))
     return CheckReport(resolved, tuple(findings), boundedness)
+
+
+def unbounded_finding(path: str, boundedness: Boundedness) -> Finding:
+    cycle = " → ".join(t.entry for t in boundedness.counterexample[-4:])
+    return Finding(
+        Severity.ERROR, "unbounded", path, f"states.{boundedness.counterexample[-1].dest}",
+        f"a run can go on forever ({cycle}); every cycle must pass a state that records an "
+        "observation (record_observation) and one that decides (verify_and_decide), so the "
+        "step budget can end it",
+    )
+
+
+@lru_cache(maxsize=64)
+def soundness_errors(definition: MachineDefinition) -> tuple[Finding, ...]:
+    """The errors that make `definition` unsafe to run, cheap enough to check whenever a loop
+    is built: structure, determinism, and boundedness explored at small limits (a cycle that
+    escapes the step budget shows there already). `forge check` proves the bound for given
+    limits."""
+    errors = [f for f in structural_findings(definition) if f.severity is Severity.ERROR]
+    boundedness = explore(definition, max_steps=3, repeat_limit=2)
+    if boundedness.bound is None:
+        errors.append(unbounded_finding(definition.path, boundedness))
+    return tuple(errors)
 
 
 def default_definitions(folder: str | Path = "machines") -> list[Path]:

@@ -7,9 +7,10 @@ there; the stop decision is computed by the real `StopController`, so the proof 
 the code that runs. Tools are unbounded (the worst case for repetition), so the policy may
 pick any tool already used or a new one at every step.
 
-Exploration is exhaustive over that finite space. If it contains a cycle, some run never
-ends and the path to the cycle is the counterexample; otherwise the longest path to a
-terminal state is the bound.
+Exploration is exhaustive over that space, which is finite while the step budget holds. If
+it contains a cycle, or a path that executes more than `max_steps` tools (the budget is not
+enforced), some run never ends and that path is the counterexample; otherwise the longest
+path to a terminal state is the bound.
 """
 
 from __future__ import annotations
@@ -99,13 +100,15 @@ ABSTRACT_MODELS: dict[str, _Model] = {
 @dataclass(frozen=True, slots=True)
 class Boundedness:
     """`bound` is the most transitions any run can take, or None with a `counterexample`:
-    the transitions of a path that returns to an abstract run it has already been in."""
+    the transitions of a path that returns to an abstract run it has already been in, or
+    that executes more tools than `max_steps`."""
 
     max_steps: int
     repeat_limit: int
     bound: int | None
     explored: int
     counterexample: tuple[TransitionDef, ...] = ()
+    over_budget: bool = False  # the counterexample outruns max_steps rather than cycling
 
 
 def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int = 3) -> Boundedness:
@@ -130,17 +133,22 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
                     yield t, replace(after, state=t.dest)
 
     longest: dict[AbstractRun, int] = {}
+    over_budget = False
     on_path: dict[AbstractRun, int] = {}
     path: list[TransitionDef] = []
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 10_000))
 
     def visit(run: AbstractRun) -> int | None:
+        nonlocal over_budget
         if run.state in terminal:
             return 0
         if run in longest:
             return longest[run]
         if run in on_path:
+            return None
+        if run.steps > max_steps:
+            over_budget = True
             return None
         on_path[run] = len(path)
         best = 0
@@ -160,5 +168,5 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
     finally:
         sys.setrecursionlimit(limit)
     if bound is None:
-        return Boundedness(max_steps, repeat_limit, None, len(longest) + len(on_path), tuple(path))
+        return Boundedness(max_steps, repeat_limit, None, len(longest) + len(on_path), tuple(path), over_budget)
     return Boundedness(max_steps, repeat_limit, bound, len(longest))
