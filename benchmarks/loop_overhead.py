@@ -69,14 +69,20 @@ def forge_loop(steps: int, verify_at: int | None = None) -> AgentLoop:
     )
 
 
-def best_of(repeats: int, fn: Callable[[], object]) -> float:
-    samples = []
+def _timed(fn: Callable[[], object]) -> float:
+    gc.collect()
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def side_by_side(repeats: int, plain: Callable[[], object], machine: Callable[[], object]) -> tuple[float, float]:
+    """Best time of each, the two alternating so that machine noise hits both alike."""
+    plain_best = machine_best = float("inf")
     for _ in range(repeats):
-        gc.collect()
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return min(samples)
+        plain_best = min(plain_best, _timed(plain))
+        machine_best = min(machine_best, _timed(machine))
+    return plain_best, machine_best
 
 
 def start_cost(loop: AgentLoop, live: int, starts: int = 2000) -> float:
@@ -94,15 +100,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args = parser.parse_args()
-    long_steps, short_runs, repeats = (1000, 200, 2) if args.quick else (10_000, 2_000, 5)
+    long_steps, short_runs, repeats = (1000, 200, 2) if args.quick else (10_000, 2_000, 7)
 
     long_loop = forge_loop(long_steps)
-    plain_long = best_of(repeats, lambda: plain_run(long_steps)) / long_steps
-    forge_long = best_of(repeats, lambda: long_loop.run("benchmark")) / long_steps
+    plain_long, forge_long = (
+        seconds / long_steps
+        for seconds in side_by_side(repeats, lambda: plain_run(long_steps), lambda: long_loop.run("benchmark"))
+    )
 
     short_loop = forge_loop(5, verify_at=5)
-    plain_short = best_of(repeats, lambda: [plain_run(5, 5) for _ in range(short_runs)]) / short_runs
-    forge_short = best_of(repeats, lambda: [short_loop.run("benchmark") for _ in range(short_runs)]) / short_runs
+    plain_short, forge_short = (
+        seconds / short_runs
+        for seconds in side_by_side(repeats, lambda: [plain_run(5, 5) for _ in range(short_runs)],
+                                    lambda: [short_loop.run("benchmark") for _ in range(short_runs)])
+    )
 
     start_one = statistics.median(start_cost(short_loop, 1) for _ in range(repeats))
     start_many = statistics.median(start_cost(short_loop, 10_000) for _ in range(repeats))

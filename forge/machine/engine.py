@@ -6,17 +6,18 @@ every run alive); instead the engine fires the machine's `Event` objects on the 
 directly, so starting a run costs the same with one or ten thousand runs alive, and a
 finished run is referenced by nothing in the machine.
 
-Firing a state: run its stage action, evaluate every guard of its outgoing transitions once,
+Firing a state: run its stage action, evaluate every guard of its outgoing transitions,
 require exactly one transition enabled, and let `transitions` take it (its conditions read
 the guard values just recorded). Zero or several enabled transitions raise instead of
-letting the file's order decide.
+letting the file's order decide. Guards are pure functions of the verdict, so each
+(state, verdict) pair is evaluated once, when the engine is built, and reused.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -50,11 +51,34 @@ class NoTransitionEnabled(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class _Choice:
+    """What one verdict decides in one state: every guard's value and the one transition."""
+
+    guards: tuple[GuardResult, ...]
+    values: Mapping[str, bool]
+    transition: TransitionDef
+
+
+@dataclass(frozen=True, slots=True)
 class _CompiledState:
     terminal: bool
     action: Callable[[Run], str] | None
     transitions: tuple[TransitionDef, ...]
     guards: tuple[tuple[str, str], ...]  # (guard name, verdict it tests), each name once
+    choices: Mapping[str | None, _Choice]  # guards are pure in the verdict: decided once per verdict
+
+    def choose(self, state: str, verdict: str | None) -> _Choice:
+        """The choice `verdict` makes here. Raises NoTransitionEnabled unless exactly one
+        transition is enabled."""
+        known = self.choices.get(verdict)
+        if known is not None:
+            return known
+        values = {name: verdict == wanted for name, wanted in self.guards}
+        guards = tuple(GuardResult(name, value) for name, value in values.items())
+        enabled = [t for t in self.transitions if t.guard is None or values[t.guard]]
+        if len(enabled) != 1:
+            raise NoTransitionEnabled(state, verdict, guards, tuple(t.entry for t in enabled))
+        return _Choice(guards, values, enabled[0])
 
 
 def _condition(guard: str) -> Callable[[Any], bool]:
@@ -88,12 +112,21 @@ class LoopEngine:
         for state in definition.states:
             outgoing = definition.outgoing(state.name)
             names = dict.fromkeys(t.guard for t in outgoing if t.guard)
-            self._states[state.name] = _CompiledState(
+            compiled = _CompiledState(
                 terminal=state.terminal,
                 action=ACTIONS[state.action].run if state.action else None,
                 transitions=outgoing,
                 guards=tuple((name, GUARDS[name].verdict) for name in names),
+                choices={},
             )
+            verdicts: frozenset[str | None] = ACTIONS[state.action].verdicts if state.action else frozenset({None})
+            choices = {}
+            for verdict in verdicts:
+                try:
+                    choices[verdict] = compiled.choose(state.name, verdict)
+                except NoTransitionEnabled:
+                    pass  # raised again, with its values, if a run ever returns this verdict
+            self._states[state.name] = replace(compiled, choices=choices)
 
     def is_terminal(self, run: Run) -> bool:
         return self._states[run.state].terminal
@@ -112,13 +145,9 @@ class LoopEngine:
         run.detail = {}
         verdict = compiled.action(run) if compiled.action is not None else None
         run.verdict = verdict
-        values = {name: verdict == wanted for name, wanted in compiled.guards}
-        run.guard_values = values
-        enabled = [t for t in compiled.transitions if t.guard is None or values[t.guard]]
-        guards = tuple(GuardResult(name, value) for name, value in values.items())
-        if len(enabled) != 1:
-            raise NoTransitionEnabled(run.state, verdict, guards, tuple(t.entry for t in enabled))
-        chosen = enabled[0]
+        choice = compiled.choose(run.state, verdict)
+        run.guard_values = choice.values
+        chosen = choice.transition
         source = run.state
         self._events[chosen.trigger].trigger(run)
         record = TransitionRecord(
@@ -127,7 +156,7 @@ class LoopEngine:
             source=source,
             trigger=chosen.trigger,
             dest=run.state,
-            guards=guards,
+            guards=choice.guards,
             verdict=verdict,
             duration_s=self._clock() - started,
             detail=run.detail,

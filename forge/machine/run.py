@@ -58,7 +58,7 @@ class Run:
     decision: StopDecision | None = None
     error: BaseException | None = None
     verdict: str | None = None
-    guard_values: dict[str, bool] = field(default_factory=dict)
+    guard_values: Mapping[str, bool] = field(default_factory=dict)
     detail: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
     side_effects_run: int = 0
