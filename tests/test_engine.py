@@ -89,3 +89,43 @@ def test_result_of_unfinished_run_is_refused():
     loop = scripted_loop([tool("a")], [intent("a")])
     with pytest.raises(ValueError, match="not finished"):
         loop.result(loop.start("goal"))
+
+
+def test_transition_order_in_the_file_never_changes_a_run(tmp_path):
+    text = Path("machines/single_agent.toml").read_text()
+    head, *blocks = text.split("[[transitions]]")
+    reversed_file = tmp_path / "reversed.toml"
+    reversed_file.write_text(head + "".join("[[transitions]]" + b.rstrip() + "\n\n" for b in reversed(blocks)))
+    scripts = [
+        ([tool("a"), tool("b")], [intent("a"), intent("b")], lambda o: o.tool_name == "b"),
+        ([tool("x", {"read"}), tool("y", {"read"})], [intent("read")], lambda o: True),
+        ([tool("a")], [intent("a")] * 5, lambda o: False),
+    ]
+    for tools, intents, verify in scripts:
+        forward = scripted_loop(tools, intents, verify).run("goal").trace
+        backward = scripted_loop(tools, intents, verify, definition=reversed_file).run("goal").trace
+        assert [(r.source, r.trigger, r.dest) for r in forward] == [(r.source, r.trigger, r.dest) for r in backward]
+
+
+def test_runs_of_one_engine_in_many_threads_do_not_interfere():
+    import threading
+
+    from forge import AgentLoop
+
+    def policy(goal, state):
+        return intent("a") if state.step_count == 0 else intent("b")
+
+    loop = AgentLoop([tool("a"), tool("b")], policy, verify=lambda o: o.tool_name == "b")
+    results = []
+
+    def worker():
+        for _ in range(50):
+            result = loop.run("goal")
+            results.append((result.reason, result.steps, len(result.trace)))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [("verified_success", 2, 8)] * 400
