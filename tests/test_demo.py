@@ -175,3 +175,11 @@ def test_scenario_builder_starts_and_closes_its_service(tmp_path):
     scenario.close()
     with pytest.raises(TransientToolError):
         analyse_tool(url, timeout=0.5).handler(path="a", text="x")
+
+
+def test_demo_without_graphviz_writes_dot_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    out = io.StringIO()
+    report = run_demo(tmp_path / "ws", "gap", out=out)
+    assert report.diagram_path.suffix == ".dot"
+    assert "Graphviz's dot is not installed" in out.getvalue()
