@@ -12,7 +12,7 @@ from forge.diagram import FORMATS, GraphvizNotInstalled, TraceMismatch, diagram_
 from forge.diagram.gallery import refresh_gallery, stale_diagrams
 from forge.debug.scenario import ScenarioError
 from forge.machine.definition import DefinitionError
-from forge.machine.trace import TraceFormatError, read_trace
+from forge.machine.trace import TraceFormatError, TransitionRecord, read_trace
 
 __all__ = ["main"]
 
@@ -20,11 +20,14 @@ _USER_ERRORS = (ScenarioError, FileNotFoundError, DefinitionError, TraceFormatEr
                 GraphvizNotInstalled, ValueError, OSError)
 
 
+def _machine_of(given: str | None, trace: Sequence[TransitionRecord] | None) -> str:
+    """The definition to use: the one given, else the one the trace names, else the default."""
+    return given or next((r.machine for r in trace or () if r.machine), "single_agent")
+
+
 def _diagram(args: argparse.Namespace) -> int:
     trace = read_trace(args.trace) if args.trace else None
-    machine = args.machine
-    if machine is None:
-        machine = next((r.machine for r in trace or () if r.machine), "single_agent")
+    machine = _machine_of(args.machine, trace)
     fmt = format_for(args.output, args.format)
     if args.output is None:
         if fmt not in ("dot", "mermaid"):
@@ -86,8 +89,7 @@ def _replay(args: argparse.Namespace) -> int:
     from forge.machine.loader import load_definition
 
     records = read_trace(args.trace)
-    machine = args.machine or next((r.machine for r in records if r.machine), "single_agent")
-    DebugShell(ReplaySession(load_definition(machine), records)).cmdloop()
+    DebugShell(ReplaySession(load_definition(_machine_of(args.machine, records)), records)).cmdloop()
     return 0
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.agent.actions import duplicate_names
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import Observation
 from forge.agent.runner import LoopResult
@@ -73,8 +74,7 @@ class AgentLoop:
         for tool in tools:
             if not isinstance(tool, Tool):
                 raise ValueError(f"tools must be forge.Tool instances, got {tool!r}")
-        names = [tool.name for tool in tools]
-        duplicated = sorted({name for name in names if names.count(name) > 1})
+        duplicated = duplicate_names(tool.name for tool in tools)
         if duplicated:
             raise ValueError(f"duplicate tool names: {', '.join(duplicated)}")
         if not callable(policy):

@@ -7,7 +7,7 @@ from typing import Any
 
 from forge.machine.trace import TransitionRecord
 
-__all__ = ["decided_by", "describe", "summarise_detail"]
+__all__ = ["decided_by", "describe", "shorten", "summarise_detail"]
 
 
 def decided_by(record: TransitionRecord) -> str:
@@ -15,7 +15,8 @@ def decided_by(record: TransitionRecord) -> str:
     return next((g.name for g in record.guards if g.value), "(unguarded)")
 
 
-def _short(text: str, width: int = 90) -> str:
+def shorten(text: str, width: int = 90) -> str:
+    """`text`, cut to `width` characters with an ellipsis when longer."""
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -28,7 +29,7 @@ def summarise_detail(detail: Mapping[str, Any]) -> str:
         elif detail.get("attempts", 1) > 1:
             text += f" after {detail['attempts']} attempts"
         if "error" in detail:
-            text += f" — {_short(detail['error'])}"
+            text += f" — {shorten(detail['error'])}"
         return text
     if "tool" in detail:
         return f"chose {detail['tool']}"
@@ -41,7 +42,7 @@ def summarise_detail(detail: Mapping[str, Any]) -> str:
     if "decision" in detail:
         return f"verified={detail['verified']} → {detail['decision']}"
     if "error" in detail:
-        return _short(str(detail["error"]))
+        return shorten(str(detail["error"]))
     return ""
 
 

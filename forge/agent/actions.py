@@ -14,6 +14,7 @@ __all__ = [
     "AmbiguousToolChoice",
     "NoMatchingTool",
     "ToolSpec",
+    "duplicate_names",
     "select_action",
 ]
 
@@ -58,6 +59,15 @@ class NoMatchingTool(ValueError):
         self.required = required
 
 
+def duplicate_names(names: Iterable[str]) -> tuple[str, ...]:
+    """Every name that occurs more than once, sorted."""
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for name in names:
+        (repeated if name in seen else seen).add(name)
+    return tuple(sorted(repeated))
+
+
 def select_action(
     goal: str, required_capabilities: Iterable[str], tools: Sequence[ToolSpec]
 ) -> Action:
@@ -75,9 +85,8 @@ def select_action(
     if not goal.strip():
         raise ValueError("goal must not be blank")
     required = frozenset(required_capabilities)
-    names = [tool.name for tool in tools]
-    if len(set(names)) != len(names):
-        duplicated = sorted({name for name in names if names.count(name) > 1})
+    duplicated = duplicate_names(tool.name for tool in tools)
+    if duplicated:
         raise ValueError(f"duplicate tool names: {', '.join(duplicated)}")
 
     scores = [(len(tool.capabilities & required), tool.name) for tool in tools]

@@ -17,7 +17,7 @@ from forge.debug.replay import ReplaySession
 from forge.debug.session import DebugSession
 from forge.debug.stepper import AtStart, SessionFinished, Stepper
 from forge.diagram import GraphvizNotInstalled, render
-from forge.narrate import decided_by, describe
+from forge.narrate import decided_by, describe, shorten
 
 __all__ = ["DebugShell"]
 
@@ -169,7 +169,7 @@ class DebugShell(cmd.Cmd):
             self.say("no observations yet")
         for row in rows:
             payload = getattr(row, "payload", None)
-            shown = "" if payload is None else f" · {_short(repr(payload))}"
+            shown = "" if payload is None else f" · {shorten(repr(payload), 80)}"
             self.say(f"#{row.sequence} {row.tool_name}: {row.status}{shown}")
 
     def do_trace(self, arg: str) -> None:
@@ -214,7 +214,3 @@ def _count(text: str) -> int:
 def _no_argument(command: str, arg: str) -> None:
     if arg.strip():
         raise ValueError(f"{command} takes no argument")
-
-
-def _short(text: str, width: int = 80) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"

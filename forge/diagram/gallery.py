@@ -13,7 +13,7 @@ from pathlib import Path
 
 from forge.diagram.dot import to_digraph
 from forge.diagram.mermaid import to_mermaid
-from forge.diagram.render import GraphvizNotInstalled
+from forge.diagram.render import image_of
 from forge.machine.loader import load_definition
 
 __all__ = ["StaleDiagram", "refresh_gallery", "stale_diagrams"]
@@ -50,16 +50,11 @@ def refresh_gallery(machines: str | Path = "machines", out: str | Path = "diagra
         GraphvizNotInstalled: no `dot` program (nothing is written).
         DefinitionError: a definition is broken.
     """
-    import graphviz
-
     target = Path(out)
     written = []
     rendered = []
     for name, dot, mermaid in _sources(Path(machines)):
-        try:
-            svg = graphviz.Source(dot).pipe(format="svg").decode()
-        except graphviz.ExecutableNotFound:
-            raise GraphvizNotInstalled("svg") from None
+        svg = image_of(dot, "svg").decode()
         stamp = f"<!-- forge-dot-sha256: {_digest(dot)} -->\n"
         svg = svg.replace("<svg ", stamp + "<svg ", 1)
         rendered.append((name, svg, mermaid))

@@ -15,7 +15,16 @@ from forge.machine.definition import MachineDefinition
 from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord
 
-__all__ = ["FORMATS", "GraphvizNotInstalled", "diagram", "diagram_text", "format_for", "mermaid", "render"]
+__all__ = [
+    "FORMATS",
+    "GraphvizNotInstalled",
+    "diagram",
+    "diagram_text",
+    "format_for",
+    "image_of",
+    "mermaid",
+    "render",
+]
 
 FORMATS = ("svg", "png", "pdf", "dot", "mermaid")
 TEXT_FORMATS = ("dot", "mermaid")
@@ -91,6 +100,19 @@ def diagram_text(definition: str | Path | MachineDefinition, fmt: str,
     raise ValueError(f"{fmt} is an image format, not text; write it to a file with render()")
 
 
+def image_of(dot: str, fmt: str) -> bytes:
+    """DOT source laid out and drawn by Graphviz as `fmt` (svg, png, pdf).
+
+    Raises:
+        GraphvizNotInstalled: the `dot` program is not on PATH.
+    """
+    try:
+        image: bytes = graphviz.Source(dot).pipe(format=fmt)
+    except graphviz.ExecutableNotFound:
+        raise GraphvizNotInstalled(fmt) from None
+    return image
+
+
 def render(definition: str | Path | MachineDefinition, path: str | Path, fmt: str | None = None,
            trace: Iterable[TransitionRecord] | Any = None) -> Path:
     """Write the diagram to `path` (parents created) in `fmt` or the format its suffix names.
@@ -106,11 +128,7 @@ def render(definition: str | Path | MachineDefinition, path: str | Path, fmt: st
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
         return target
-    graph = diagram(definition, trace)
-    try:
-        image = graph.pipe(format=fmt)
-    except graphviz.ExecutableNotFound:
-        raise GraphvizNotInstalled(fmt) from None
+    image = image_of(diagram(definition, trace).source, fmt)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(image)
     return target
