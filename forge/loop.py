@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,7 +166,3 @@ class AgentLoop:
             side_effects_run=run.side_effects_run,
             side_effects_replayed=run.side_effects_replayed,
         )
-
-    @property
-    def tool_map(self) -> Mapping[str, Tool]:
-        return self._config.tools

@@ -71,7 +71,7 @@ class Run:
         return RunSnapshot(
             state=self.state, step=self.step, intent=self.intent, action=self.action, status=self.status,
             payload=self.payload, decision=self.decision, error=self.error, verdict=self.verdict,
-            guard_values=dict(self.guard_values), detail=self.detail, retries=self.retries,
+            guard_values=self.guard_values, detail=self.detail, retries=self.retries,
             side_effects_run=self.side_effects_run, side_effects_replayed=self.side_effects_replayed,
             observations=self.loop_state.step_count, terminal=self.loop_state.terminal, transitions=len(self.trace),
         )
@@ -81,7 +81,6 @@ class Run:
         `observations` and the first `snapshot.transitions` of `trace`."""
         for name in _SCALARS:
             setattr(self, name, getattr(snapshot, name))
-        self.guard_values = dict(snapshot.guard_values)
         self.loop_state = LoopState(list(observations[: snapshot.observations]), snapshot.terminal)
         self.trace = list(trace[: snapshot.transitions])
 
@@ -109,5 +108,5 @@ class RunSnapshot:
     transitions: int
 
 
-_SCALARS = ("state", "step", "intent", "action", "status", "payload", "decision", "error", "verdict", "detail",
-            "retries", "side_effects_run", "side_effects_replayed")
+_SCALARS = ("state", "step", "intent", "action", "status", "payload", "decision", "error", "verdict", "guard_values",
+            "detail", "retries", "side_effects_run", "side_effects_replayed")
