@@ -142,8 +142,10 @@ class LoopEngine:
         compiled = self._states[run.state]
         if compiled.terminal:
             raise RunFinished(f"the run has ended in {run.state!r}; there is nothing left to fire")
-        run.detail = {}
-        verdict = compiled.action(run) if compiled.action is not None else None
+        if compiled.action is not None:
+            verdict: str | None = compiled.action(run)  # every action sets run.detail
+        else:
+            verdict, run.detail = None, {}
         run.verdict = verdict
         choice = compiled.choose(run.state, verdict)
         run.guard_values = choice.values
