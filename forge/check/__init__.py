@@ -77,11 +77,18 @@ def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3
     findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
     boundedness = None
     if definition is not None and not problems:
-        findings.extend(structural_findings(definition))
-        boundedness = explore(definition, max_steps, repeat_limit)
-        if boundedness.bound is None:
-            findings.append(unbounded_finding(resolved, boundedness))
+        found, boundedness = _analyse(definition, max_steps, repeat_limit)
+        findings.extend(found)
     return CheckReport(resolved, tuple(findings), boundedness)
+
+
+def _analyse(definition: MachineDefinition, max_steps: int, repeat_limit: int) -> tuple[list[Finding], Boundedness]:
+    """Structural findings plus boundedness for these limits (an unbounded loop is a finding)."""
+    findings = list(structural_findings(definition))
+    boundedness = explore(definition, max_steps, repeat_limit)
+    if boundedness.bound is None:
+        findings.append(unbounded_finding(definition.path, boundedness))
+    return findings, boundedness
 
 
 def unbounded_finding(path: str, boundedness: Boundedness) -> Finding:
@@ -100,11 +107,8 @@ def soundness_errors(definition: MachineDefinition) -> tuple[Finding, ...]:
     is built: structure, determinism, and boundedness explored at small limits (a cycle that
     escapes the step budget shows there already). `forge check` proves the bound for given
     limits."""
-    errors = [f for f in structural_findings(definition) if f.severity is Severity.ERROR]
-    boundedness = explore(definition, max_steps=3, repeat_limit=2)
-    if boundedness.bound is None:
-        errors.append(unbounded_finding(definition.path, boundedness))
-    return tuple(errors)
+    findings, _ = _analyse(definition, max_steps=3, repeat_limit=2)
+    return tuple(f for f in findings if f.severity is Severity.ERROR)
 
 
 def default_definitions(folder: str | Path = "machines") -> list[Path]:
