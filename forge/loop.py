@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.actions import duplicate_names
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import Observation
+from forge.agent.retry import check_retry_options
 from forge.agent.runner import LoopResult
 from forge.agent.stopping import StopController
 from forge.check import soundness_errors
+from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import DefinitionError, MachineDefinition, Problem
-from forge.machine.loader import load_definition
-from forge.machine.engine import LoopEngine, engine_for
+from forge.machine.effects import AsyncNotSupported
+from forge.machine.engine import (
+    NO_CALLBACKS,
+    AsyncLoopEngine,
+    LoopEngine,
+    TransitionCallbacks,
+    async_engine_for,
+    engine_for,
+)
+from forge.machine.loader import catalog_of, load_definition
 from forge.machine.run import Run, RunConfig
 from forge.machine.trace import TransitionRecord
+from forge.observe import LoopObserver, Observers, TransitionCallback
+from forge.observe.log import LoggingObserver
 from forge.policy import Policy
 from forge.tools import Tool
 
@@ -39,12 +53,20 @@ class AgentLoop:
     loops, so that a side effect done once stays done. `definition` is a built-in name, a file path or
     a loaded `MachineDefinition` (default: the shipped `single_agent` loop).
 
-    `base_delay`, `max_delay`, `deadline`, `sleep`, `clock` and `random` are passed to
-    `run_with_retry` (by default it does not wait between attempts).
+    `base_delay`, `max_delay`, `deadline`, `clock` and `random` shape the bounded retry of
+    transient tool errors, exactly as `run_with_retry` does (by default it does not wait);
+    `sleep` waits under `run()`, `async_sleep` under `arun()`.
+
+    `stages` adds user stages the definition may name (`{"audit": Stage(...)}`); `callbacks`
+    attaches ordinary transitions callbacks (`TransitionCallbacks`); `approver(request) ->
+    True | False | None` answers the `request_approval` stage of `machines/approval.toml`.
+    `observers` are told of every run, transition and tool attempt (`forge.observe`); a
+    `LoggingObserver` on the logger `forge` is always first.
 
     Raises:
         ValueError: no tools, duplicate tool names, a non-Tool in `tools`, a non-callable
-            policy or verify, or a limit below 1.
+            policy, verify or approver, a limit below 1, malformed stages or callbacks, or a
+            definition that asks for approvals without an approver.
         FileNotFoundError, DefinitionError: the definition cannot be found or loaded, or
             `forge check` would find an error in it (nondeterminism, a verdict no transition
             handles, a state with no way out, a cycle the step budget cannot end, …).
@@ -65,8 +87,13 @@ class AgentLoop:
         max_delay: float = 30.0,
         deadline: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        async_sleep: Callable[[float], Any] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         random: Callable[[], float] | None = None,
+        stages: Mapping[str, Stage] | StageCatalog | None = None,
+        callbacks: TransitionCallbacks | None = None,
+        observers: Iterable[LoopObserver] = (),
+        approver: Callable[..., Any] | None = None,
     ) -> None:
         tools = tuple(tools)
         if not tools:
@@ -81,27 +108,41 @@ class AgentLoop:
             raise ValueError("policy must be callable as policy(goal, loop_state) -> Intent")
         if not callable(verify):
             raise ValueError("verify must be callable as verify(observation) -> bool")
-        if max_attempts < 1:
-            raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-        retry_options: dict[str, Any] = {
-            "base_delay": base_delay, "max_delay": max_delay, "deadline": deadline,
-            "sleep": sleep, "clock": clock,
-        }
+        if approver is not None and not callable(approver):
+            raise ValueError("approver must be callable as approver(request) -> True | False | None")
+        check_retry_options(max_attempts, base_delay, max_delay, deadline)
+        retry_options: dict[str, Any] = {"base_delay": base_delay, "max_delay": max_delay, "deadline": deadline}
         if random is not None:
             retry_options["random"] = random
         self.tools = tools
         self.max_steps, self.repeat_limit, self.max_attempts = max_steps, repeat_limit, max_attempts
         self.registry = registry
+        self.stages = catalog_of(stages)
+        self.callbacks = callbacks if callbacks is not None else NO_CALLBACKS
+        if not isinstance(self.callbacks, TransitionCallbacks):
+            raise ValueError(f"callbacks must be a forge TransitionCallbacks, got {type(callbacks).__name__}")
         self.definition = (
-            definition if isinstance(definition, MachineDefinition) else load_definition(definition)
+            definition if isinstance(definition, MachineDefinition) else load_definition(definition, self.stages)
         )
-        errors = soundness_errors(self.definition)
+        errors = soundness_errors(self.definition, self.stages)
         if errors:
             raise DefinitionError(
                 self.definition.path,
                 tuple(Problem(f.entry, f"{f.message} (run `forge check` for the full report)", f.code) for f in errors),
             )
-        self.engine: LoopEngine = engine_for(self.definition)
+        if approver is None and any(s.action == "request_approval" for s in self.definition.states):
+            raise ValueError(f"definition {self.definition.name!r} asks for approvals (request_approval): "
+                             "pass AgentLoop(..., approver=...)")
+        self.engine: LoopEngine = engine_for(self.definition, self.stages, self.callbacks)
+        self._async_parts = tuple(
+            what for what, function in (
+                *((f"tool {t.name!r}", t.handler) for t in tools),
+                ("the policy", policy), ("verify", verify), ("the approver", approver),
+                *((f"stage {name!r}", getattr(spec.run, "user_action", None)) for name, spec in self.stages.actions.items()),
+            )
+            if function is not None and _is_async(function)
+        )
+        self._observers = Observers((LoggingObserver(), *observers))
         self._config = RunConfig(
             tools={tool.name: tool for tool in tools},
             specs=tuple(tool.spec for tool in tools),
@@ -110,9 +151,18 @@ class AgentLoop:
             controller=StopController(max_steps=max_steps, repeat_limit=repeat_limit),
             max_attempts=max_attempts,
             retry_options=retry_options,
+            sleep=sleep,
+            async_sleep=async_sleep,
+            clock=clock,
+            approver=approver,
         )
 
-    def start(self, goal: str) -> Run:
+    @property
+    def async_engine(self) -> AsyncLoopEngine:
+        """The same definition, stages and callbacks on transitions' AsyncMachine."""
+        return async_engine_for(self.definition, self.stages, self.callbacks)
+
+    def start(self, goal: str, observers: Iterable[LoopObserver] = ()) -> Run:
         """A new run of `goal` in the initial state; nothing has fired yet.
 
         Raises:
@@ -121,35 +171,70 @@ class AgentLoop:
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-blank string")
         registry = self.registry if self.registry is not None else IdempotencyRegistry()
-        return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry)
+        return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
+                   observers=self._observers + observers, machine=self.definition.name)
 
-    def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None) -> LoopResult:
+    def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
+            observers: Iterable[LoopObserver] = ()) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
-        `on_transition(record)` is called after each fired transition (live progress).
-        Never raises for what tools, the policy or `verify` do: those end the run in a
+        `on_transition(record)` is called after each fired transition (live progress);
+        `observers` are told of this run only, after the loop's own. Never raises for what
+        tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
         Raises:
             ValueError: `goal` is blank.
+            AsyncNotSupported: (a TypeError) a tool, the policy, verify or the approver is
+                an `async def`, which only `arun` can await; nothing has run.
         """
-        run = self.start(goal)
+        self._refuse_async()
+        run = self.start(goal, _with_callback(observers, on_transition))
+        run.observers.notify(run, "run_started")
         engine = self.engine
         while not engine.is_terminal(run):
-            record = engine.fire(run)
-            if on_transition is not None:
-                on_transition(record)
-        return self.result(run)
+            engine.fire(run)
+        return self._finish(run)
 
-    def debug(self, goal: str) -> DebugSession:
+    async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
+                   observers: Iterable[LoopObserver] = ()) -> LoopResult:
+        """`run`, awaited, on transitions' AsyncMachine: tools, policy, verify, the approver,
+        user stages and callbacks may each be sync or `async def`; retries wait with
+        `async_sleep`. The trace equals `run`'s on the same script.
+
+        Raises:
+            ValueError: `goal` is blank.
+            asyncio.CancelledError: the task was cancelled (the run stops where it was).
+        """
+        run = self.start(goal, _with_callback(observers, on_transition))
+        run.observers.notify(run, "run_started")
+        engine = self.async_engine
+        while not engine.is_terminal(run):
+            await engine.afire(run)
+        return self._finish(run)
+
+    def debug(self, goal: str, observers: Iterable[LoopObserver] = ()) -> DebugSession:
         """A session that steps a new run of `goal` one transition at a time; nothing has run.
 
         Raises:
             ValueError: `goal` is blank.
+            AsyncNotSupported: as `run`.
         """
         from forge.debug.session import DebugSession
 
-        return DebugSession(self, self.start(goal))
+        self._refuse_async()
+        run = self.start(goal, observers)
+        run.observers.notify(run, "run_started")
+        return DebugSession(self, run)
+
+    def _finish(self, run: Run) -> LoopResult:
+        result = self.result(run)
+        run.observers.notify(run, "run_finished", result)
+        return result
+
+    def _refuse_async(self) -> None:
+        if self._async_parts:
+            raise AsyncNotSupported(self._async_parts[0], declared=True)
 
     def result(self, run: Run) -> LoopResult:
         """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
@@ -166,3 +251,13 @@ class AgentLoop:
             side_effects_run=run.side_effects_run,
             side_effects_replayed=run.side_effects_replayed,
         )
+
+
+def _is_async(function: Any) -> bool:
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__call__", None))
+
+
+def _with_callback(observers: Iterable[LoopObserver],
+                   on_transition: Callable[[TransitionRecord], None] | None) -> tuple[LoopObserver, ...]:
+    extra = tuple(observers)
+    return extra if on_transition is None else (*extra, TransitionCallback(on_transition))

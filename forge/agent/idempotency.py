@@ -7,8 +7,9 @@ a different request reusing a slot, and is refused rather than guessed at.
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,21 +56,48 @@ class IdempotencyRegistry:
                 `operation` is not called and the stored entry is untouched.
             Whatever `operation` raises.
         """
+        slot = self._slot(key, fingerprint)
+        with slot.lock:
+            if slot.entry is not None:
+                return self._replay(key, slot.entry, fingerprint), True
+            value = operation()
+            slot.entry = (fingerprint, value)
+            return value, False
+
+    async def aexecute_once(
+        self, key: str, fingerprint: str, operation: Callable[[], Awaitable[Any]]
+    ) -> tuple[Any, bool]:
+        """`execute_once` for an async operation: the same contract, awaited.
+
+        Waiting for a key that another call holds never blocks the event loop, and the key
+        is shared with `execute_once` callers in other threads.
+        """
+        slot = self._slot(key, fingerprint)
+        while not slot.lock.acquire(blocking=False):
+            await asyncio.sleep(0.001)
+        try:
+            if slot.entry is not None:
+                return self._replay(key, slot.entry, fingerprint), True
+            value = await operation()
+            slot.entry = (fingerprint, value)
+            return value, False
+        finally:
+            slot.lock.release()
+
+    def _slot(self, key: str, fingerprint: str) -> _Slot:
         if not key:
             raise ValueError("idempotency key must not be empty")
         if not fingerprint:
             raise ValueError("request fingerprint must not be empty")
         with self._guard:
-            slot = self._slots.setdefault(key, _Slot())
-        with slot.lock:
-            if slot.entry is not None:
-                stored, value = slot.entry
-                if stored != fingerprint:
-                    raise IdempotencyConflict(key, stored, fingerprint)
-                return value, True
-            value = operation()
-            slot.entry = (fingerprint, value)
-            return value, False
+            return self._slots.setdefault(key, _Slot())
+
+    @staticmethod
+    def _replay(key: str, entry: tuple[str, Any], fingerprint: str) -> Any:
+        stored, value = entry
+        if stored != fingerprint:
+            raise IdempotencyConflict(key, stored, fingerprint)
+        return value
 
     def __contains__(self, key: object) -> bool:
         slot = self._slots.get(key) if isinstance(key, str) else None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["PermanentToolError", "RetryResult", "TransientToolError", "run_with_retry"]
+__all__ = ["PermanentToolError", "RetryResult", "TransientToolError", "check_retry_options", "retry_delay", "run_with_retry"]
 
 T = TypeVar("T")
 
@@ -70,6 +70,25 @@ def run_with_retry(
         TransientToolError: the last one, once the attempts or the deadline are spent.
         PermanentToolError, and every other exception: at its first occurrence, unretried.
     """
+    check_retry_options(max_attempts, base_delay, max_delay, deadline)
+    started = clock()
+    for attempt in range(1, max_attempts + 1):
+        try:
+            return RetryResult(operation(), attempt)
+        except TransientToolError as error:
+            delay = retry_delay(attempt, error, max_attempts=max_attempts, base_delay=base_delay,
+                                max_delay=max_delay, deadline=deadline, elapsed=clock() - started, random=random)
+            if delay is None:
+                raise
+            if on_retry is not None:
+                on_retry(attempt, error, delay)
+            if delay > 0:
+                sleep(delay)
+    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+def check_retry_options(max_attempts: int, base_delay: float, max_delay: float, deadline: float | None) -> None:
+    """Raise ValueError, naming the parameter, unless the options are usable."""
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
     if base_delay < 0 or max_delay < 0:
@@ -77,20 +96,29 @@ def run_with_retry(
     if deadline is not None and deadline <= 0:
         raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
 
-    started = clock()
-    for attempt in range(1, max_attempts + 1):
-        try:
-            return RetryResult(operation(), attempt)
-        except TransientToolError as error:
-            if attempt == max_attempts:
-                raise
-            delay = random() * min(max_delay, base_delay * 2 ** (attempt - 1))
-            if error.retry_after is not None:
-                delay = max(delay, min(error.retry_after, max_delay))
-            if deadline is not None and clock() - started + delay > deadline:
-                raise
-            if on_retry is not None:
-                on_retry(attempt, error, delay)
-            if delay > 0:
-                sleep(delay)
-    raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+def retry_delay(
+    attempt: int,
+    error: TransientToolError,
+    *,
+    max_attempts: int,
+    base_delay: float,
+    max_delay: float,
+    deadline: float | None,
+    elapsed: float,
+    random: Callable[[], float] = _random.random,
+) -> float | None:
+    """How long to wait before attempt `attempt + 1`, or None when `error` must be re-raised.
+
+    The decision of `run_with_retry`, as a pure function, so that a caller that cannot
+    block (the async loop) waits the same way: None once `attempt == max_attempts`, or
+    when `elapsed` (seconds since the first call) plus the wait would cross `deadline`.
+    """
+    if attempt >= max_attempts:
+        return None
+    delay: float = random() * min(max_delay, base_delay * 2 ** (attempt - 1))
+    if error.retry_after is not None:
+        delay = max(delay, min(error.retry_after, max_delay))
+    if deadline is not None and elapsed + delay > deadline:
+        return None
+    return delay

@@ -8,7 +8,7 @@ transitions for the given `max_steps`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -16,8 +16,10 @@ from pathlib import Path
 from forge.check.bounds import Boundedness, explore
 from forge.check.findings import Finding, Severity
 from forge.check.structure import structural_findings
+from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import MachineDefinition
-from forge.machine.loader import parse_definition, resolve_definition
+from forge.machine.loader import catalog_of, parse_definition, resolve_definition
+from forge.machine.stages import BUILTIN_STAGES
 
 __all__ = [
     "CheckReport",
@@ -65,27 +67,31 @@ class CheckReport:
         return out
 
 
-def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3) -> CheckReport:
-    """Check one definition (a file or built-in name) for these loop limits.
+def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3,
+                     stages: StageCatalog | Mapping[str, Stage] | None = None) -> CheckReport:
+    """Check one definition (a file or built-in name) for these loop limits; `stages` are
+    the user stages it may name, checked exactly like the built-in ones.
 
     Raises:
         FileNotFoundError: no such file or built-in.
-        ValueError: a limit below 1.
+        ValueError: a limit below 1, or malformed `stages`.
     """
+    catalog = catalog_of(stages)
     resolved = str(resolve_definition(path))
-    definition, problems = parse_definition(resolved)
+    definition, problems = parse_definition(resolved, catalog)
     findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
     boundedness = None
     if definition is not None and not problems:
-        found, boundedness = _analyse(definition, max_steps, repeat_limit)
+        found, boundedness = _analyse(definition, catalog, max_steps, repeat_limit)
         findings.extend(found)
     return CheckReport(resolved, tuple(findings), boundedness)
 
 
-def _analyse(definition: MachineDefinition, max_steps: int, repeat_limit: int) -> tuple[list[Finding], Boundedness]:
+def _analyse(definition: MachineDefinition, stages: StageCatalog, max_steps: int, repeat_limit: int
+             ) -> tuple[list[Finding], Boundedness]:
     """Structural findings plus boundedness for these limits (an unbounded loop is a finding)."""
-    findings = list(structural_findings(definition))
-    boundedness = explore(definition, max_steps, repeat_limit)
+    findings = list(structural_findings(definition, stages))
+    boundedness = explore(definition, max_steps, repeat_limit, stages)
     if boundedness.bound is None:
         findings.append(unbounded_finding(definition.path, boundedness))
     return findings, boundedness
@@ -102,12 +108,12 @@ def unbounded_finding(path: str, boundedness: Boundedness) -> Finding:
 
 
 @lru_cache(maxsize=64)
-def soundness_errors(definition: MachineDefinition) -> tuple[Finding, ...]:
+def soundness_errors(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES) -> tuple[Finding, ...]:
     """The errors that make `definition` unsafe to run, cheap enough to check whenever a loop
     is built: structure, determinism, and boundedness explored at small limits (a cycle that
     escapes the step budget shows there already). `forge check` proves the bound for given
     limits."""
-    findings, _ = _analyse(definition, max_steps=3, repeat_limit=2)
+    findings, _ = _analyse(definition, stages, max_steps=3, repeat_limit=2)
     return tuple(f for f in findings if f.severity is Severity.ERROR)
 
 
@@ -121,5 +127,6 @@ def default_definitions(folder: str | Path = "machines") -> list[Path]:
     return [resolve_definition(name) for name in builtin_names()]
 
 
-def check_definitions(paths: Iterable[str | Path], max_steps: int = 8, repeat_limit: int = 3) -> list[CheckReport]:
-    return [check_definition(path, max_steps, repeat_limit) for path in paths]
+def check_definitions(paths: Iterable[str | Path], max_steps: int = 8, repeat_limit: int = 3,
+                      stages: StageCatalog | Mapping[str, Stage] | None = None) -> list[CheckReport]:
+    return [check_definition(path, max_steps, repeat_limit, stages) for path in paths]

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from forge.agent.stopping import StopController
+from forge.machine.catalog import StageCatalog
 from forge.machine.definition import MachineDefinition, TransitionDef
-from forge.machine.stages import GUARDS
+from forge.machine.stages import BUILTIN_STAGES
 
 __all__ = ["ABSTRACT_MODELS", "AbstractRun", "Boundedness", "explore"]
 
@@ -89,12 +90,31 @@ def _decide(run: AbstractRun, controller: StopController) -> Iterator[tuple[str,
         yield str(decision.reason), replace(run, status=None)
 
 
+def _approve(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    for verdict in ("approved", "not_needed", "no_answer"):
+        yield verdict, run
+    yield "rejected", replace(run, status="retryable_error")  # recorded as an observation next
+
+
 ABSTRACT_MODELS: dict[str, _Model] = {
     "select_tool": _select,
     "call_tool": _call,
+    "request_approval": _approve,
     "record_observation": _record,
     "verify_and_decide": _decide,
 }
+
+
+def _any_verdict(verdicts: frozenset[str]) -> _Model:
+    """A user stage's model: it may return any verdict it declares, and changes nothing the
+    stop decision reads (it records no observation), so a cycle through user stages alone
+    is caught as unbounded."""
+
+    def model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+        for verdict in sorted(verdicts):
+            yield verdict, run
+
+    return model
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +131,8 @@ class Boundedness:
     over_budget: bool = False  # the counterexample outruns max_steps rather than cycling
 
 
-def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int = 3) -> Boundedness:
+def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int = 3,
+            stages: StageCatalog = BUILTIN_STAGES) -> Boundedness:
     """Exhaustively explore `definition`'s abstract runs for these limits.
 
     Verdicts that no transition handles are skipped here (structure reports them).
@@ -121,15 +142,18 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
     """
     controller = StopController(max_steps, repeat_limit)
     outgoing = {s.name: definition.outgoing(s.name) for s in definition.states}
-    actions = {s.name: s.action for s in definition.states}
+    models = {
+        s.name: ABSTRACT_MODELS.get(s.action) or _any_verdict(stages.actions[s.action].verdicts)
+        for s in definition.states if s.action
+    }
     terminal = {s.name for s in definition.states if s.terminal}
 
     def successors(run: AbstractRun) -> Iterator[tuple[TransitionDef, AbstractRun]]:
-        action = actions[run.state]
-        results = ABSTRACT_MODELS[action](run, controller) if action else iter([(None, run)])
+        model = models.get(run.state)
+        results = model(run, controller) if model else iter([(None, run)])
         for verdict, after in results:
             for t in outgoing[run.state]:
-                if t.guard is None or GUARDS[t.guard].verdict == verdict:
+                if t.guard is None or stages.guards[t.guard].verdict == verdict:
                     yield t, replace(after, state=t.dest)
 
     longest: dict[AbstractRun, int] = {}

@@ -10,19 +10,22 @@ from collections.abc import Callable, Iterator
 from itertools import combinations
 
 from forge.check.findings import Finding, Severity
-from forge.machine.definition import MachineDefinition, TransitionDef
-from forge.machine.stages import ACTIONS, GUARDS
+from forge.machine.catalog import StageCatalog
+from forge.machine.definition import FAILURE_STATE, MachineDefinition, TransitionDef
+from forge.machine.stages import BUILTIN_STAGES
 
 __all__ = ["reachable_from", "required_stop_states", "structural_findings"]
 
 _Emit = Callable[[Severity, str, str, str], Finding]
 
 
-def required_stop_states(definition: MachineDefinition) -> tuple[str, ...]:
-    """The terminal states the definition's actions can demand: every stop reason of
-    verify_and_decide, every selection failure of select_tool, for the actions it uses."""
+def required_stop_states(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES) -> tuple[str, ...]:
+    """The terminal states a run of the definition can demand: `fatal_error`, where any
+    failing hook ends a run, and every stop its actions' guards mean (verify_and_decide's
+    stop reasons, select_tool's selection failures, …)."""
     used = {state.action for state in definition.states if state.action}
-    return tuple(dict.fromkeys(spec.stops_in for spec in GUARDS.values() if spec.stops_in and spec.action in used))
+    demanded = (spec.stops_in for spec in stages.guards.values() if spec.stops_in and spec.action in used)
+    return tuple(dict.fromkeys((FAILURE_STATE, *demanded)))
 
 
 def reachable_from(definition: MachineDefinition, start: str) -> set[str]:
@@ -36,7 +39,7 @@ def reachable_from(definition: MachineDefinition, start: str) -> set[str]:
     return seen
 
 
-def structural_findings(definition: MachineDefinition) -> Iterator[Finding]:
+def structural_findings(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES) -> Iterator[Finding]:
     def finding(severity: Severity, code: str, entry: str, message: str) -> Finding:
         return Finding(severity, code, definition.path, entry, message)
 
@@ -53,51 +56,53 @@ def structural_findings(definition: MachineDefinition) -> Iterator[Finding]:
                           "no terminal state can be reached from it, so a run that gets here never ends; "
                           "add a transition towards a terminal state")
         if not state.terminal and state.action:
-            handled = {GUARDS[t.guard].verdict for t in definition.outgoing(state.name) if t.guard}
+            handled = {stages.guards[t.guard].verdict for t in definition.outgoing(state.name) if t.guard}
             unguarded = any(t.guard is None for t in definition.outgoing(state.name))
-            missing = sorted(ACTIONS[state.action].verdicts - handled)
+            missing = sorted(stages.actions[state.action].verdicts - handled)
             if missing and not unguarded:
-                guards = sorted(g.name for g in GUARDS.values() if g.action == state.action and g.verdict in missing)
+                guards = sorted(g.name for g in stages.guards.values()
+                                if g.action == state.action and g.verdict in missing)
                 yield finding(Severity.ERROR, "unhandled-verdict", entry,
                               f"action {state.action!r} can return {', '.join(missing)}, which no transition "
                               f"handles, so the run would stop with NoTransitionEnabled; add transitions "
                               f"guarded by {', '.join(guards)}")
-    yield from _stop_findings(definition, reachable, finding)
-    yield from _determinism_findings(definition, finding)
+    yield from _stop_findings(definition, stages, reachable, finding)
+    yield from _determinism_findings(definition, stages, finding)
 
 
-def _stop_findings(definition: MachineDefinition, reachable: set[str], finding: _Emit) -> Iterator[Finding]:
+def _stop_findings(definition: MachineDefinition, stages: StageCatalog, reachable: set[str],
+                   finding: _Emit) -> Iterator[Finding]:
     names = {s.name: s for s in definition.states}
-    for stop in required_stop_states(definition):
+    for stop in required_stop_states(definition, stages):
         state = names.get(stop)
         if state is None or not state.terminal:
             yield finding(Severity.ERROR, "missing-stop-state", f"states.{stop}",
                           f"every run that stops with {stop!r} needs a terminal state of that name; "
                           f"add [states.{stop}] with terminal = true")
-        elif stop not in reachable:
+        elif stop not in reachable and stop != FAILURE_STATE:  # a failing hook reaches it from anywhere
             yield finding(Severity.ERROR, "missing-stop-state", f"states.{stop}",
                           f"the terminal state for {stop!r} is never reached from {definition.initial!r}; "
                           "add the transition that ends the loop there")
     for t in definition.transitions:
-        spec = GUARDS.get(t.guard) if t.guard else None
+        spec = stages.guards.get(t.guard) if t.guard else None
         if spec is not None and spec.stops_in and spec.stops_in != t.dest:
             yield finding(Severity.ERROR, "wrong-stop-state", t.entry,
                           f"guard {t.guard!r} means the run stops with {spec.stops_in!r}, but this transition "
                           f"goes to {t.dest!r}; point it at {spec.stops_in!r}")
 
 
-def _exclusive(a: TransitionDef, b: TransitionDef) -> bool:
+def _exclusive(a: TransitionDef, b: TransitionDef, stages: StageCatalog) -> bool:
     """Provably exclusive: both guarded, by guards on different values of one verdict."""
     if a.guard is None or b.guard is None:
         return False
-    ga, gb = GUARDS.get(a.guard), GUARDS.get(b.guard)
+    ga, gb = stages.guards.get(a.guard), stages.guards.get(b.guard)
     return ga is not None and gb is not None and ga.action == gb.action and ga.verdict != gb.verdict
 
 
-def _determinism_findings(definition: MachineDefinition, finding: _Emit) -> Iterator[Finding]:
+def _determinism_findings(definition: MachineDefinition, stages: StageCatalog, finding: _Emit) -> Iterator[Finding]:
     for state in definition.states:
         for a, b in combinations(definition.outgoing(state.name), 2):
-            if _exclusive(a, b):
+            if _exclusive(a, b, stages):
                 continue
             if a.guard is None and b.guard is None:
                 why = "both are unguarded"

@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "FAILURE_STATE",
+    "FAILURE_TRIGGER",
     "OUTCOMES",
     "DefinitionError",
     "MachineDefinition",
@@ -38,6 +40,13 @@ __all__ = [
 ]
 
 OUTCOMES: frozenset[str] = frozenset({"success", "failure", "needs_input"})
+
+FAILURE_STATE = "fatal_error"
+"""Every definition has this terminal state: where any failing hook ends a run."""
+
+FAILURE_TRIGGER = "fail"
+"""The implicit edge from any non-terminal state to `FAILURE_STATE`, taken when a hook
+(stage action, guard, callback, observer) raises; reserved, so definitions cannot use it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +104,10 @@ class MachineDefinition:
 
     def outgoing(self, source: str) -> tuple[TransitionDef, ...]:
         return tuple(t for t in self.transitions if t.source == source)
+
+    def failure_edge(self, source: str) -> TransitionDef:
+        """The implicit `fail` edge from `source` to `fatal_error` (index -1: not in the file)."""
+        return TransitionDef(-1, source, FAILURE_TRIGGER, FAILURE_STATE, doc="a hook raised")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,34 +1,62 @@
-"""The engine: the one module that touches `transitions`.
+"""The engine: the one module that touches `transitions`, and where it decides the route.
 
-One `transitions.Machine` is built per definition and shared by every run of it. Runs are
-never added to the machine as models (`add_model` scans a list, and the machine would keep
-every run alive); instead the engine fires the machine's `Event` objects on the run
-directly, so starting a run costs the same with one or ten thousand runs alive, and a
-finished run is referenced by nothing in the machine.
+Every transition of a definition hangs on one transitions event, `advance`, so each state's
+outgoing transitions are that event's transitions from the state. Firing a run is
+`machine.events["advance"].trigger(run)`, through transitions' own API:
 
-Firing a state: run its stage action, evaluate every guard of its outgoing transitions,
-require exactly one transition enabled, and let `transitions` take it (its conditions read
-the guard values just recorded). Zero or several enabled transitions raise instead of
-letting the file's order decide. Guards are pure functions of the verdict, so each
-(state, verdict) pair is evaluated once, when the engine is built, and reused.
+- the machine's `prepare_event` callback runs the state's stage action (its verdict lands
+  on the run);
+- each transition's *condition* calls the guard of `forge.machine.catalog` on that verdict;
+- transitions evaluates the conditions and executes the transition they enable (exit and
+  enter callbacks, the state change, `before`/`after` callbacks users attached);
+- `after_state_change` appends the `TransitionRecord`; `on_exception` turns any failure in
+  any of these hooks into a consistent `fatal_error` with a record naming the hook.
+
+forge adds one rule to transitions' first-match search: every condition of the state is
+evaluated and exactly one transition must be enabled, otherwise `NoTransitionEnabled`
+(`forge check` proves this statically, so file order never decides). The machine is shared by
+every run of a definition; runs are never added as models (the machine would keep them
+alive), so starting one costs the same with one or ten thousand alive, and runs in many
+threads never touch each other. `AsyncLoopEngine` is the same machine on transitions'
+`AsyncMachine`, driving the same stage actions (`forge.machine.effects`).
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
-from transitions import Machine
+from transitions import Machine, MachineError, Transition
+from transitions.core import Event, EventData
+from transitions.extensions.asyncio import AsyncEvent, AsyncMachine, AsyncTransition
 
-from forge.machine.definition import MachineDefinition, TransitionDef
+from forge.machine.catalog import GuardSpec, StageCatalog
+from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
+from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps, run_async, run_sync
 from forge.machine.run import Run
-from forge.machine.stages import ACTIONS, GUARDS
+from forge.machine.stages import BUILTIN_STAGES
 from forge.machine.trace import GuardResult, TransitionRecord
 
-__all__ = ["LoopEngine", "NoTransitionEnabled", "RunFinished", "engine_for"]
+__all__ = [
+    "ADVANCE",
+    "AsyncLoopEngine",
+    "LoopEngine",
+    "NoTransitionEnabled",
+    "RunFinished",
+    "TransitionCallbacks",
+    "async_engine_for",
+    "engine_for",
+]
+
+ADVANCE = "advance"
+"""The transitions event every transition hangs on; a definition's triggers label the edges."""
+
+_log = logging.getLogger("forge")
 
 
 class RunFinished(RuntimeError):
@@ -50,125 +78,351 @@ class NoTransitionEnabled(RuntimeError):
         self.state, self.verdict, self.guards, self.enabled = state, verdict, guards, enabled
 
 
-@dataclass(frozen=True, slots=True)
-class _Choice:
-    """What one verdict decides in one state: every guard's value and the one transition."""
-
-    guards: tuple[GuardResult, ...]
-    values: Mapping[str, bool]
-    transition: TransitionDef
+_Callbacks = Mapping[str, tuple[Callable[[EventData], Any], ...]]
 
 
-@dataclass(frozen=True, slots=True)
-class _CompiledState:
-    terminal: bool
-    action: Callable[[Run], str] | None
-    transitions: tuple[TransitionDef, ...]
-    guards: tuple[tuple[str, str], ...]  # (guard name, verdict it tests), each name once
-    choices: Mapping[str | None, _Choice]  # guards are pure in the verdict: decided once per verdict
+@dataclass(frozen=True, eq=False)
+class TransitionCallbacks:
+    """Ordinary transitions callbacks, attached to a loop's machine without forking forge.
 
-    def choose(self, state: str, verdict: str | None) -> _Choice:
-        """The choice `verdict` makes here. Raises NoTransitionEnabled unless exactly one
-        transition is enabled."""
-        known = self.choices.get(verdict)
-        if known is not None:
-            return known
-        values = {name: verdict == wanted for name, wanted in self.guards}
-        guards = tuple(GuardResult(name, value) for name, value in values.items())
-        enabled = [t for t in self.transitions if t.guard is None or values[t.guard]]
-        if len(enabled) != 1:
-            raise NoTransitionEnabled(state, verdict, guards, tuple(t.entry for t in enabled))
-        return _Choice(guards, values, enabled[0])
+    `on_enter` / `on_exit` map a state name, `before` / `after` a trigger name of the
+    definition, to callbacks; each receives transitions' `EventData` (`event.model` is the
+    `Run`). They run inside the transition: one that raises ends the run in `fatal_error`,
+    named in the trace. Under `arun` a callback may be `async def`.
+    """
+
+    on_enter: _Callbacks = field(default_factory=dict)
+    on_exit: _Callbacks = field(default_factory=dict)
+    before: _Callbacks = field(default_factory=dict)
+    after: _Callbacks = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, **callbacks: Mapping[str, Callable[[EventData], Any] | Iterable[Callable[[EventData], Any]]]
+           ) -> TransitionCallbacks:
+        """Accept one callable or several per name: `TransitionCallbacks.of(on_enter={"execute": fn})`."""
+        return cls(**{kind: {name: tuple([fns] if callable(fns) else fns) for name, fns in by_name.items()}
+                      for kind, by_name in callbacks.items()})
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(tuple(sorted(kind.items())) for kind in (self.on_enter, self.on_exit, self.before, self.after))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TransitionCallbacks) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def check(self, definition: MachineDefinition) -> None:
+        """Raises ValueError naming a state or trigger `definition` does not have."""
+        states = {s.name for s in definition.states}
+        triggers = {t.trigger for t in definition.transitions}
+        for kind, by_name, known, what in (("on_enter", self.on_enter, states, "state"),
+                                           ("on_exit", self.on_exit, states, "state"),
+                                           ("before", self.before, triggers, "trigger"),
+                                           ("after", self.after, triggers, "trigger")):
+            for name, functions in by_name.items():
+                if name not in known:
+                    raise ValueError(f"{kind} callbacks name {name!r}, which is not a {what} of "
+                                     f"{definition.name!r} ({', '.join(sorted(known))})")
+                for function in functions:
+                    if not callable(function):
+                        raise ValueError(f"{kind}[{name!r}] holds {function!r}, which is not callable")
 
 
-def _condition(guard: str) -> Callable[[Any], bool]:
-    def holds(event: Any) -> bool:
-        values: dict[str, bool] = event.model.guard_values
-        return values[guard]
+NO_CALLBACKS = TransitionCallbacks()
 
-    holds.__name__ = guard
-    return holds
+
+def _only_enabled(event_data: EventData, enabled: list[Any]) -> Any:
+    if len(enabled) == 1:
+        return enabled[0]
+    run = _run_of(event_data)
+    guards = tuple(GuardResult(name, value) for name, value in run.guard_values.items())
+    raise NoTransitionEnabled(run.state, run.verdict, guards, tuple(t.definition.entry for t in enabled))
+
+
+def _run_of(event: EventData) -> Run:
+    return cast(Run, event.model)
+
+
+def _edge_of(event: EventData) -> TransitionDef:
+    return cast(TransitionDef, getattr(event.transition, "definition"))
+
+
+class _Transition(Transition):
+    """A transitions `Transition` that knows the definition's edge it stands for."""
+
+    def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.definition = definition
+
+    def _eval_conditions(self, event_data: EventData) -> bool:
+        # _Event evaluated every condition once already and chose this transition
+        return getattr(event_data, "decided", None) is self or bool(super()._eval_conditions(event_data))
+
+
+class _Event(Event):
+    """transitions' event, made exclusive: all conditions evaluated, exactly one enabled."""
+
+    def _process(self, event_data: EventData) -> bool:
+        self.machine.callbacks(self.machine.prepare_event, event_data)
+        enabled = [t for t in self.transitions[event_data.state.name]
+                   if all(c.check(event_data) for c in t.conditions)]
+        chosen = _only_enabled(event_data, enabled)
+        event_data.transition = chosen
+        setattr(event_data, "decided", chosen)
+        event_data.result = chosen.execute(event_data)
+        return event_data.result
+
+
+class _Machine(Machine):
+    transition_cls = _Transition
+    event_cls = _Event
+
+
+# transitions' stubs type the async classes' overrides as their sync parents' (bool, not a
+# coroutine), so the two overrides below are checked by the tests rather than by mypy.
+class _AsyncTransition(AsyncTransition):
+    def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.definition = definition
+
+    async def _eval_conditions(self, event_data: Any) -> bool:  # type: ignore[override]
+        return getattr(event_data, "decided", None) is self or bool(await super()._eval_conditions(event_data))
+
+
+class _AsyncEvent(AsyncEvent):
+    async def _process(self, event_data: Any) -> bool:  # type: ignore[override]
+        machine: Any = self.machine
+        await machine.callbacks(machine.prepare_event, event_data)
+        candidates: list[Any] = self.transitions[event_data.state.name]
+        enabled = [t for t in candidates if all([await c.check(event_data) for c in t.conditions])]
+        chosen: Any = _only_enabled(event_data, enabled)
+        event_data.transition = event_data.decided = chosen
+        event_data.result = await chosen.execute(event_data)
+        return bool(event_data.result)
+
+
+class _AsyncMachine(AsyncMachine):
+    transition_cls = _AsyncTransition
+    event_cls = _AsyncEvent
+
+
+def _condition(spec: GuardSpec) -> Callable[[EventData], bool]:
+    name, holds, hook = spec.name, spec.holds, f"guard {spec.name}"
+
+    def guard(event: EventData) -> bool:
+        run = _run_of(event)
+        run.hook = hook
+        value = run.guard_values[name] = holds(run.verdict)
+        return value
+
+    guard.__name__ = name
+    return guard
+
+
+def _labelled(kind: str, where: str, function: Callable[[EventData], Any], asynchronous: bool
+              ) -> Callable[[EventData], Any]:
+    label = f"{kind} {where}: {getattr(function, '__qualname__', repr(function))}"
+
+    def callback(event: EventData) -> Any:
+        _run_of(event).hook = label
+        result = function(event)
+        if inspect.isawaitable(result) and not asynchronous:
+            if inspect.iscoroutine(result):
+                result.close()
+            raise AsyncNotSupported(label)
+        return result
+
+    return callback
 
 
 class LoopEngine:
-    """Runs any number of `Run`s through one definition's machine."""
+    """Runs any number of `Run`s through one definition's transitions machine.
 
-    def __init__(self, definition: MachineDefinition, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.definition = definition
+    `stages` resolves the definition's action and guard names; `callbacks` are user
+    callbacks attached to this engine's machine (not to any other loop's).
+    """
+
+    asynchronous = False
+
+    def __init__(self, definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES,
+                 callbacks: TransitionCallbacks = NO_CALLBACKS, clock: Callable[[], float] = time.perf_counter) -> None:
+        callbacks.check(definition)
+        self.definition, self.stages = definition, stages
         self._clock = clock
-        self._machine = Machine(
+        self._terminal = {s.name: s.terminal for s in definition.states}
+        self._actions: dict[str, tuple[str, Callable[[Run], Steps[str]]]] = {
+            s.name: (f"action {s.action}", stages.actions[s.action].run) for s in definition.states if s.action
+        }
+        self._guard_tuples: dict[tuple[tuple[str, bool], ...], tuple[GuardResult, ...]] = {}
+        machine_cls = _AsyncMachine if self.asynchronous else _Machine
+        self._machine: Machine = machine_cls(
             model=None,
             states=[{"name": s.name, "final": s.terminal} for s in definition.states],
             initial=definition.initial,
             auto_transitions=False,
             send_event=True,
             name=definition.name,
+            prepare_event=[cast(Any, self._aprepare if self.asynchronous else self._prepare)],
+            after_state_change=[self._record],
+            on_exception=[self._fail],
         )
+
+        def users(kind: str, by_name: _Callbacks, name: str) -> list[Any]:
+            return [_labelled(kind, name, f, self.asynchronous) for f in by_name.get(name, ())]
+
         for t in definition.transitions:
-            conditions: list[Any] = [_condition(t.guard)] if t.guard else []
-            self._machine.add_transition(t.trigger, t.source, t.dest, conditions=conditions)
-        self._events = dict(self._machine.events)
-        self._states: dict[str, _CompiledState] = {}
+            conditions: list[Any] = [_condition(stages.guards[t.guard])] if t.guard else []
+            self._machine.add_transition(ADVANCE, t.source, t.dest, conditions=conditions, definition=t,
+                                        before=users("before", callbacks.before, t.trigger),
+                                        after=users("after", callbacks.after, t.trigger))
         for state in definition.states:
-            outgoing = definition.outgoing(state.name)
-            names = dict.fromkeys(t.guard for t in outgoing if t.guard)
-            compiled = _CompiledState(
-                terminal=state.terminal,
-                action=ACTIONS[state.action].run if state.action else None,
-                transitions=outgoing,
-                guards=tuple((name, GUARDS[name].verdict) for name in names),
-                choices={},
-            )
-            verdicts: frozenset[str | None] = ACTIONS[state.action].verdicts if state.action else frozenset({None})
-            choices = {}
-            for verdict in verdicts:
-                try:
-                    choices[verdict] = compiled.choose(state.name, verdict)
-                except NoTransitionEnabled:
-                    pass  # raised again, with its values, if a run ever returns this verdict
-            self._states[state.name] = replace(compiled, choices=choices)
+            for function in users("on_enter", callbacks.on_enter, state.name):
+                self._machine.get_state(state.name).add_callback("enter", function)
+            for function in users("on_exit", callbacks.on_exit, state.name):
+                self._machine.get_state(state.name).add_callback("exit", function)
+        self.event: Event = self._machine.events[ADVANCE]
+
+    @property
+    def machine(self) -> Machine:
+        """The transitions machine itself: `engine.machine.events[ADVANCE].trigger(run)` fires a run
+        exactly as `fire` does (shared by every run; never add runs to it as models)."""
+        return self._machine
 
     def is_terminal(self, run: Run) -> bool:
-        return self._states[run.state].terminal
+        return self._terminal[run.state]
 
     def fire(self, run: Run) -> TransitionRecord:
-        """Fire the one transition enabled in `run`'s current state and record it.
+        """Fire the one transition enabled in `run`'s current state and return its record.
+
+        Any exception inside the transition (stage action, guard, callback, observer) ends
+        the run in `fatal_error` instead: the returned record is that failure's.
 
         Raises:
             RunFinished: `run` is already in a terminal state.
             NoTransitionEnabled: the verdict enables zero or several transitions.
         """
-        started = self._clock()
-        compiled = self._states[run.state]
-        if compiled.terminal:
+        self._refuse_finished(run)
+        self.event.trigger(run)
+        return run.trace[-1]
+
+    def _refuse_finished(self, run: Run) -> None:
+        if self._terminal[run.state]:
             raise RunFinished(f"the run has ended in {run.state!r}; there is nothing left to fire")
-        if compiled.action is not None:
-            verdict: str | None = compiled.action(run)  # every action sets run.detail
-        else:
-            verdict, run.detail = None, {}
-        run.verdict = verdict
-        choice = compiled.choose(run.state, verdict)
-        run.guard_values = choice.values
-        chosen = choice.transition
-        source = run.state
-        self._events[chosen.trigger].trigger(run)
+
+    def _begin(self, event: EventData) -> tuple[str, Callable[[Run], Steps[str]]] | None:
+        run = _run_of(event)
+        run.source, run.started, run.recorded = run.state, self._clock(), False
+        run.verdict, run.guard_values, run.detail = None, {}, {}
+        if run.observers.wants("transition_started"):
+            run.observers.notify(run, "transition_started", run.state)
+        action = self._actions.get(run.state)
+        if action is not None:
+            run.hook = action[0]
+        return action
+
+    def _prepare(self, event: EventData) -> None:
+        action = self._begin(event)
+        if action is not None:
+            run = _run_of(event)
+            run.verdict = run_sync(action[1](run), run.config.sleep)
+
+    async def _aprepare(self, event: EventData) -> None:
+        action = self._begin(event)
+        if action is not None:
+            run = _run_of(event)
+            run.verdict = await run_async(action[1](run), run.config.async_sleep)
+
+    def _guards_of(self, run: Run) -> tuple[GuardResult, ...]:
+        key = tuple(run.guard_values.items())
+        shared = self._guard_tuples.get(key)
+        if shared is None:
+            shared = self._guard_tuples.setdefault(key, tuple(GuardResult(n, v) for n, v in key))
+        return shared
+
+    def _append(self, run: Run, trigger: str, dest: str, guards: tuple[GuardResult, ...],
+                detail: Mapping[str, Any], source: str | None = None) -> TransitionRecord:
         record = TransitionRecord(
-            sequence=len(run.trace) + 1,
-            step=run.step,
-            source=source,
-            trigger=chosen.trigger,
-            dest=run.state,
-            guards=choice.guards,
-            verdict=verdict,
-            duration_s=self._clock() - started,
-            detail=run.detail,
-            machine=self.definition.name,
+            sequence=len(run.trace) + 1, step=run.step, source=run.source if source is None else source,
+            trigger=trigger, dest=dest, guards=guards, verdict=run.verdict,
+            duration_s=self._clock() - run.started, detail=detail, machine=self.definition.name,
         )
         run.trace.append(record)
+        run.recorded = True
         return record
 
+    def _record(self, event: EventData) -> None:
+        run = _run_of(event)
+        record = self._append(run, _edge_of(event).trigger, run.state, self._guards_of(run), run.detail)
+        if run.observers.wants("transition_finished"):
+            run.observers.notify(run, "transition_finished", record)
 
-@lru_cache(maxsize=64)
-def engine_for(definition: MachineDefinition) -> LoopEngine:
-    """The shared engine of `definition`: built once, reused by every loop that runs it."""
-    return LoopEngine(definition)
+    def _fail(self, event: EventData) -> None:
+        run = _run_of(event)
+        error: BaseException | None = event.error
+        assert error is not None, "on_exception is called with the error"
+        if isinstance(error, ObserverFailed):
+            error = error.error
+        if not isinstance(error, Exception):  # KeyboardInterrupt, CancelledError: the caller's to handle
+            run.interrupted = error
+            raise error
+        if isinstance(error, (NoTransitionEnabled, RunFinished, MachineError)):
+            raise error  # a definition or usage error, not something the run did
+        if not run.recorded and run.state != run.source:  # it failed after the state changed
+            self._append(run, _edge_of(event).trigger, run.state, self._guards_of(run), run.detail)
+        failed_in = run.state
+        self._machine.set_state(FAILURE_STATE, model=run)
+        run.error = error
+        record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
+                              source=failed_in)
+        if run.observers.wants("transition_failed"):
+            try:
+                run.observers.notify(run, "transition_failed", record, error)
+            except Exception as also:  # the run has already failed; keep both, lose neither
+                error.add_note(f"then {run.hook} raised {type(also).__name__}: {also}")
+                _log.exception("%s raised while being told of a failure", run.hook)
+
+
+def _failure_detail(hook: str, error: BaseException) -> dict[str, Any]:
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except Exception:  # an exception whose __str__ raises still gets recorded
+        text = type(error).__name__
+    return {"failed": hook or "engine", "error": text}
+
+
+class AsyncLoopEngine(LoopEngine):
+    """The same definition on transitions' `AsyncMachine`: `await engine.afire(run)`."""
+
+    asynchronous = True
+
+    def fire(self, run: Run) -> TransitionRecord:
+        raise TypeError("an AsyncLoopEngine fires with `await engine.afire(run)`")
+
+    async def afire(self, run: Run) -> TransitionRecord:
+        """`fire`, awaited. Raises as `fire` does; a cancelled run re-raises CancelledError."""
+        self._refuse_finished(run)
+        await cast(Any, self.event).trigger(run)
+        interrupted, run.interrupted = run.interrupted, None
+        if interrupted is not None:
+            raise interrupted
+        return run.trace[-1]
+
+
+def engine_for(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES,
+               callbacks: TransitionCallbacks = NO_CALLBACKS) -> LoopEngine:
+    """The shared engine of `definition` with these stages and callbacks: built once, reused
+    by every loop that runs it."""
+    return _shared(LoopEngine, definition, stages, callbacks)
+
+
+def async_engine_for(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES,
+                     callbacks: TransitionCallbacks = NO_CALLBACKS) -> AsyncLoopEngine:
+    """The shared async engine of `definition` with these stages and callbacks."""
+    return cast(AsyncLoopEngine, _shared(AsyncLoopEngine, definition, stages, callbacks))
+
+
+@lru_cache(maxsize=128)
+def _shared(kind: type[LoopEngine], definition: MachineDefinition, stages: StageCatalog,
+            callbacks: TransitionCallbacks) -> LoopEngine:
+    return kind(definition, stages, callbacks)

@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import (
+    FAILURE_TRIGGER,
     OUTCOMES,
     DefinitionError,
     MachineDefinition,
@@ -24,15 +27,30 @@ from forge.machine.definition import (
     StateDef,
     TransitionDef,
 )
-from forge.machine.stages import ACTIONS, GUARDS
+from forge.machine.stages import BUILTIN_STAGES
 
-__all__ = ["builtin_names", "load_definition", "parse_definition", "resolve_definition"]
+__all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "resolve_definition"]
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _MACHINE_KEYS = frozenset({"name", "title", "initial", "description"})
 _STATE_KEYS = frozenset({"action", "terminal", "outcome", "doc"})
 _TRANSITION_KEYS = frozenset({"source", "trigger", "dest", "guard", "doc"})
 _Report = Callable[..., None]  # (entry, message, code="schema")
+
+
+def catalog_of(stages: StageCatalog | Mapping[str, Stage] | None) -> StageCatalog:
+    """The built-in stages plus `stages` (a catalog is taken as it is).
+
+    Raises:
+        ValueError: a user stage is malformed or clashes with a built-in name.
+    """
+    if stages is None:
+        return BUILTIN_STAGES
+    if isinstance(stages, StageCatalog):
+        return stages
+    if not isinstance(stages, Mapping):
+        raise ValueError(f"stages must map action names to forge Stage objects, got {type(stages).__name__}")
+    return BUILTIN_STAGES.with_stages(stages)
 
 
 def builtin_names() -> tuple[str, ...]:
@@ -51,29 +69,41 @@ def resolve_definition(name_or_path: str | Path) -> Path:
     if candidate.is_file():
         return candidate
     if isinstance(name_or_path, str) and _NAME.match(name_or_path):
-        builtin = resources.files("forge.machines") / f"{name_or_path}.toml"
-        if builtin.is_file():
-            return Path(str(builtin))
+        builtin = _builtin_path(name_or_path)
+        if builtin is not None:
+            return builtin
     raise FileNotFoundError(
         f"no loop definition {str(name_or_path)!r}: not a file, and the built-in "
         f"definitions are {', '.join(builtin_names())}"
     )
 
 
-def load_definition(name_or_path: str | Path = "single_agent") -> MachineDefinition:
-    """Read and validate a definition by built-in name or path.
+@lru_cache(maxsize=None)
+def _builtin_path(name: str) -> Path | None:
+    builtin = resources.files("forge.machines") / f"{name}.toml"
+    return Path(str(builtin)) if builtin.is_file() else None
+
+
+def load_definition(name_or_path: str | Path = "single_agent",
+                    stages: StageCatalog | Mapping[str, Stage] | None = None) -> MachineDefinition:
+    """Read and validate a definition by built-in name or path, naming user `stages` too.
+
+    Parsed definitions are cached by file content, so building many loops from one file
+    reads it each time but parses and validates it once.
 
     Raises:
         FileNotFoundError: no such built-in or file.
         DefinitionError: the file is not valid TOML or breaks a rule; names every problem.
     """
-    definition, problems = parse_definition(resolve_definition(name_or_path))
+    path = resolve_definition(name_or_path)
+    definition, problems = _parsed(str(path), path.read_bytes(), catalog_of(stages))
     if problems or definition is None:
-        raise DefinitionError(str(resolve_definition(name_or_path)), problems)
+        raise DefinitionError(str(path), problems)
     return definition
 
 
-def parse_definition(path: str | Path) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
+def parse_definition(path: str | Path, stages: StageCatalog | Mapping[str, Stage] | None = None
+                     ) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
     """Read `path` and collect every problem instead of stopping at the first.
 
     Returns the definition (None when the file is too broken to build one) and the problems;
@@ -82,15 +112,21 @@ def parse_definition(path: str | Path) -> tuple[MachineDefinition | None, tuple[
     Raises:
         OSError: the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
+    return _parsed(str(path), Path(path).read_bytes(), catalog_of(stages))
+
+
+@lru_cache(maxsize=128)
+def _parsed(path: str, content: bytes, stages: StageCatalog) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
     try:
-        data = tomllib.loads(text)
+        data = tomllib.loads(content.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        return None, (Problem("file", f"not UTF-8 text: {error}", "toml"),)
     except tomllib.TOMLDecodeError as error:
         return None, (Problem("file", f"not valid TOML: {error}", "toml"),)
-    return _build(str(path), data)
+    return _build(path, data, stages)
 
 
-def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
+def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
     problems: list[Problem] = []
 
     def problem(entry: str, message: str, code: str = "schema") -> None:
@@ -108,7 +144,7 @@ def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None
         problem("machine.name", "missing or not an identifier (letters, digits, _)")
         name = Path(path).stem
 
-    states = _states(problem, data.get("states"))
+    states = _states(problem, data.get("states"), stages)
     known = {state.name for state in states}
     initial = machine.get("initial")
     if not isinstance(initial, str) or not initial:
@@ -117,7 +153,7 @@ def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None
     elif initial not in known:
         problem("machine.initial", f"unknown state {initial!r}; states are {_listing(known)}", "unknown-state")
 
-    transitions = _transitions(problem, data.get("transitions"), {s.name: s for s in states})
+    transitions = _transitions(problem, data.get("transitions"), {s.name: s for s in states}, stages)
     for state in states:
         out = [t for t in transitions if t.source == state.name]
         if state.terminal and out:
@@ -145,7 +181,7 @@ def _build(path: str, data: Mapping[str, Any]) -> tuple[MachineDefinition | None
     return definition, tuple(problems)
 
 
-def _states(problem: _Report, raw: Any) -> list[StateDef]:
+def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
     if not isinstance(raw, Mapping) or not raw:
         problem("states", "missing [states.<name>] tables")
         return []
@@ -172,8 +208,8 @@ def _states(problem: _Report, raw: Any) -> list[StateDef]:
         else:
             if outcome is not None:
                 problem(f"{entry}.outcome", "only terminal states have an outcome")
-            if action is not None and action not in ACTIONS:
-                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(ACTIONS)}",
+            if action is not None and action not in stages.actions:
+                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(stages.actions)}",
                         "unknown-callback")
         states.append(
             StateDef(
@@ -187,7 +223,9 @@ def _states(problem: _Report, raw: Any) -> list[StateDef]:
     return states
 
 
-def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef]) -> list[TransitionDef]:
+def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef], stages: StageCatalog
+                 ) -> list[TransitionDef]:
+    guards = stages.guards
     if raw is None:
         return []
     if not isinstance(raw, list):
@@ -211,20 +249,23 @@ def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef]) -> 
         entry = transition.entry
         if fields["trigger"] and not _NAME.match(fields["trigger"]):
             problem(entry, f"trigger {fields['trigger']!r} is not an identifier")
+        elif fields["trigger"] == FAILURE_TRIGGER:
+            problem(entry, f"trigger {FAILURE_TRIGGER!r} is reserved for the implicit edge to "
+                           "fatal_error that a failing hook takes; name this trigger differently")
         for key in ("source", "dest"):
             if fields[key] and fields[key] not in states:
                 problem(entry, f"unknown {key} state {fields[key]!r}; states are {_listing(states)}", "unknown-state")
         guard = transition.guard
         if guard is not None:
             source = states.get(fields["source"])
-            if not isinstance(guard, str) or guard not in GUARDS:
-                problem(entry, f"unknown guard {guard!r}; guards are {_listing(GUARDS)}", "unknown-callback")
-            elif source is not None and not source.terminal and GUARDS[guard].action != source.action:
+            if not isinstance(guard, str) or guard not in guards:
+                problem(entry, f"unknown guard {guard!r}; guards are {_listing(guards)}", "unknown-callback")
+            elif source is not None and not source.terminal and guards[guard].action != source.action:
                 problem(
                     entry,
-                    f"guard {guard!r} tests the verdict of action {GUARDS[guard].action!r}, "
+                    f"guard {guard!r} tests the verdict of action {guards[guard].action!r}, "
                     f"but state {source.name!r} runs {source.action!r}; use one of "
-                    f"{_listing(g for g, spec in GUARDS.items() if spec.action == source.action)}",
+                    f"{_listing(g for g, spec in guards.items() if spec.action == source.action)}",
                     "guard-action-mismatch",
                 )
         transitions.append(transition)

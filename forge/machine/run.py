@@ -15,6 +15,7 @@ from forge.agent.actions import Action, ToolSpec
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.stopping import StopController, StopDecision
+from forge.observe import Observers
 from forge.policy import Intent, Policy
 from forge.tools import Tool
 
@@ -34,7 +35,11 @@ class RunConfig:
     verify: Callable[[Observation], bool]
     controller: StopController
     max_attempts: int
-    retry_options: Mapping[str, Any]
+    retry_options: Mapping[str, Any]  # base_delay, max_delay, deadline and random, for retry_delay
+    sleep: Callable[[float], Any]
+    async_sleep: Callable[[float], Any]
+    clock: Callable[[], float]
+    approver: Callable[..., Any] | None = None
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
@@ -42,7 +47,10 @@ class Run:
     """The state of one run. `state` is the machine state's name (the engine sets it).
 
     Attributes after the last fired transition: `verdict` is the source state's action
-    result; `detail` what the trace keeps of it (tool, status, attempts, replayed …).
+    result; `detail` what the trace keeps of it (tool, status, attempts, replayed …);
+    `guard_values` every guard transitions evaluated, by name. While a transition fires,
+    `hook` names what is running (the action, a guard, a callback, an observer), so a
+    failure can say where it happened.
     """
 
     goal: str
@@ -58,12 +66,19 @@ class Run:
     decision: StopDecision | None = None
     error: BaseException | None = None
     verdict: str | None = None
-    guard_values: Mapping[str, bool] = field(default_factory=dict)
+    guard_values: dict[str, bool] = field(default_factory=dict)
     detail: dict[str, Any] = field(default_factory=dict)
     retries: int = 0
     side_effects_run: int = 0
     side_effects_replayed: int = 0
     trace: list[TransitionRecord] = field(default_factory=list)
+    observers: Observers = field(default_factory=Observers)
+    machine: str = ""
+    hook: str = ""
+    source: str = ""
+    started: float = 0.0
+    recorded: bool = True
+    interrupted: BaseException | None = None
 
     def snapshot(self) -> RunSnapshot:
         """Everything needed to put this run back exactly as it is now, given the

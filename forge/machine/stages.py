@@ -1,54 +1,32 @@
-"""The stage modules as the machine's callbacks: the named actions and guards a definition uses.
+"""The built-in stages: the seven stage modules as the machine's actions and guards.
 
-A non-terminal state runs one *action* when it fires; the action calls a stage module and
-returns a *verdict*, one of the action's declared values. Every *guard* tests one value of
-one action's verdict, so the guards on a state's transitions are mutually exclusive by
-construction: which transition fires never depends on its order in the file.
-
-Actions never raise for anything a tool, the policy or `verify` does: each failure becomes a
-verdict (and `run.error` when it ends the run), so nothing escapes half-done.
+Each action is written once, as a generator of effects (`forge.machine.effects`), and runs
+unchanged under `run()` and `arun()`. Actions never raise for anything a tool, the policy or
+`verify` does: each such failure becomes a verdict (and `run.error` when it ends the run).
+What does raise (a bug in a stage, an approver or user stage that fails, an observer) is the
+engine's to turn into `fatal_error`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import count
 from typing import Any
 
 from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, select_action
-from forge.agent.execution import ArgumentContractError, execute_tool
-from forge.agent.retry import TransientToolError, run_with_retry
+from forge.agent.execution import ArgumentContractError, ToolContract, execute_tool
+from forge.agent.retry import TransientToolError, retry_delay
 from forge.agent.stopping import StopReason
+from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
+from forge.machine.effects import Call, Notify, Once, Sleep, Steps
 from forge.machine.run import Run
+from forge.observe import ToolAttempt
 from forge.policy import Intent
 
-__all__ = ["ACTIONS", "GUARDS", "ActionSpec", "GuardSpec", "request_fingerprint"]
-
-
-@dataclass(frozen=True, slots=True)
-class ActionSpec:
-    """A stage action: `run(run) -> verdict`, with every verdict it can return."""
-
-    name: str
-    run: Callable[[Run], str]
-    verdicts: frozenset[str]
-    doc: str
-
-
-@dataclass(frozen=True, slots=True)
-class GuardSpec:
-    """A guard: true exactly when `action` returned `verdict`.
-
-    `stops_in` names the terminal state a true guard must lead to, for guards that mean the
-    run is over (a stop reason or a selection failure); `forge check` holds definitions to it.
-    """
-
-    name: str
-    action: str
-    verdict: str
-    stops_in: str | None = None
+__all__ = ["ACTIONS", "BUILTIN_STAGES", "GUARDS", "ApprovalRejected", "ApprovalRequest", "request_fingerprint"]
 
 
 def request_fingerprint(tool_name: str, arguments: Mapping[str, Any]) -> str:
@@ -61,12 +39,35 @@ def request_fingerprint(tool_name: str, arguments: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _select_tool(run: Run) -> str:
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What an approver is asked about: one call of a side-effecting tool.
+
+    `fingerprint` is the call's `request_fingerprint`: an approval is of this exact call.
+    """
+
+    goal: str
+    step: int
+    tool: str
+    arguments: Mapping[str, Any]
+    fingerprint: str
+
+
+class ApprovalRejected(RuntimeError):
+    """The approver refused the call; recorded as a `retryable_error` observation so the
+    policy can replan. `request` is what was refused."""
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__(f"the approver rejected {request.tool} at step {request.step}")
+        self.request = request
+
+
+def _select_tool(run: Run) -> Steps[str]:
     config = run.config
     run.step = run.loop_state.step_count + 1
     run.action = None
     try:
-        intent = config.policy(run.goal, run.loop_state)
+        intent = yield Call(config.policy, (run.goal, run.loop_state), "the policy")
         if not isinstance(intent, Intent):
             raise TypeError(f"policy returned {intent!r}, not an Intent")
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
@@ -88,44 +89,67 @@ def _select_tool(run: Run) -> str:
     return "selected"
 
 
-def _call_tool(run: Run) -> str:
+def _attempts(run: Run, contract: ToolContract, arguments: Mapping[str, Any], tally: list[int]) -> Steps[Any]:
+    """The handler called under bounded retry (`retry_delay` decides, as in
+    `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts."""
+    config, observers = run.config, run.observers
+    what = f"tool {contract.name!r}"
+    started, delay = config.clock(), 0.0
+    for number in count(1):
+        tally[0] = number
+        try:
+            value = yield Call(_invoke, (contract, arguments), what)
+        except Exception as error:
+            if observers.wants("tool_attempt"):
+                yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay, error)),
+                             "tool_attempt")
+            if not isinstance(error, TransientToolError):
+                raise
+            waited = retry_delay(number, error, max_attempts=config.max_attempts, elapsed=config.clock() - started,
+                                 **config.retry_options)
+            if waited is None:
+                raise
+            run.retries += 1
+            delay = waited
+            if delay > 0:
+                yield Sleep(delay)
+            continue
+        if observers.wants("tool_attempt"):
+            yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay)),
+                         "tool_attempt")
+        return value
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _invoke(contract: ToolContract, arguments: Mapping[str, Any]) -> Any:
+    return execute_tool(contract, arguments).value
+
+
+def _call_tool(run: Run) -> Steps[str]:
     config, intent, action = run.config, run.intent, run.action
     assert intent is not None and action is not None, "call_tool fires only after select_tool"
     tool = config.tools[action.tool_name]
     contract, arguments = tool.contract, intent.arguments
-    attempts = 0
-
-    def attempt() -> Any:
-        nonlocal attempts
-        attempts += 1
-        return execute_tool(contract, arguments).value
-
-    def count_retry(attempt: int, error: TransientToolError, delay: float) -> None:
-        run.retries += 1
-
-    def call_with_retry() -> Any:
-        return run_with_retry(attempt, config.max_attempts, on_retry=count_retry, **config.retry_options).value
-
+    tally = [0]
     replayed = False
     try:
         if tool.side_effect:
             fingerprint = request_fingerprint(tool.name, arguments)
             key = intent.idempotency_key or f"{tool.name}:{fingerprint}"
-            value, replayed = run.registry.execute_once(key, fingerprint, call_with_retry)
+            value, replayed = yield Once(run.registry, key, fingerprint,
+                                         lambda: _attempts(run, contract, arguments, tally))
             if replayed:
                 run.side_effects_replayed += 1
             else:
                 run.side_effects_run += 1
         else:
-            value = call_with_retry()
+            value = yield from _attempts(run, contract, arguments, tally)
         run.status, run.payload = "ok", value
-    except ArgumentContractError as error:
-        run.status, run.payload = "retryable_error", error
-    except TransientToolError as error:
+    except (ArgumentContractError, TransientToolError) as error:
         run.status, run.payload = "retryable_error", error
     except Exception as error:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
         run.status, run.payload, run.error = "fatal_error", error, error
-    run.detail = {"tool": tool.name, "status": run.status, "attempts": attempts}
+    run.detail = {"tool": tool.name, "status": run.status, "attempts": tally[0]}
     if tool.side_effect:
         run.detail["replayed"] = replayed
     if run.status != "ok":
@@ -133,20 +157,49 @@ def _call_tool(run: Run) -> str:
     return run.status
 
 
-def _record_observation(run: Run) -> str:
+def _request_approval(run: Run) -> Steps[str]:
+    config, intent, action = run.config, run.intent, run.action
+    assert intent is not None and action is not None, "request_approval fires only after select_tool"
+    tool = config.tools[action.tool_name]
+    if not tool.side_effect:
+        run.detail = {"tool": tool.name, "approval": "not needed"}
+        return "not_needed"
+    if config.approver is None:
+        raise ValueError("this definition asks for approvals, but the loop has no approver: "
+                         "pass AgentLoop(..., approver=...)")
+    request = ApprovalRequest(run.goal, run.step, tool.name, intent.arguments,
+                              request_fingerprint(tool.name, intent.arguments))
+    answer = yield Call(config.approver, (request,), "the approver")
+    if answer is None:
+        run.error = None
+        run.detail = {"tool": tool.name, "approval": "no answer"}
+        return "no_answer"
+    if not isinstance(answer, bool):
+        raise TypeError(f"the approver returned {answer!r}; it must return True, False or None (no answer yet)")
+    if answer:
+        run.detail = {"tool": tool.name, "approval": "approved"}
+        return "approved"
+    run.status, run.payload = "retryable_error", ApprovalRejected(request)
+    run.detail = {"tool": tool.name, "approval": "rejected", "status": run.status,
+                  "error": f"ApprovalRejected: {run.payload}"}
+    return "rejected"
+
+
+def _record_observation(run: Run) -> Steps[str]:
     assert run.action is not None and run.status is not None, "record follows call_tool"
     observation = run.loop_state.record(run.action.tool_name, run.status, run.payload)
     run.detail = {"sequence": observation.sequence, "status": observation.status}
     return "recorded"
+    yield  # a generator like every action, though it needs nothing from outside
 
 
-def _verify_and_decide(run: Run) -> str:
+def _verify_and_decide(run: Run) -> Steps[str]:
     config, state = run.config, run.loop_state
     last = state.observations[-1]
     verified = False
     if last.status == "ok":
         try:
-            verified = bool(config.verify(last))
+            verified = bool((yield Call(config.verify, (last,), "verify")))
         except Exception as error:  # verify is user code: its failure ends the run, recorded
             run.error = error
             run.detail = {"error": repr(error)}
@@ -172,7 +225,12 @@ ACTIONS: Mapping[str, ActionSpec] = {
         ActionSpec(
             "call_tool", _call_tool,
             frozenset({"ok", "retryable_error", "fatal_error"}),
-            "execute_tool inside run_with_retry; side effects through the idempotency registry",
+            "execute_tool inside bounded retry; side effects through the idempotency registry",
+        ),
+        ActionSpec(
+            "request_approval", _request_approval,
+            frozenset({"approved", "rejected", "no_answer", "not_needed"}),
+            "ask the approver about a side-effecting call; other tools need no approval",
         ),
         ActionSpec(
             "record_observation", _record_observation, frozenset({"recorded"}),
@@ -197,6 +255,10 @@ def _guards() -> dict[str, GuardSpec]:
         GuardSpec("call_ok", "call_tool", "ok"),
         GuardSpec("call_retryable", "call_tool", "retryable_error"),
         GuardSpec("call_fatal", "call_tool", "fatal_error"),
+        GuardSpec("approval_granted", "request_approval", "approved"),
+        GuardSpec("approval_not_needed", "request_approval", "not_needed"),
+        GuardSpec("approval_rejected", "request_approval", "rejected"),
+        GuardSpec("approval_unanswered", "request_approval", "no_answer", "approval_required"),
         GuardSpec("verify_raised", "verify_and_decide", "verify_error", fatal),
     ]
     for reason in StopReason:
@@ -206,3 +268,4 @@ def _guards() -> dict[str, GuardSpec]:
 
 
 GUARDS: Mapping[str, GuardSpec] = _guards()
+BUILTIN_STAGES = StageCatalog(ACTIONS, GUARDS)

@@ -1,0 +1,171 @@
+"""The stages a definition may name: actions with their verdicts, and guards on those verdicts.
+
+A non-terminal state runs one *action* when it fires; the action returns a *verdict*, one of
+the values it declares. Every *guard* tests one verdict of one action, so the guards on a
+state's transitions are mutually exclusive by construction and `forge check` can prove it.
+The built-in stages (`forge.machine.stages`) and the ones users supply (`Stage`, passed as
+`AgentLoop(..., stages={...})`) live in one `StageCatalog`, which the loader, the engine and
+`forge check` all read: a user stage is treated exactly like a built-in one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from forge.machine.effects import Call, Steps
+
+if TYPE_CHECKING:
+    from forge.machine.run import Run
+
+__all__ = ["ActionSpec", "GuardSpec", "Stage", "StageCatalog"]
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    """A stage action: `run(run)` is a generator of effects (`forge.machine.effects`) whose
+    return value is the verdict, one of `verdicts`."""
+
+    name: str
+    run: Callable[[Run], Steps[str]]
+    verdicts: frozenset[str]
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class GuardSpec:
+    """A guard: true exactly when `action` returned `verdict`.
+
+    `stops_in` names the terminal state a true guard must lead to, for guards that mean the
+    run is over (a stop reason or a selection failure); `forge check` holds definitions to it.
+    `test` replaces the verdict comparison (for experiments and tests: `forge check` proves
+    exclusivity from `verdict`, so a custom test must agree with it to keep that proof).
+    """
+
+    name: str
+    action: str
+    verdict: str
+    stops_in: str | None = None
+    test: Callable[[str | None], bool] | None = None
+
+    def holds(self, verdict: str | None) -> bool:
+        """Whether this guard enables its transition after the action returned `verdict`."""
+        return verdict == self.verdict if self.test is None else bool(self.test(verdict))
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class Stage:
+    """A stage users supply: `action(run) -> verdict`, sync or `async def` (under `arun`).
+
+    `verdicts` lists every value `action` may return; returning another one ends the run in
+    `fatal_error`. `guards` maps each guard name a definition may use to the verdict it tests
+    (default: one guard per verdict, named like it). `stops_in` maps a guard to the terminal
+    state it must lead to, when the verdict means the run is over. The action reads and
+    writes the `Run` it is given; what it puts in `run.detail` goes into the trace.
+
+    Raises:
+        ValueError: no verdicts, a guard on an undeclared verdict, or a name that is not an
+            identifier.
+    """
+
+    action: Callable[[Run], Any]
+    verdicts: frozenset[str]
+    guards: Mapping[str, str]
+    stops_in: Mapping[str, str]
+    doc: str
+
+    def __init__(self, action: Callable[[Run], Any], verdicts: Iterable[str],
+                 guards: Mapping[str, str] | None = None, stops_in: Mapping[str, str] | None = None,
+                 doc: str = "") -> None:
+        if not callable(action):
+            raise ValueError(f"Stage action must be callable, got {action!r}")
+        if isinstance(verdicts, str):
+            raise ValueError("Stage verdicts must be a set of strings, not a string")
+        declared = frozenset(verdicts)
+        if not declared:
+            raise ValueError("a Stage needs at least one verdict")
+        chosen = dict(guards) if guards is not None else {v: v for v in sorted(declared)}
+        for name, verdict in chosen.items():
+            if not _NAME.fullmatch(name):
+                raise ValueError(f"guard name {name!r} is not an identifier")
+            if verdict not in declared:
+                raise ValueError(f"guard {name!r} tests {verdict!r}, which is not a declared verdict "
+                                 f"({', '.join(sorted(declared))})")
+        for name in stops_in or {}:
+            if name not in chosen:
+                raise ValueError(f"stops_in names {name!r}, which is not one of the stage's guards")
+        object.__setattr__(self, "action", action)
+        object.__setattr__(self, "verdicts", declared)
+        object.__setattr__(self, "guards", chosen)
+        object.__setattr__(self, "stops_in", dict(stops_in or {}))
+        object.__setattr__(self, "doc", doc)
+
+    def __hash__(self) -> int:
+        return hash((self.action, self.verdicts, tuple(self.guards.items()), tuple(self.stops_in.items())))
+
+    def spec(self, name: str) -> ActionSpec:
+        """This stage as the action called `name`."""
+        action, verdicts = self.action, self.verdicts
+
+        def steps(run: Run) -> Steps[str]:
+            run.detail = {}
+            verdict = yield Call(action, (run,), f"stage {name!r}")
+            if verdict not in verdicts:
+                raise ValueError(f"stage {name!r} returned {verdict!r}, not one of its declared verdicts "
+                                 f"({', '.join(sorted(verdicts))})")
+            return str(verdict)
+
+        steps.user_action = action  # type: ignore[attr-defined]  # lets run() refuse an async stage up front
+        return ActionSpec(name, steps, verdicts, self.doc or f"user stage {name}")
+
+
+@dataclass(frozen=True, eq=False)
+class StageCatalog:
+    """The actions and guards a definition may name, each by a unique name.
+
+    Equal catalogs (the same specs under the same names) hash alike, so loops built with
+    the same stages share one parsed definition and one engine.
+    """
+
+    actions: Mapping[str, ActionSpec]
+    guards: Mapping[str, GuardSpec]
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(self.actions.items()), tuple(self.guards.items())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StageCatalog) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def with_stages(self, stages: Mapping[str, Stage]) -> StageCatalog:
+        """This catalog plus `stages`, keyed by the action name definitions use.
+
+        Raises:
+            ValueError: a name is not an identifier, is not a `Stage`, or is already an action
+                or guard of this catalog.
+        """
+        actions, guards = dict(self.actions), dict(self.guards)
+        for name, stage in stages.items():
+            if not isinstance(stage, Stage):
+                raise ValueError(f"stages[{name!r}] must be a forge Stage, got {stage!r}")
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise ValueError(f"stage name {name!r} is not an identifier")
+            if name in actions:
+                raise ValueError(f"stage {name!r} clashes with the action of that name; choose another name")
+            actions[name] = stage.spec(name)
+            for guard, verdict in stage.guards.items():
+                if guard in guards:
+                    raise ValueError(f"guard {guard!r} of stage {name!r} clashes with the guard of that name "
+                                     f"(of action {guards[guard].action!r}); name it differently")
+                guards[guard] = GuardSpec(guard, name, verdict, stage.stops_in.get(guard))
+        return StageCatalog(actions, guards)
+
+    def with_guard_test(self, guard: str, test: Callable[[str | None], bool]) -> StageCatalog:
+        """This catalog with `guard`'s test replaced. Raises KeyError for an unknown guard."""
+        return StageCatalog(self.actions, {**self.guards, guard: replace(self.guards[guard], test=test)})

@@ -1,0 +1,127 @@
+"""The observer seam: one protocol that every driver (`run`, `arun`, `debug`) calls.
+
+Logging (`forge.observe.log`, on by default), OpenTelemetry (`forge.observe.otel`, extra
+`forge[otel]`) and `run(on_transition=...)` are all observers. An observer that raises
+inside a transition ends the run in `fatal_error` like any other failing hook, with the
+exception in `result.error` and the hook named in the trace's last record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from forge.agent.runner import LoopResult
+    from forge.machine.run import Run
+    from forge.machine.trace import TransitionRecord
+
+__all__ = ["LoopObserver", "Observers", "ToolAttempt", "TransitionCallback"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAttempt:
+    """One call of a tool's handler within a step.
+
+    `number` counts from 1; `delay_before` is the wait before it (0.0 for the first);
+    `error` is what it raised, None when it returned.
+    """
+
+    tool: str
+    number: int
+    delay_before: float
+    error: BaseException | None = None
+
+
+@runtime_checkable
+class LoopObserver(Protocol):
+    """What a run tells its observers, in order. Subclass it and override what you need:
+    every method here does nothing.
+
+    `run_started` before the first transition; `transition_started` as a transition begins
+    in `state` (before its stage action); `tool_attempt` after each handler call of the
+    execute stage; `transition_finished` once the record is in the trace;
+    `transition_failed` when a hook raised and the run went to `fatal_error` (the record is
+    that failure's); `run_finished` once the run is in a terminal state.
+    """
+
+    def run_started(self, run: Run) -> None:
+        return None
+
+    def transition_started(self, run: Run, state: str) -> None:
+        return None
+
+    def tool_attempt(self, run: Run, attempt: ToolAttempt) -> None:
+        return None
+
+    def transition_finished(self, run: Run, record: TransitionRecord) -> None:
+        return None
+
+    def transition_failed(self, run: Run, record: TransitionRecord, error: BaseException) -> None:
+        return None
+
+    def run_finished(self, run: Run, result: LoopResult) -> None:
+        return None
+
+
+class TransitionCallback(LoopObserver):
+    """`on_transition(record)` as an observer: called after each fired transition."""
+
+    def __init__(self, callback: Callable[[TransitionRecord], Any]) -> None:
+        self.callback = callback
+
+    def transition_finished(self, run: Run, record: TransitionRecord) -> None:
+        self.callback(record)
+
+
+_HOOKS = ("run_started", "transition_started", "tool_attempt", "transition_finished", "transition_failed",
+          "run_finished")
+
+
+class Observers:
+    """The observers of one run, called in order. Each hook is bound once, and only for the
+    observers that override it, so an unobserved run pays nothing per transition.
+
+    `notify(run, hook, *args)` sets `run.hook` to name the observer while it runs, so a
+    failure is attributed to it; the caller decides what the failure means.
+    """
+
+    __slots__ = ("observers", "_bound")
+
+    def __init__(self, observers: Iterable[LoopObserver] = ()) -> None:
+        self.observers = tuple(observers)
+        for observer in self.observers:
+            if not any(callable(getattr(observer, hook, None)) for hook in _HOOKS):
+                raise TypeError(f"{observer!r} is not a LoopObserver: it has none of {', '.join(_HOOKS)}")
+        self._bound: dict[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
+            hook: tuple(
+                (f"observer {type(o).__name__}.{hook}", getattr(o, hook))
+                for o in self.observers if _overrides(o, hook)
+            )
+            for hook in _HOOKS
+        }
+
+    def __bool__(self) -> bool:
+        return bool(self.observers)
+
+    def __add__(self, more: Iterable[LoopObserver]) -> Observers:
+        return Observers((*self.observers, *more))
+
+    def wants(self, hook: str) -> bool:
+        return bool(self._bound[hook])
+
+    def notify(self, run: Run, hook: str, *args: Any) -> None:
+        """Call `hook(run, *args)` on every observer that has it; exceptions propagate."""
+        previous = run.hook
+        for name, method in self._bound[hook]:
+            run.hook = name
+            method(run, *args)
+        run.hook = previous
+
+
+def _overrides(observer: object, hook: str) -> bool:
+    method = getattr(type(observer), hook, None)
+    if method is None:
+        return callable(getattr(observer, hook, None))
+    return method is not getattr(LoopObserver, hook)

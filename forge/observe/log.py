@@ -1,0 +1,47 @@
+"""Logging as an observer: standard `logging` under the logger `forge`.
+
+Run start and end at INFO, one line per transition at DEBUG, a failed transition at
+WARNING. forge configures no handler or level: what is shown is the application's choice.
+Every loop has this observer first; when the logger is not enabled for a level, the cost
+is one `isEnabledFor` check.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from forge.narrate import describe
+from forge.observe import LoopObserver
+
+if TYPE_CHECKING:
+    from forge.agent.runner import LoopResult
+    from forge.machine.run import Run
+    from forge.machine.trace import TransitionRecord
+
+__all__ = ["LoggingObserver"]
+
+
+class LoggingObserver(LoopObserver):
+    """Log a run's life to `logger` (default: `logging.getLogger("forge")`)."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self.logger = logger if logger is not None else logging.getLogger("forge")
+
+    def run_started(self, run: Run) -> None:
+        if self.logger.isEnabledFor(logging.INFO):
+            self.logger.info("run started: %r on machine %s in state %s", run.goal, run.machine, run.state)
+
+    def transition_finished(self, run: Run, record: TransitionRecord) -> None:
+        if self.logger.isEnabledFor(logging.DEBUG):
+            self.logger.debug("%s", describe(record))
+
+    def transition_failed(self, run: Run, record: TransitionRecord, error: BaseException) -> None:
+        if self.logger.isEnabledFor(logging.WARNING):
+            self.logger.warning("%s failed in state %s: %s", record.detail.get("failed"), record.source,
+                                record.detail.get("error"))
+
+    def run_finished(self, run: Run, result: LoopResult) -> None:
+        if self.logger.isEnabledFor(logging.INFO):
+            self.logger.info("run ended in %s (%s) after %d steps, %d transitions", result.reason, result.outcome,
+                             result.steps, len(result.trace))
