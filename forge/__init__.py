@@ -9,9 +9,14 @@ from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import PermanentToolError, TransientToolError
 from forge.agent.runner import LoopResult
 from forge.loop import AgentLoop
+from forge.machine.catalog import Stage
 from forge.machine.definition import DefinitionError, MachineDefinition
+from forge.machine.effects import AsyncNotSupported
+from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
 from forge.machine.loader import load_definition
-from forge.machine.engine import NoTransitionEnabled, RunFinished
+from forge.machine.stages import ApprovalRejected, ApprovalRequest
+from forge.observe import LoopObserver, ToolAttempt
+from forge.observe.log import LoggingObserver
 from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
 from forge.policy import Intent, Policy, ScriptedPolicy, ScriptExhausted
 from forge.tools import Tool
@@ -20,6 +25,16 @@ __all__ = [
     # building and running a loop
     "AgentLoop",
     "IdempotencyRegistry",
+    "AsyncNotSupported",
+    # extending the machine: user stages, transitions callbacks, approvals
+    "Stage",
+    "TransitionCallbacks",
+    "ApprovalRequest",
+    "ApprovalRejected",
+    # observing runs
+    "LoopObserver",
+    "ToolAttempt",
+    "LoggingObserver",
     # tools and policies
     "Tool",
     "Intent",

@@ -11,6 +11,7 @@ from forge.check import check_definitions, default_definitions
 from forge.diagram import FORMATS, GraphvizNotInstalled, TraceMismatch, diagram_text, format_for, render
 from forge.diagram.gallery import refresh_gallery, stale_diagrams
 from forge.debug.scenario import ScenarioError
+from forge.machine.catalog import Stage, import_stages
 from forge.machine.definition import DefinitionError
 from forge.machine.trace import TraceFormatError, TransitionRecord, read_trace
 
@@ -58,7 +59,10 @@ def _check(args: argparse.Namespace) -> int:
     paths = args.definitions or default_definitions()
     if not paths:
         raise FileNotFoundError("no definitions to check: name files, or run where machines/*.toml exist")
-    reports = check_definitions(paths, args.max_steps, args.repeat_limit)
+    stages: dict[str, Stage] = {}
+    for reference in args.stages:
+        stages.update(import_stages(reference))
+    reports = check_definitions(paths, args.max_steps, args.repeat_limit, stages)
     for report in reports:
         print("\n".join(report.lines()))
     return 0 if all(report.ok for report in reports) else 1
@@ -133,6 +137,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="files or built-in names (default: every machines/*.toml)")
     check.add_argument("--max-steps", type=_positive, default=8, help="the loop's max_steps (default 8)")
     check.add_argument("--repeat-limit", type=_positive, default=3, help="the loop's repeat_limit (default 3)")
+    check.add_argument("--stages", action="append", default=[], metavar="MODULE:NAME",
+                       help="user stages the definitions name: a mapping of Stage objects (repeatable)")
     check.set_defaults(handler=_check)
     return parser
 

@@ -13,7 +13,7 @@ import math
 import graphviz
 
 from forge.diagram.overlay import RunOverlay
-from forge.diagram.style import FADED, LINE_BREAK, OUTCOME_COLOURS, TAKEN, WORKING, edge_label
+from forge.diagram.style import FADED, FAILED, LINE_BREAK, OUTCOME_COLOURS, TAKEN, WORKING, edge_label
 from forge.machine.definition import MachineDefinition
 
 __all__ = ["START_NODE", "to_digraph"]
@@ -79,6 +79,10 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None)
             attrs["weight"] = "8"
         graph.edge(transition.source, transition.dest, label=edge_label(transition.trigger, transition.guard, count),
                    **attrs)
+    for source, count in (overlay.failures if overlay is not None else {}).items():
+        failure = definition.failure_edge(source)
+        graph.edge(source, failure.dest, label=edge_label(failure.trigger, None, count), color=FAILED,
+                   fontcolor=FAILED, style="dashed", penwidth="2")
     return graph
 
 

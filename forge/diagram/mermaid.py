@@ -22,6 +22,9 @@ def to_mermaid(definition: MachineDefinition, overlay: RunOverlay | None = None)
         if overlay is not None and overlay.edge_counts.get(t.index):
             label += f" ×{overlay.edge_counts[t.index]}"
         lines.append(f"    {t.source} --> {t.dest}: {label}")
+    for source, count in (overlay.failures if overlay is not None else {}).items():
+        failure = definition.failure_edge(source)
+        lines.append(f"    {source} --> {failure.dest}: {failure.trigger} ×{count}")
     classes = {
         "working": f"fill:{WORKING.fill},stroke:{WORKING.line}",
         **{outcome: f"fill:{p.fill},stroke:{p.line},stroke-width:3px" for outcome, p in OUTCOME_COLOURS.items()},

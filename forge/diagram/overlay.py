@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from forge.machine.definition import MachineDefinition, TransitionDef
+from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["RunOverlay", "TraceMismatch", "overlay_of", "records_of", "transition_of"]
@@ -22,14 +22,16 @@ class TraceMismatch(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class RunOverlay:
-    """`edge_counts` maps a transition's index to how often it fired; `position` is the
-    state the run is in after the last record (where it ended, when `finished`)."""
+    """`edge_counts` maps a transition's index to how often it fired; `failures` maps a state
+    to how often a failing hook left it by the implicit `fail` edge; `position` is the state
+    the run is in after the last record (where it ended, when `finished`)."""
 
     visited: frozenset[str]
     edge_counts: Mapping[int, int]
     position: str
     finished: bool
     transitions: int
+    failures: Mapping[str, int] = field(default_factory=dict)
 
 
 def records_of(trace: Any) -> tuple[TransitionRecord, ...]:
@@ -40,11 +42,16 @@ def records_of(trace: Any) -> tuple[TransitionRecord, ...]:
 
 def transition_of(definition: MachineDefinition, record: TransitionRecord) -> TransitionDef:
     """The definition's transition that `record` fired: same source, trigger and destination,
-    and the guard that was true (or no guard).
+    and the guard that was true (or no guard); for a failing hook's record, the implicit
+    `fail` edge (index -1) from its non-terminal source.
 
     Raises:
         TraceMismatch: no such transition in `definition`.
     """
+    if (record.trigger, record.dest) == (FAILURE_TRIGGER, FAILURE_STATE):
+        names = {s.name: s for s in definition.states}
+        if record.source in names and not names[record.source].terminal:
+            return definition.failure_edge(record.source)
     true_guards = {g.name for g in record.guards if g.value}
     for transition in definition.transitions:
         same_edge = (transition.source, transition.trigger, transition.dest) == (record.source, record.trigger, record.dest)
@@ -65,6 +72,7 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
     """
     records = records_of(trace)
     counts: Counter[int] = Counter()
+    failures: Counter[str] = Counter()
     position = definition.initial
     visited = {position}
     for record in records:
@@ -73,8 +81,12 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
                 f"trace record {record.sequence} starts in {record.source!r}, "
                 f"but the run was in {position!r}"
             )
-        counts[transition_of(definition, record).index] += 1
+        edge = transition_of(definition, record)
+        if edge.index < 0:
+            failures[edge.source] += 1
+        else:
+            counts[edge.index] += 1
         position = record.dest
         visited.add(position)
     finished = definition.state(position).terminal if records else False
-    return RunOverlay(frozenset(visited), dict(counts), position, finished, len(records))
+    return RunOverlay(frozenset(visited), dict(counts), position, finished, len(records), dict(failures))

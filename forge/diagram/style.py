@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FADED", "LINE_BREAK", "OUTCOME_COLOURS", "TAKEN", "WORKING", "Palette", "edge_label"]
+__all__ = ["FADED", "FAILED", "LINE_BREAK", "OUTCOME_COLOURS", "TAKEN", "WORKING", "Palette", "edge_label"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,7 @@ OUTCOME_COLOURS = {
 }
 FADED = Palette("#f6f6f6", "#bdbdbd")
 TAKEN = "#1f4e8c"
+FAILED = "#c62828"  # a failing hook's implicit `fail` edge, drawn only when a run took it
 
 
 LINE_BREAK = "\\n"  # DOT's own escape: the label source stays on one line

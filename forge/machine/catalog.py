@@ -20,7 +20,7 @@ from forge.machine.effects import Call, Steps
 if TYPE_CHECKING:
     from forge.machine.run import Run
 
-__all__ = ["ActionSpec", "GuardSpec", "Stage", "StageCatalog"]
+__all__ = ["ActionSpec", "GuardSpec", "Stage", "StageCatalog", "import_stages"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -169,3 +169,27 @@ class StageCatalog:
     def with_guard_test(self, guard: str, test: Callable[[str | None], bool]) -> StageCatalog:
         """This catalog with `guard`'s test replaced. Raises KeyError for an unknown guard."""
         return StageCatalog(self.actions, {**self.guards, guard: replace(self.guards[guard], test=test)})
+
+
+def import_stages(reference: str) -> Mapping[str, Stage]:
+    """The mapping of user stages named by `reference`, `package.module:NAME` (how
+    `forge check --stages` finds the stages a definition names).
+
+    Raises:
+        ValueError: `reference` is not `module:NAME`, the module cannot be imported, it has no
+            NAME, or NAME is not a mapping of names to `Stage`s.
+    """
+    import importlib
+
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--stages {reference!r}: expected MODULE:NAME, e.g. myagent.stages:STAGES")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:
+        raise ValueError(f"--stages {reference!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from error
+    stages = getattr(module, attribute, None)
+    if not isinstance(stages, Mapping) or not all(isinstance(v, Stage) for v in stages.values()):
+        raise ValueError(f"--stages {reference!r}: {attribute!r} must be a mapping of action names to forge Stage "
+                         f"objects, got {type(stages).__name__}")
+    return stages
