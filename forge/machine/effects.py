@@ -9,6 +9,9 @@ return value is its verdict. `run_sync` performs effects in the calling thread a
 anything that would need awaiting; `run_async` awaits what is awaitable and sleeps with
 `asyncio.sleep`. The actions themselves never know which driver runs them.
 
+Effects are NamedTuples rather than frozen dataclasses: one is made per call of user code,
+on every step's path, and a tuple is built several times faster.
+
 Observer failures are not the action's business: they leave the action as `ObserverFailed`,
 a `BaseException`, so no `except Exception` in a stage can mistake one for a tool failure.
 """
@@ -17,9 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
@@ -40,8 +42,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     """Call user code, `fn(*args)`. `what` names it in errors ("the policy", "tool 'x'")."""
 
     fn: Callable[..., Any]
@@ -49,15 +50,13 @@ class Call:
     what: str
 
 
-@dataclass(frozen=True, slots=True)
-class Sleep:
+class Sleep(NamedTuple):
     """Wait `seconds` before the next attempt."""
 
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
-class Once:
+class Once(NamedTuple):
     """Run the effects of `body()` through `registry`, once per key + fingerprint; the
     result sent back is `(value, replayed)`, as `IdempotencyRegistry.execute_once` gives."""
 
@@ -67,8 +66,7 @@ class Once:
     body: Callable[[], Generator[Effect, Any, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class Notify:
+class Notify(NamedTuple):
     """Call `fn(*args)`, an observer hook named `hook`; its failure aborts the action."""
 
     fn: Callable[..., Any]
@@ -98,81 +96,20 @@ class ObserverFailed(BaseException):
         self.hook, self.error = hook, error
 
 
-class _Performer:
-    """Performs one effect; `run_sync` and `run_async` differ only here."""
-
-    def __init__(self, sleep: Callable[[float], Any]) -> None:
-        self.sleep = sleep
-
-    async def call(self, effect: Call) -> Any:
-        raise NotImplementedError
-
-    async def once(self, effect: Once) -> Any:
-        raise NotImplementedError
-
-    async def perform(self, effect: Effect) -> Any:
-        if isinstance(effect, Call):
-            return await self.call(effect)
-        if isinstance(effect, Notify):
-            try:
-                return effect.fn(*effect.args)
-            except Exception as error:
-                raise ObserverFailed(effect.hook, error) from error
-        if isinstance(effect, Sleep):
-            pause = self.sleep(effect.seconds)
-            return await pause if inspect.isawaitable(pause) else pause
-        return await self.once(effect)
-
-    async def drive(self, steps: Steps[T]) -> T:
-        """Run `steps` to completion, performing each effect it yields."""
-        result: Any = None
-        error: Exception | None = None
-        while True:
-            try:
-                effect = steps.send(result) if error is None else steps.throw(error)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            result, error = None, None
-            try:
-                result = await self.perform(effect)
-            except Exception as failure:  # handed to the action, which classifies it
-                error = failure
-
-
-class _SyncPerformer(_Performer):
-    """Never suspends: a coroutine of it completes in one `send(None)`."""
-
-    async def call(self, effect: Call) -> Any:
-        value = effect.fn(*effect.args)
-        if inspect.isawaitable(value):
-            if inspect.iscoroutine(value):
-                value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
-            raise AsyncNotSupported(effect.what)
-        return value
-
-    async def once(self, effect: Once) -> Any:
-        return effect.registry.execute_once(effect.key, effect.fingerprint,
-                                            lambda: _complete(self.drive(effect.body())))
-
-
-class _AsyncPerformer(_Performer):
-    async def call(self, effect: Call) -> Any:
-        value = effect.fn(*effect.args)
-        return await value if inspect.isawaitable(value) else value
-
-    async def once(self, effect: Once) -> Any:
-        return await effect.registry.aexecute_once(effect.key, effect.fingerprint,
-                                                   lambda: self.drive(effect.body()))
-
-
-def _complete(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends to its end, in this thread."""
+def _advance(steps: Steps[T], result: Any, error: Exception | None) -> tuple[bool, Any]:
+    """Resume `steps` with a result or an error: `(True, verdict)` once it returned,
+    `(False, effect)` while it asks for one."""
     try:
-        coroutine.send(None)
+        return False, (steps.send(result) if error is None else steps.throw(error))
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    coroutine.close()
-    raise RuntimeError("a synchronous stage suspended; this is a bug in forge")  # pragma: no cover
+        return True, done.value
+
+
+def _notify(effect: Notify) -> Any:
+    try:
+        return effect.fn(*effect.args)
+    except Exception as error:
+        raise ObserverFailed(effect.hook, error) from error
 
 
 def run_sync(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
@@ -181,9 +118,57 @@ def run_sync(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
     A `Call` whose result is awaitable is thrown back into the action as
     `AsyncNotSupported`. `sleep(seconds)` pauses between retries.
     """
-    return _complete(_SyncPerformer(sleep).drive(steps))
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        finished, effect = _advance(steps, result, error)
+        if finished:
+            return effect  # type: ignore[no-any-return]
+        result, error = None, None
+        try:
+            result = _perform(effect, sleep)
+        except Exception as failure:  # handed to the action, which classifies it
+            error = failure
 
 
-def run_async(steps: Steps[T], sleep: Callable[[float], Awaitable[Any] | Any] = asyncio.sleep) -> Awaitable[T]:
+def _perform(effect: Effect, sleep: Callable[[float], Any]) -> Any:
+    if type(effect) is Call:
+        value = effect.fn(*effect.args)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
+            raise AsyncNotSupported(effect.what)
+        return value
+    if isinstance(effect, Notify):
+        return _notify(effect)
+    if isinstance(effect, Sleep):
+        return sleep(effect.seconds)
+    assert isinstance(effect, Once)
+    return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), sleep))
+
+
+async def run_async(steps: Steps[T], sleep: Callable[[float], Any] = asyncio.sleep) -> T:
     """Perform `steps`, awaiting awaitable results; `sleep` may be sync or async."""
-    return _AsyncPerformer(sleep).drive(steps)
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        finished, effect = _advance(steps, result, error)
+        if finished:
+            return effect  # type: ignore[no-any-return]
+        try:
+            result, error = await _aperform(effect, sleep), None
+        except Exception as failure:
+            result, error = None, failure
+
+
+async def _aperform(effect: Effect, sleep: Callable[[float], Any]) -> Any:
+    if isinstance(effect, Call):
+        value = effect.fn(*effect.args)
+    elif isinstance(effect, Notify):
+        value = _notify(effect)
+    elif isinstance(effect, Sleep):
+        value = sleep(effect.seconds)
+    else:
+        return await effect.registry.aexecute_once(effect.key, effect.fingerprint,
+                                                   lambda: run_async(effect.body(), sleep))
+    return await value if inspect.isawaitable(value) else value

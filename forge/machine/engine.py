@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from transitions import Machine, MachineError, Transition
-from transitions.core import Event, EventData
+from transitions.core import Condition, Event, EventData
 from transitions.extensions.asyncio import AsyncEvent, AsyncMachine, AsyncTransition
 
 from forge.machine.catalog import GuardSpec, StageCatalog
@@ -135,21 +135,31 @@ NO_CALLBACKS = TransitionCallbacks()
 def _only_enabled(event_data: EventData, enabled: list[Any]) -> Any:
     if len(enabled) == 1:
         return enabled[0]
-    run = _run_of(event_data)
+    run = cast(Run, event_data.model)
     guards = tuple(GuardResult(name, value) for name, value in run.guard_values.items())
     raise NoTransitionEnabled(run.state, run.verdict, guards, tuple(t.definition.entry for t in enabled))
 
 
-def _run_of(event: EventData) -> Run:
-    return cast(Run, event.model)
+class _Firing(Protocol):
+    """What forge's callbacks read of transitions' `EventData` while a run fires."""
+
+    model: Run
+    transition: Any
+    error: BaseException | None
 
 
-def _edge_of(event: EventData) -> TransitionDef:
-    return cast(TransitionDef, getattr(event.transition, "definition"))
+class _Condition(Condition):
+    """transitions' condition wrapper, called directly: forge registers callables (never
+    names to resolve on a model) and always sends the event."""
+
+    def check(self, event_data: EventData) -> bool:
+        return bool(self.func(event_data) == self.target)  # type: ignore[operator]  # func is our callable
 
 
 class _Transition(Transition):
     """A transitions `Transition` that knows the definition's edge it stands for."""
+
+    condition_cls = _Condition
 
     def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -165,8 +175,13 @@ class _Event(Event):
 
     def _process(self, event_data: EventData) -> bool:
         self.machine.callbacks(self.machine.prepare_event, event_data)
-        enabled = [t for t in self.transitions[event_data.state.name]
-                   if all(c.check(event_data) for c in t.conditions)]
+        enabled = []
+        for transition in self.transitions[event_data.state.name]:
+            for condition in transition.conditions:
+                if not condition.check(event_data):
+                    break
+            else:
+                enabled.append(transition)
         chosen = _only_enabled(event_data, enabled)
         event_data.transition = chosen
         setattr(event_data, "decided", chosen)
@@ -203,30 +218,52 @@ class _AsyncEvent(AsyncEvent):
 
 
 class _AsyncMachine(AsyncMachine):
+    """transitions' AsyncMachine, with each callback list awaited in order.
+
+    The library gathers every list into Tasks, so callbacks of one hook run concurrently;
+    in order, a run's callbacks see each other's effects as in the sync machine, a failure
+    is attributed to the callback that raised, and no Task is made per callback.
+    """
+
     transition_cls = _AsyncTransition
     event_cls = _AsyncEvent
 
+    async def callbacks(self, funcs: Iterable[Any], event_data: Any) -> None:  # type: ignore[override]
+        for func in funcs:
+            result = self.resolve_callable(func, event_data)(event_data)
+            if inspect.isawaitable(result):
+                await result
 
-def _condition(spec: GuardSpec) -> Callable[[EventData], bool]:
-    name, holds, hook = spec.name, spec.holds, f"guard {spec.name}"
 
-    def guard(event: EventData) -> bool:
-        run = _run_of(event)
-        run.hook = hook
-        value = run.guard_values[name] = holds(run.verdict)
-        return value
+def _condition(spec: GuardSpec) -> Callable[[_Firing], bool]:
+    """The transitions condition of a guard: `spec.holds(verdict)`, noted on the run."""
+    name, wanted, hook = spec.name, spec.verdict, f"guard {spec.name}"
+    if spec.test is None:  # a plain verdict comparison, which cannot raise: no hook to name
+
+        def guard(event: _Firing) -> bool:
+            run = event.model
+            value = run.guard_values[name] = run.verdict == wanted
+            return value
+    else:
+        holds = spec.holds
+
+        def guard(event: _Firing) -> bool:
+            run = event.model
+            run.hook = hook
+            value = run.guard_values[name] = holds(run.verdict)
+            return value
 
     guard.__name__ = name
     return guard
 
 
 def _labelled(kind: str, where: str, function: Callable[[EventData], Any], asynchronous: bool
-              ) -> Callable[[EventData], Any]:
+              ) -> Callable[[_Firing], Any]:
     label = f"{kind} {where}: {getattr(function, '__qualname__', repr(function))}"
 
-    def callback(event: EventData) -> Any:
-        _run_of(event).hook = label
-        result = function(event)
+    def callback(event: _Firing) -> Any:
+        event.model.hook = label
+        result = function(cast(EventData, event))
         if inspect.isawaitable(result) and not asynchronous:
             if inspect.iscoroutine(result):
                 result.close()
@@ -249,12 +286,13 @@ class LoopEngine:
                  callbacks: TransitionCallbacks = NO_CALLBACKS, clock: Callable[[], float] = time.perf_counter) -> None:
         callbacks.check(definition)
         self.definition, self.stages = definition, stages
+        self._name = definition.name
         self._clock = clock
         self._terminal = {s.name: s.terminal for s in definition.states}
         self._actions: dict[str, tuple[str, Callable[[Run], Steps[str]]]] = {
             s.name: (f"action {s.action}", stages.actions[s.action].run) for s in definition.states if s.action
         }
-        self._guard_tuples: dict[tuple[tuple[str, bool], ...], tuple[GuardResult, ...]] = {}
+        self._guard_tuples: dict[tuple[str, str | None], tuple[dict[str, bool], tuple[GuardResult, ...]]] = {}
         machine_cls = _AsyncMachine if self.asynchronous else _Machine
         self._machine: Machine = machine_cls(
             model=None,
@@ -310,55 +348,62 @@ class LoopEngine:
         if self._terminal[run.state]:
             raise RunFinished(f"the run has ended in {run.state!r}; there is nothing left to fire")
 
-    def _begin(self, event: EventData) -> tuple[str, Callable[[Run], Steps[str]]] | None:
-        run = _run_of(event)
-        run.source, run.started, run.recorded = run.state, self._clock(), False
-        run.verdict, run.guard_values, run.detail = None, {}, {}
-        if run.observers.wants("transition_started"):
+    def _begin(self, event: _Firing) -> tuple[str, Callable[[Run], Steps[str]]] | None:
+        """Start a firing: note where from and when; tell observers. The state's action,
+        if any, is returned for the caller to drive; an action-less state's verdict is None."""
+        run = event.model
+        run.source, run.started, run.recorded, run.guard_values = run.state, self._clock(), False, {}
+        if "transition_started" in run.observers.wanted:
             run.observers.notify(run, "transition_started", run.state)
         action = self._actions.get(run.state)
-        if action is not None:
+        if action is None:
+            run.verdict, run.detail = None, {}
+        else:
             run.hook = action[0]
         return action
 
-    def _prepare(self, event: EventData) -> None:
+    def _prepare(self, event: _Firing) -> None:
         action = self._begin(event)
         if action is not None:
-            run = _run_of(event)
+            run = event.model
             run.verdict = run_sync(action[1](run), run.config.sleep)
 
-    async def _aprepare(self, event: EventData) -> None:
+    async def _aprepare(self, event: _Firing) -> None:
         action = self._begin(event)
         if action is not None:
-            run = _run_of(event)
+            run = event.model
             run.verdict = await run_async(action[1](run), run.config.async_sleep)
 
     def _guards_of(self, run: Run) -> tuple[GuardResult, ...]:
-        key = tuple(run.guard_values.items())
+        """The guards evaluated this firing, as a tuple shared by every record with the same
+        values (guards are functions of the verdict, so a state has a few such tuples)."""
+        key = (run.source, run.verdict)
         shared = self._guard_tuples.get(key)
-        if shared is None:
-            shared = self._guard_tuples.setdefault(key, tuple(GuardResult(n, v) for n, v in key))
-        return shared
+        if shared is not None and shared[0] == run.guard_values:
+            return shared[1]
+        values = run.guard_values
+        guards = tuple(GuardResult(n, v) for n, v in values.items())
+        self._guard_tuples[key] = (values, guards)
+        return guards
 
     def _append(self, run: Run, trigger: str, dest: str, guards: tuple[GuardResult, ...],
                 detail: Mapping[str, Any], source: str | None = None) -> TransitionRecord:
-        record = TransitionRecord(
-            sequence=len(run.trace) + 1, step=run.step, source=run.source if source is None else source,
-            trigger=trigger, dest=dest, guards=guards, verdict=run.verdict,
-            duration_s=self._clock() - run.started, detail=detail, machine=self.definition.name,
+        record = TransitionRecord(  # positionally: this is on every transition's path
+            len(run.trace) + 1, run.step, run.source if source is None else source, trigger, dest, guards,
+            run.verdict, self._clock() - run.started, detail, self._name,
         )
         run.trace.append(record)
         run.recorded = True
         return record
 
-    def _record(self, event: EventData) -> None:
-        run = _run_of(event)
-        record = self._append(run, _edge_of(event).trigger, run.state, self._guards_of(run), run.detail)
-        if run.observers.wants("transition_finished"):
+    def _record(self, event: _Firing) -> None:
+        run = event.model
+        record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail)
+        if "transition_finished" in run.observers.wanted:
             run.observers.notify(run, "transition_finished", record)
 
-    def _fail(self, event: EventData) -> None:
-        run = _run_of(event)
+    def _fail(self, event: _Firing) -> None:
+        run = event.model
         error: BaseException | None = event.error
         assert error is not None, "on_exception is called with the error"
         if isinstance(error, ObserverFailed):
@@ -369,13 +414,13 @@ class LoopEngine:
         if isinstance(error, (NoTransitionEnabled, RunFinished, MachineError)):
             raise error  # a definition or usage error, not something the run did
         if not run.recorded and run.state != run.source:  # it failed after the state changed
-            self._append(run, _edge_of(event).trigger, run.state, self._guards_of(run), run.detail)
+            self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail)
         failed_in = run.state
         self._machine.set_state(FAILURE_STATE, model=run)
         run.error = error
         record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
                               source=failed_in)
-        if run.observers.wants("transition_failed"):
+        if "transition_failed" in run.observers.wanted:
             try:
                 run.observers.notify(run, "transition_failed", record, error)
             except Exception as also:  # the run has already failed; keep both, lose neither

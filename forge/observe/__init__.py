@@ -87,7 +87,7 @@ class Observers:
     failure is attributed to it; the caller decides what the failure means.
     """
 
-    __slots__ = ("observers", "_bound")
+    __slots__ = ("observers", "wanted", "_bound")
 
     def __init__(self, observers: Iterable[LoopObserver] = ()) -> None:
         self.observers = tuple(observers)
@@ -101,15 +101,18 @@ class Observers:
             )
             for hook in _HOOKS
         }
+        self.wanted = frozenset(hook for hook, bound in self._bound.items() if bound)
 
     def __bool__(self) -> bool:
         return bool(self.observers)
 
     def __add__(self, more: Iterable[LoopObserver]) -> Observers:
-        return Observers((*self.observers, *more))
+        extra = tuple(more)
+        return Observers((*self.observers, *extra)) if extra else self
 
     def wants(self, hook: str) -> bool:
-        return bool(self._bound[hook])
+        """Whether any observer overrides `hook` (also: `hook in observers.wanted`)."""
+        return hook in self.wanted
 
     def notify(self, run: Run, hook: str, *args: Any) -> None:
         """Call `hook(run, *args)` on every observer that has it; exceptions propagate."""
