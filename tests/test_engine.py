@@ -129,3 +129,100 @@ def test_runs_of_one_engine_in_many_threads_do_not_interfere():
     for thread in threads:
         thread.join()
     assert results == [("verified_success", 2, 8)] * 400
+
+
+# transitions decides the route
+
+
+def _conditions_of(engine):
+    from forge.machine.engine import ADVANCE
+
+    event = engine.machine.events[ADVANCE]
+    return [c for transitions in event.transitions.values() for t in transitions for c in t.conditions]
+
+
+def test_every_guard_evaluation_goes_through_a_transitions_condition(monkeypatch):
+    loop = scripted_loop([tool("a"), tool("b")], [intent("a"), intent("b")], verify=lambda o: o.tool_name == "b")
+    seen = []
+    for condition in _conditions_of(loop.engine):
+        original = condition.func
+
+        def counting(event, original=original, name=original.__name__):
+            seen.append((event.model.state, name))
+            return original(event)
+
+        monkeypatch.setattr(condition, "func", counting)
+    result = loop.run("goal")
+    recorded = [(r.source, g.name) for r in result.trace for g in r.guards]
+    assert seen == recorded
+    assert len(seen) == 2 * (4 + 6)  # every guard of select and verify, on both steps
+
+
+def test_a_guard_swapped_in_the_catalog_changes_the_route():
+    from forge import AgentLoop, ScriptedPolicy
+    from forge.machine.stages import BUILTIN_STAGES
+
+    swapped = (BUILTIN_STAGES.with_guard_test("tool_selected", lambda verdict: False)
+               .with_guard_test("no_tool_fits", lambda verdict: verdict in ("selected", "no_tool")))
+    normal = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True).run("goal")
+    rerouted = AgentLoop([tool("a")], ScriptedPolicy([intent("a")]), lambda o: True, stages=swapped).run("goal")
+    assert (normal.reason, rerouted.reason) == ("verified_success", "capability_gap")
+    assert [(g.name, g.value) for g in rerouted.trace[0].guards if g.value] == [("no_tool_fits", True)]
+
+
+def test_a_run_driven_only_through_the_transitions_trigger_api_equals_loop_run():
+    from forge.machine.engine import ADVANCE
+
+    def build():
+        return scripted_loop([tool("a"), tool("b", side_effect=True)], [intent("a"), intent("b"), intent("a")],
+                             verify=lambda o: o.sequence == 3)
+
+    expected = build().run("goal")
+    loop = build()
+    run = loop.start("goal")
+    advance = loop.engine.machine.events[ADVANCE]
+    while not loop.engine.is_terminal(run):
+        assert advance.trigger(run) is True
+    assert run.state == expected.reason == "verified_success"
+    assert run.trace == list(expected.trace)
+    assert loop.result(run).state.observations == expected.state.observations
+
+
+def test_definition_triggers_label_the_trace_while_one_transitions_event_fires_them():
+    from forge.machine.engine import ADVANCE
+
+    loop = scripted_loop([tool("a")], [intent("a")] * 2, verify=lambda o: o.sequence == 2)
+    assert list(loop.engine.machine.events) == [ADVANCE]
+    triggers = [r.trigger for r in loop.run("goal").trace]
+    assert triggers == ["choose", "call", "record", "replan", "choose", "call", "record", "stop"]
+
+
+def test_one_loop_serves_sixteen_threads_with_independent_results():
+    import threading
+
+    from forge import AgentLoop, Intent
+
+    def policy(goal, state):
+        wanted = int(goal.split()[-1])
+        return Intent({"count"}, {"n": state.step_count + 1}) if state.step_count < wanted else Intent({"done"})
+
+    loop = AgentLoop([tool("count", required={"n"}, handler=lambda n: n), tool("done")], policy,
+                     verify=lambda o: o.tool_name == "done", max_steps=20, repeat_limit=20)
+    results: dict[int, list] = {}
+    barrier = threading.Barrier(16)
+
+    def worker(index):
+        barrier.wait()
+        results[index] = [loop.run(f"count to {index % 5 + 1}") for _ in range(20)]
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for index, runs in results.items():
+        wanted = index % 5 + 1
+        for result in runs:
+            assert (result.reason, result.steps) == ("verified_success", wanted + 1)
+            assert [o.payload for o in result.state.observations[:-1]] == list(range(1, wanted + 1))
+    assert len(results) == 16

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from forge.machine.effects import Call, Steps
@@ -108,19 +109,25 @@ class Stage:
         return hash((self.action, self.verdicts, tuple(self.guards.items()), tuple(self.stops_in.items())))
 
     def spec(self, name: str) -> ActionSpec:
-        """This stage as the action called `name`."""
-        action, verdicts = self.action, self.verdicts
+        """This stage as the action called `name` (the same spec for an equal stage, so
+        loops built with equal stages share a catalog, a parsed definition and an engine)."""
+        return _spec_of(self, name)
 
-        def steps(run: Run) -> Steps[str]:
-            run.detail = {}
-            verdict = yield Call(action, (run,), f"stage {name!r}")
-            if verdict not in verdicts:
-                raise ValueError(f"stage {name!r} returned {verdict!r}, not one of its declared verdicts "
-                                 f"({', '.join(sorted(verdicts))})")
-            return str(verdict)
 
-        steps.user_action = action  # type: ignore[attr-defined]  # lets run() refuse an async stage up front
-        return ActionSpec(name, steps, verdicts, self.doc or f"user stage {name}")
+@lru_cache(maxsize=256)
+def _spec_of(stage: Stage, name: str) -> ActionSpec:
+    action, verdicts = stage.action, stage.verdicts
+
+    def steps(run: Run) -> Steps[str]:
+        run.detail = {}
+        verdict = yield Call(action, (run,), f"stage {name!r}")
+        if verdict not in verdicts:
+            raise ValueError(f"stage {name!r} returned {verdict!r}, not one of its declared verdicts "
+                             f"({', '.join(sorted(verdicts))})")
+        return str(verdict)
+
+    steps.user_action = action  # type: ignore[attr-defined]  # lets run() refuse an async stage up front
+    return ActionSpec(name, steps, verdicts, stage.doc or f"user stage {name}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,14 +180,19 @@ class StageCatalog:
 
 def import_stages(reference: str) -> Mapping[str, Stage]:
     """The mapping of user stages named by `reference`, `package.module:NAME` (how
-    `forge check --stages` finds the stages a definition names).
+    `forge check --stages` finds the stages a definition names). The current directory is
+    on the import path, as it is for `python -m`.
 
     Raises:
         ValueError: `reference` is not `module:NAME`, the module cannot be imported, it has no
             NAME, or NAME is not a mapping of names to `Stage`s.
     """
     import importlib
+    import os
+    import sys
 
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
         raise ValueError(f"--stages {reference!r}: expected MODULE:NAME, e.g. myagent.stages:STAGES")

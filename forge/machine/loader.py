@@ -209,7 +209,8 @@ def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
             if outcome is not None:
                 problem(f"{entry}.outcome", "only terminal states have an outcome")
             if action is not None and action not in stages.actions:
-                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(stages.actions)}",
+                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(stages.actions)} "
+                        "(a stage of your own? pass AgentLoop(..., stages=...), or forge check --stages MODULE:NAME)",
                         "unknown-callback")
         states.append(
             StateDef(
