@@ -22,6 +22,10 @@ def shorten(text: str, width: int = 90) -> str:
 
 def summarise_detail(detail: Mapping[str, Any]) -> str:
     """What the stage did, in a few words: the tool and its outcome, the decision, the error."""
+    if "failed" in detail:
+        return shorten(f"{detail['failed']} raised {detail.get('error', '')}")
+    if "approval" in detail:
+        return f"{detail['tool']}: approval {detail['approval']}"
     if "status" in detail and "tool" in detail:
         text = f"{detail['tool']}: {detail['status']}"
         if detail.get("replayed"):

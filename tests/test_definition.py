@@ -1,4 +1,5 @@
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -149,3 +150,45 @@ def test_parse_collects_problems_without_raising(tmp_path):
     definition, problems = parse_definition(write(tmp_path, VALID.replace('"no_tool_fits"', '"maybe"')))
     assert definition is not None
     assert [p.entry for p in problems] == ['transitions[1] (select -choose-> gap [maybe])']
+
+
+def test_a_definition_is_parsed_once_per_file_content(tmp_path):
+    from forge.machine import loader
+
+    path = tmp_path / "loop.toml"
+    path.write_text(Path("machines/single_agent.toml").read_text())
+    first = load_definition(path)
+    misses = loader._parsed.cache_info().misses
+    assert load_definition(path) is first
+    assert loader._parsed.cache_info().misses == misses
+    path.write_text(path.read_text().replace('title = "forge: single-agent tool loop"', 'title = "edited"'))
+    edited = load_definition(path)
+    assert edited.title == "edited" and loader._parsed.cache_info().misses == misses + 1
+
+
+def test_a_definition_that_is_not_utf8_is_a_definition_error(tmp_path):
+    path = tmp_path / "latin1.toml"
+    path.write_bytes("[machine]\nname = \"caf\xe9\"\n".encode("latin-1"))
+    with pytest.raises(DefinitionError, match="not UTF-8"):
+        load_definition(path)
+
+
+def test_the_fail_trigger_is_reserved(tmp_path):
+    path = tmp_path / "fail.toml"
+    path.write_text(Path("machines/single_agent.toml").read_text().replace('trigger = "call"', 'trigger = "fail"'))
+    with pytest.raises(DefinitionError, match="trigger 'fail' is reserved"):
+        load_definition(path)
+
+
+def test_every_definition_needs_the_fatal_error_state(tmp_path):
+    from forge.check import check_definition
+
+    text = Path("machines/single_agent.toml").read_text()
+    text = text.replace('dest = "fatal_error"', 'dest = "step_budget_exhausted"')
+    head, _, tail = text.partition("[states.fatal_error]")
+    tail = tail.split("\n\n", 1)[1]
+    path = tmp_path / "nofatal.toml"
+    path.write_text(head + tail)
+    report = check_definition(path)
+    assert "missing-stop-state" in {f.code for f in report.findings}
+    assert any("states.fatal_error" == f.entry for f in report.findings)

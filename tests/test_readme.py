@@ -77,3 +77,12 @@ def test_every_python_snippet_in_the_readme_runs_and_prints_what_it_says(tmp_pat
         for want in expected:
             assert any(line.strip() == want for line in got), f"README says {want!r}; printed {printed}"
     assert (tmp_path / "run.jsonl").exists() and (tmp_path / "loop.dot").exists()
+
+
+def test_the_readme_excerpts_of_examples_are_in_the_example_files():
+    example = (ROOT / "examples" / "approvals_and_budget.py").read_text(encoding="utf-8")
+    excerpts = [body for lang, body in BLOCKS if lang == "py"]
+    assert excerpts
+    for body in excerpts:
+        for line in body.splitlines():
+            assert line.strip() in example, f"README excerpt line not in the example: {line!r}"
