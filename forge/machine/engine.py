@@ -190,8 +190,16 @@ class _Event(Event):
 
 
 class _Machine(Machine):
+    """transitions' Machine with forge's transition and event classes. Callbacks are
+    dispatched as the library does, less its INFO log call per callback (forge logs each
+    transition once, through its own observer)."""
+
     transition_cls = _Transition
     event_cls = _Event
+
+    def callbacks(self, funcs: Iterable[Any], event_data: EventData) -> None:
+        for func in funcs:
+            self.callback(func, event_data)
 
 
 # transitions' stubs type the async classes' overrides as their sync parents' (bool, not a

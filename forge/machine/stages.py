@@ -129,7 +129,7 @@ def _call_tool(run: Run) -> Steps[str]:
     config, intent, action = run.config, run.intent, run.action
     assert intent is not None and action is not None, "call_tool fires only after select_tool"
     tool = config.tools[action.tool_name]
-    contract, arguments = tool.contract, intent.arguments
+    contract, arguments = config.contracts[tool.name], intent.arguments
     tally = [0]
     replayed = False
     try:

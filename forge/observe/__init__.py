@@ -83,7 +83,7 @@ class Observers:
     """The observers of one run, called in order. Each hook is bound once, and only for the
     observers that override it, so an unobserved run pays nothing per transition.
 
-    `notify(run, hook, *args)` sets `run.hook` to name the observer while it runs, so a
+    `notify(run, hook, *args)` sets `run.hook` to name the observer that raised, so the
     failure is attributed to it; the caller decides what the failure means.
     """
 
@@ -116,11 +116,12 @@ class Observers:
 
     def notify(self, run: Run, hook: str, *args: Any) -> None:
         """Call `hook(run, *args)` on every observer that has it; exceptions propagate."""
-        previous = run.hook
         for name, method in self._bound[hook]:
-            run.hook = name
-            method(run, *args)
-        run.hook = previous
+            try:
+                method(run, *args)
+            except BaseException:
+                run.hook = name
+                raise
 
 
 def _overrides(observer: object, hook: str) -> bool:
