@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
@@ -105,6 +105,33 @@ def _advance(steps: Steps[T], result: Any, error: Exception | None) -> tuple[boo
         return True, done.value
 
 
+async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
+    """The one driver: perform each effect (awaiting what `perform` leaves awaitable) and
+    hand the result or the exception back to the action, until it returns its verdict."""
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        finished, effect = _advance(steps, result, error)
+        if finished:
+            return effect  # type: ignore[no-any-return]
+        try:
+            result, error = perform(effect), None
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as failure:  # handed to the action, which classifies it
+            result, error = None, failure
+
+
+def _complete(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end, in this thread."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    coroutine.close()
+    raise RuntimeError("a synchronous stage suspended; this is a bug in forge")  # pragma: no cover
+
+
 def _notify(effect: Notify) -> Any:
     try:
         return effect.fn(*effect.args)
@@ -118,57 +145,35 @@ def run_sync(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
     A `Call` whose result is awaitable is thrown back into the action as
     `AsyncNotSupported`. `sleep(seconds)` pauses between retries.
     """
-    result: Any = None
-    error: Exception | None = None
-    while True:
-        finished, effect = _advance(steps, result, error)
-        if finished:
-            return effect  # type: ignore[no-any-return]
-        result, error = None, None
-        try:
-            result = _perform(effect, sleep)
-        except Exception as failure:  # handed to the action, which classifies it
-            error = failure
+
+    def perform(effect: Effect) -> Any:
+        if type(effect) is Call:
+            value = effect.fn(*effect.args)
+            if inspect.isawaitable(value):
+                if inspect.iscoroutine(value):
+                    value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
+                raise AsyncNotSupported(effect.what)
+            return value
+        if isinstance(effect, Notify):
+            return _notify(effect)
+        if isinstance(effect, Sleep):
+            return sleep(effect.seconds)
+        assert isinstance(effect, Once)
+        return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), sleep))
+
+    return _complete(_drive(steps, perform))
 
 
-def _perform(effect: Effect, sleep: Callable[[float], Any]) -> Any:
-    if type(effect) is Call:
-        value = effect.fn(*effect.args)
-        if inspect.isawaitable(value):
-            if inspect.iscoroutine(value):
-                value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
-            raise AsyncNotSupported(effect.what)
-        return value
-    if isinstance(effect, Notify):
-        return _notify(effect)
-    if isinstance(effect, Sleep):
-        return sleep(effect.seconds)
-    assert isinstance(effect, Once)
-    return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), sleep))
-
-
-async def run_async(steps: Steps[T], sleep: Callable[[float], Any] = asyncio.sleep) -> T:
+def run_async(steps: Steps[T], sleep: Callable[[float], Any] = asyncio.sleep) -> Coroutine[Any, Any, T]:
     """Perform `steps`, awaiting awaitable results; `sleep` may be sync or async."""
-    result: Any = None
-    error: Exception | None = None
-    while True:
-        finished, effect = _advance(steps, result, error)
-        if finished:
-            return effect  # type: ignore[no-any-return]
-        try:
-            result, error = await _aperform(effect, sleep), None
-        except Exception as failure:
-            result, error = None, failure
 
+    def perform(effect: Effect) -> Any:
+        if isinstance(effect, Call):
+            return effect.fn(*effect.args)
+        if isinstance(effect, Notify):
+            return _notify(effect)
+        if isinstance(effect, Sleep):
+            return sleep(effect.seconds)
+        return effect.registry.aexecute_once(effect.key, effect.fingerprint, lambda: run_async(effect.body(), sleep))
 
-async def _aperform(effect: Effect, sleep: Callable[[float], Any]) -> Any:
-    if isinstance(effect, Call):
-        value = effect.fn(*effect.args)
-    elif isinstance(effect, Notify):
-        value = _notify(effect)
-    elif isinstance(effect, Sleep):
-        value = sleep(effect.seconds)
-    else:
-        return await effect.registry.aexecute_once(effect.key, effect.fingerprint,
-                                                   lambda: run_async(effect.body(), sleep))
-    return await value if inspect.isawaitable(value) else value
+    return _drive(steps, perform)
