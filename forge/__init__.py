@@ -19,7 +19,9 @@ from forge.observe import LoopObserver, ToolAttempt
 from forge.observe.log import LoggingObserver
 from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
 from forge.policy import Intent, Policy, ScriptedPolicy, ScriptExhausted
-from forge.tools import Tool
+from forge.agent.actions import UnknownTool
+from forge.agent.execution import ArgumentContractError, SchemaViolation
+from forge.tools import Tool, tool
 
 __all__ = [
     # building and running a loop
@@ -37,6 +39,10 @@ __all__ = [
     "LoggingObserver",
     # tools and policies
     "Tool",
+    "tool",
+    "ArgumentContractError",
+    "SchemaViolation",
+    "UnknownTool",
     "Intent",
     "Policy",
     "ScriptedPolicy",

@@ -146,7 +146,6 @@ class AgentLoop:
         self._config = RunConfig(
             tools={tool.name: tool for tool in tools},
             specs=tuple(tool.spec for tool in tools),
-            contracts={tool.name: tool.contract for tool in tools},
             policy=policy,
             verify=verify,
             controller=StopController(max_steps=max_steps, repeat_limit=repeat_limit),

@@ -24,6 +24,8 @@ def summarise_detail(detail: Mapping[str, Any]) -> str:
     """What the stage did, in a few words: the tool and its outcome, the decision, the error."""
     if "failed" in detail:
         return shorten(f"{detail['failed']} raised {detail.get('error', '')}")
+    if "unknown_tool" in detail:
+        return f"no tool named {detail['unknown_tool']} (closest: {', '.join(detail['suggestions'])})"
     if "approval" in detail:
         return f"{detail['tool']}: approval {detail['approval']}"
     if "status" in detail and "tool" in detail:

@@ -13,27 +13,45 @@ __all__ = ["Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
 
 @dataclass(frozen=True, slots=True, init=False)
 class Intent:
-    """What the policy wants next: the capabilities it needs and the arguments to pass.
+    """What the policy wants next: the capabilities it needs (or, with `Intent.call`, the
+    tool by name) and the arguments to pass.
 
     `idempotency_key`, when given, names the side effect across retries and runs; without
     it a side-effecting call is keyed by its tool and a fingerprint of its arguments.
+    `tool`, when given, selects exactly that tool; capabilities then play no part.
     """
 
     capabilities: frozenset[str]
     arguments: Mapping[str, Any]
     idempotency_key: str | None
+    tool: str | None
 
     def __init__(self, capabilities: Iterable[str], arguments: Mapping[str, Any] | None = None,
-                 idempotency_key: str | None = None) -> None:
+                 idempotency_key: str | None = None, *, tool: str | None = None) -> None:
         if isinstance(capabilities, str):
             raise ValueError("Intent.capabilities must be a set of strings, not a string")
         object.__setattr__(self, "capabilities", frozenset(capabilities))
         object.__setattr__(self, "arguments", {} if arguments is None else arguments)
         object.__setattr__(self, "idempotency_key", idempotency_key)
+        object.__setattr__(self, "tool", tool)
         if not isinstance(self.arguments, Mapping):
             raise ValueError(f"Intent.arguments must be a mapping, got {type(self.arguments).__name__}")
         if self.idempotency_key is not None and not self.idempotency_key:
             raise ValueError("Intent.idempotency_key must be None or a non-empty string")
+        if tool is not None and (not isinstance(tool, str) or not tool.strip()):
+            raise ValueError(f"Intent.tool must be None or a tool's name, got {tool!r}")
+
+    @classmethod
+    def call(cls, name: str, /, **arguments: Any) -> Intent:
+        """Call the tool called `name` with `arguments`: `Intent.call("read_file", path="a.md")`.
+
+        An unknown name ends the run in `capability_gap`, the error naming the closest tools.
+        """
+        return cls(frozenset(), arguments, tool=name)
+
+    def keyed(self, idempotency_key: str) -> Intent:
+        """This intent with `idempotency_key` naming its side effect across retries and runs."""
+        return Intent(self.capabilities, self.arguments, idempotency_key, tool=self.tool)
 
 
 class Policy(Protocol):

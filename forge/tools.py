@@ -1,29 +1,40 @@
-"""Tools as users declare them: name, capabilities, handler and argument contract."""
+"""Tools as users declare them: name, capabilities, handler and argument contract.
+
+Declare one from a function (`@tool`, `Tool.from_function`): the name, the arguments, a JSON
+Schema of their types (built by pydantic from the type hints) and the description all come
+from the function, so nothing is restated. `Tool(...)` spells everything out, optionally with
+a JSON Schema of its own.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+import inspect
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, overload
 
 from forge.agent.actions import ToolSpec
 from forge.agent.execution import ToolContract
 
-__all__ = ["Tool"]
+__all__ = ["Tool", "tool"]
 
 
 @dataclass(frozen=True, slots=True, init=False)
 class Tool:
     """A tool the loop may select and call.
 
-    `capabilities` rank it during selection; `required` and `optional` are the handler's
-    argument contract, checked before every call. A `side_effect` tool runs through the
-    idempotency registry, so an identical repeated call returns the stored value instead of
-    acting twice. Sets may be given as any iterable of strings; they are stored frozen.
+    `capabilities` rank it during selection (`Intent.call(name, ...)` selects it by name
+    instead); `required` and `optional` are the handler's argument contract, checked before
+    every call, and `schema`, when given, a JSON Schema its arguments must also satisfy
+    (without explicit `required`/`optional`, they are read from the schema). A `side_effect`
+    tool runs through the idempotency registry, so an identical repeated call returns the
+    stored value instead of acting twice. Sets may be given as any iterable of strings; they
+    are stored frozen. Calling a Tool calls its handler.
 
     Raises:
-        ValueError: blank name, no capabilities, a non-callable handler, or an argument that
-            is both required and optional.
+        ValueError: blank name, no capabilities, a non-callable handler, an argument that is
+            both required and optional, or a schema that is not valid JSON Schema.
     """
 
     name: str
@@ -32,6 +43,9 @@ class Tool:
     required: frozenset[str] = frozenset()
     optional: frozenset[str] = frozenset()
     side_effect: bool = False
+    description: str = ""
+    schema: Mapping[str, Any] | None = field(default=None, hash=False)
+    _contract: ToolContract | None = field(default=None, repr=False, compare=False)
 
     def __init__(
         self,
@@ -41,25 +55,64 @@ class Tool:
         required: Iterable[str] = frozenset(),
         optional: Iterable[str] = frozenset(),
         side_effect: bool = False,
+        *,
+        description: str = "",
+        schema: Mapping[str, Any] | None = None,
     ) -> None:
         object.__setattr__(self, "name", name)
-        for field, value in (("capabilities", capabilities), ("required", required), ("optional", optional)):
+        for field_name, value in (("capabilities", capabilities), ("required", required), ("optional", optional)):
             if isinstance(value, str):
-                raise ValueError(f"tool {name!r}: {field} must be a set of strings, not a string")
-            object.__setattr__(self, field, frozenset(value))
+                raise ValueError(f"tool {name!r}: {field_name} must be a set of strings, not a string")
+            object.__setattr__(self, field_name, frozenset(value))
         object.__setattr__(self, "handler", handler)
         object.__setattr__(self, "side_effect", bool(side_effect))
+        object.__setattr__(self, "description", description)
+        object.__setattr__(self, "schema", schema)
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("tool name must be a non-empty string")
         if not self.capabilities:
             raise ValueError(f"tool {self.name!r} has no capabilities, so it can never be selected")
         if not callable(self.handler):
             raise ValueError(f"tool {self.name!r}: handler must be callable")
+        if schema is not None:
+            if not isinstance(schema, Mapping):
+                raise ValueError(f"tool {self.name!r}: schema must be a JSON Schema object, got {type(schema).__name__}")
+            if not self.required and not self.optional:
+                properties = schema.get("properties", {})
+                object.__setattr__(self, "required", frozenset(schema.get("required", ())))
+                object.__setattr__(self, "optional", frozenset(properties) - self.required)
         both = self.required & self.optional
         if both:
             raise ValueError(
                 f"tool {self.name!r}: arguments both required and optional: {', '.join(sorted(both))}"
             )
+        object.__setattr__(self, "_contract", ToolContract(self.name, self.required, self.handler, self.optional,
+                                                           self.schema))
+
+    @classmethod
+    def from_function(cls, function: Callable[..., Any], capabilities: Iterable[str] | None = None,
+                      side_effect: bool = False, name: str | None = None) -> Tool:
+        """A tool whose name, arguments, JSON Schema and description come from `function`.
+
+        Parameters without a default are required, the others optional; each one's type hint
+        becomes its schema (pydantic builds it: `int`, `str | None`, `Literal[...]`,
+        `list[str]`, TypedDicts, dataclasses and models, `Annotated[int, Field(ge=1)]`, …),
+        and no other argument is accepted. The description is the docstring's first
+        paragraph. `capabilities` default to the tool's name.
+
+        Raises:
+            ValueError: `function` takes `*args`, `**kwargs` or positional-only parameters
+                (arguments are passed by name), or a type hint has no JSON Schema.
+            ImportError: pydantic is not installed (extra `schema`).
+        """
+        if not callable(function):
+            raise ValueError(f"Tool.from_function needs a function, got {function!r}")
+        tool_name: str = name or str(getattr(function, "__name__", ""))
+        required, optional, schema = _signature_schema(tool_name, function)
+        doc = inspect.getdoc(function) or ""
+        return cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
+                   required, optional, side_effect, description=doc.split("\n\n", 1)[0].replace("\n", " "),
+                   schema=schema)
 
     @property
     def spec(self) -> ToolSpec:
@@ -68,5 +121,58 @@ class Tool:
 
     @property
     def contract(self) -> ToolContract:
-        """What execution checks."""
-        return ToolContract(self.name, self.required, self.handler, self.optional)
+        """What execution checks (built once, with its compiled schema)."""
+        assert self._contract is not None
+        return self._contract
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.handler(*args, **kwargs)
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(*, capabilities: Iterable[str] | None = None, side_effect: bool = False,
+         name: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterable[str] | None = None,
+         side_effect: bool = False, name: str | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """`@tool` or `@tool(capabilities=..., side_effect=True, name=...)`: `Tool.from_function`
+    as a decorator. The decorated name is the Tool, still callable as the function."""
+    if function is not None:
+        return Tool.from_function(function)
+
+    def decorate(inner: Callable[..., Any]) -> Tool:
+        return Tool.from_function(inner, capabilities, side_effect, name)
+
+    return decorate
+
+
+def _signature_schema(name: str, function: Callable[..., Any]) -> tuple[frozenset[str], frozenset[str], dict[str, Any]]:
+    try:
+        import pydantic
+    except ImportError as missing:
+        raise ImportError("Tool.from_function builds schemas with pydantic: install forge with its schema "
+                          "extra (pip install '.[schema]')") from missing
+    signature = inspect.signature(function)
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception as error:
+        raise ValueError(f"tool {name!r}: its type hints cannot be resolved: {error}") from None
+    fields: dict[str, Any] = {}
+    required: set[str] = set()
+    optional: set[str] = set()
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
+            raise ValueError(f"tool {name!r}: parameter {parameter} cannot be passed by name; a tool's arguments "
+                             "are named, so declare each one")
+        default = ... if parameter.default is parameter.empty else parameter.default
+        (required if default is ... else optional).add(parameter.name)
+        fields[parameter.name] = (hints.get(parameter.name, Any), default)
+    try:
+        model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+        schema = model.model_json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.errors.PydanticInvalidForJsonSchema,
+            pydantic.PydanticUserError) as error:
+        raise ValueError(f"tool {name!r}: its type hints have no JSON Schema: {error}") from None
+    schema.pop("title", None)
+    return frozenset(required), frozenset(optional), schema

@@ -6,6 +6,7 @@ would decide silently, so the selector raises and lets the loop ask for clarific
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -14,8 +15,10 @@ __all__ = [
     "AmbiguousToolChoice",
     "NoMatchingTool",
     "ToolSpec",
+    "UnknownTool",
     "duplicate_names",
     "select_action",
+    "select_named",
 ]
 
 
@@ -57,6 +60,21 @@ class NoMatchingTool(ValueError):
         wanted = ", ".join(sorted(required)) or "(none)"
         super().__init__(f"no tool matches the required capabilities: {wanted}")
         self.required = required
+
+
+class UnknownTool(NoMatchingTool):
+    """The intent names a tool that does not exist (a capability gap by name).
+
+    `name` is what was asked for; `suggestions` the closest known names, best first.
+    """
+
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        names = sorted(known)
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+        suggestions = tuple(close or names[:3])
+        ValueError.__init__(self, f"no tool named {name!r}; the closest known tools are: {', '.join(suggestions)}")
+        self.required = frozenset()
+        self.name, self.suggestions = name, suggestions
 
 
 def duplicate_names(names: Iterable[str]) -> tuple[str, ...]:
@@ -104,3 +122,15 @@ def select_action(
             f"the next best covers {runner_up}"
         ),
     )
+
+
+def select_named(name: str, tools: Sequence[ToolSpec]) -> Action:
+    """The tool called `name`, chosen by name: capabilities play no part.
+
+    Raises:
+        UnknownTool: (a NoMatchingTool) no tool has that name; it names the closest ones.
+    """
+    for tool in tools:
+        if tool.name == name:
+            return Action(tool_name=name, reason=f"{name} was called by name")
+    raise UnknownTool(name, (tool.name for tool in tools))

@@ -2,25 +2,60 @@
 
 Passing undeclared arguments through could hand a tool `sudo=True`; filtering them silently
 would hide the caller's mistake. So every violation is refused before the handler is called.
+A contract may also carry a JSON Schema of its arguments: then types, enums, array items,
+nested objects and formats are checked too (by `jsonschema`, a well-kept validator), after
+the missing/unexpected check and still before the handler.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ArgumentContractError", "ExecutionResult", "ToolContract", "execute_tool"]
+__all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "execute_tool"]
 
 
 @dataclass(frozen=True, slots=True)
 class ToolContract:
-    """The arguments a tool's handler accepts: all of `required`, any of `optional`."""
+    """The arguments a tool's handler accepts: all of `required`, any of `optional`, and,
+    when `schema` is given, values that JSON Schema (draft 2020-12) accepts.
+
+    Raises:
+        ValueError: `schema` is not a valid JSON Schema (the message says where).
+        ImportError: a `schema` is given and `jsonschema` is not installed.
+    """
 
     name: str
     required: frozenset[str]
     handler: Callable[..., Any]
     optional: frozenset[str] = frozenset()
+    schema: Mapping[str, Any] | None = None
+    _validator: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.schema is not None:
+            object.__setattr__(self, "_validator", _validator_for(self.name, self.schema))
+
+    def violations(self, arguments: Mapping[str, Any]) -> tuple[SchemaViolation, ...]:
+        """What `schema` refuses in `arguments`, every failing path once; () without a schema."""
+        if self._validator is None:
+            return ()
+        found: dict[tuple[str, str], SchemaViolation] = {}
+        for error in self._validator.iter_errors(dict(arguments)):
+            for leaf in _specific(error):
+                violation = SchemaViolation(_path(leaf.absolute_path), _message(leaf))
+                found.setdefault((violation.path, violation.message), violation)
+        return tuple(sorted(found.values(), key=lambda v: (v.path, v.message)))
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaViolation:
+    """One value the schema refuses: `path` names it (`limit`, `tags[1]`, `filter.kind`;
+    `(arguments)` for the whole set) and `message` says why, in the validator's words."""
+
+    path: str
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,30 +69,37 @@ class ExecutionResult:
 class ArgumentContractError(ValueError):
     """The arguments break the tool's contract; the handler was not called.
 
-    `missing` and `unexpected` are sorted tuples naming every offending argument.
+    `missing` and `unexpected` are sorted tuples naming every offending argument;
+    `violations` lists what the contract's JSON Schema refused (checked only when nothing
+    is missing or unexpected).
     """
 
-    def __init__(self, tool_name: str, missing: tuple[str, ...], unexpected: tuple[str, ...]) -> None:
+    def __init__(self, tool_name: str, missing: tuple[str, ...], unexpected: tuple[str, ...],
+                 violations: tuple[SchemaViolation, ...] = ()) -> None:
         parts = []
         if missing:
             parts.append(f"missing: {', '.join(missing)}")
         if unexpected:
             parts.append(f"unexpected: {', '.join(unexpected)}")
+        parts.extend(f"{v.path}: {v.message}" for v in violations)
         super().__init__(f"arguments for {tool_name} break its contract; {'; '.join(parts)}")
         self.tool_name = tool_name
         self.missing = missing
         self.unexpected = unexpected
+        self.violations = violations
 
 
 def execute_tool(contract: ToolContract, arguments: Mapping[str, Any]) -> ExecutionResult:
     """Call `contract.handler(**arguments)` once the arguments fit the contract.
 
     Both missing (required - given) and unexpected (given - required - optional) arguments
-    are computed before the handler is considered; nothing is ever filtered out.
+    are computed before the handler is considered; nothing is ever filtered out. Then, when
+    the contract has a schema, every value is checked against it.
 
     Raises:
         ArgumentContractError: (a ValueError) any argument is missing or unexpected; its
-            message names each one ("missing: …", "unexpected: …").
+            message names each one ("missing: …", "unexpected: …"); or the schema refuses
+            values, each named by its path ("tags[1]: 3 is not of type 'string'").
         Whatever the handler raises, unchanged.
     """
     given = set(arguments)
@@ -65,4 +107,49 @@ def execute_tool(contract: ToolContract, arguments: Mapping[str, Any]) -> Execut
     unexpected = tuple(sorted(given - contract.required - contract.optional))
     if missing or unexpected:
         raise ArgumentContractError(contract.name, missing, unexpected)
+    if contract.schema is not None:
+        violations = contract.violations(arguments)
+        if violations:
+            raise ArgumentContractError(contract.name, (), (), violations)
     return ExecutionResult(contract.name, contract.handler(**arguments))
+
+
+def _validator_for(name: str, schema: Mapping[str, Any]) -> Any:
+    try:
+        from jsonschema import Draft202012Validator, exceptions, validators
+    except ImportError as missing:
+        raise ImportError(f"tool {name!r} has a JSON Schema, and checking it needs jsonschema: "
+                          "install forge with its schema extra (pip install '.[schema]')") from missing
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except exceptions.SchemaError as error:
+        raise ValueError(f"tool {name!r}: its schema is not valid JSON Schema at "
+                         f"{_path(error.absolute_path)}: {error.message}") from None
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _specific(error: Any) -> list[Any]:
+    """For a union the value nearly matched (`list[str] | None` given `["a", 2]`), the
+    errors inside the branch it matched deepest, each at its own path; else the error."""
+    if not error.context:
+        return [error]
+    deepest = max(len(branch.relative_path) for branch in error.context)
+    if deepest == 0:
+        return [error]
+    return [branch for branch in error.context if len(branch.relative_path) == deepest]
+
+
+def _message(error: Any) -> str:
+    """The validator's message; for a union (anyOf, oneOf) also why each branch refused."""
+    if not error.context:
+        return str(error.message)
+    branches = "; ".join(sorted({str(branch.message) for branch in error.context}))
+    return f"{error.message} ({branches})"
+
+
+def _path(parts: Any) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(arguments)"

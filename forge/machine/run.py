@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.actions import Action, ToolSpec
-from forge.agent.execution import ToolContract
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.stopping import StopController, StopDecision
@@ -32,7 +31,6 @@ class RunConfig:
 
     tools: Mapping[str, Tool]
     specs: tuple[ToolSpec, ...]
-    contracts: Mapping[str, ToolContract]  # each tool's, built once per loop rather than per call
     policy: Policy
     verify: Callable[[Observation], bool]
     controller: StopController

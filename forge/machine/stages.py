@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
-from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, select_action
+from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool, select_action, select_named
 from forge.agent.execution import ArgumentContractError, ToolContract, execute_tool
 from forge.agent.retry import TransientToolError, retry_delay
 from forge.agent.stopping import StopReason
@@ -76,7 +76,14 @@ def _select_tool(run: Run) -> Steps[str]:
         return "policy_error"
     run.intent = intent
     try:
-        run.action = select_action(run.goal, intent.capabilities, config.specs)
+        if intent.tool is not None:
+            run.action = select_named(intent.tool, config.specs)
+        else:
+            run.action = select_action(run.goal, intent.capabilities, config.specs)
+    except UnknownTool as error:
+        run.error = error
+        run.detail = {"unknown_tool": error.name, "suggestions": list(error.suggestions)}
+        return "no_tool"
     except AmbiguousToolChoice as error:
         run.error = error
         run.detail = {"tied": list(error.tied)}
@@ -129,7 +136,7 @@ def _call_tool(run: Run) -> Steps[str]:
     config, intent, action = run.config, run.intent, run.action
     assert intent is not None and action is not None, "call_tool fires only after select_tool"
     tool = config.tools[action.tool_name]
-    contract, arguments = config.contracts[tool.name], intent.arguments
+    contract, arguments = tool.contract, intent.arguments
     tally = [0]
     replayed = False
     try:
