@@ -6,7 +6,7 @@ and traces; load definitions.
 
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
-from forge.agent.retry import PermanentToolError, TransientToolError
+from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
 from forge.agent.runner import LoopResult
 from forge.loop import AgentLoop
 from forge.machine.catalog import Stage
@@ -49,6 +49,7 @@ __all__ = [
     "ScriptExhausted",
     "TransientToolError",
     "PermanentToolError",
+    "ToolError",
     # results and traces
     "LoopResult",
     "LoopState",

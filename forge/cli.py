@@ -97,6 +97,27 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tools(args: argparse.Namespace) -> int:
+    from forge.mcp import MCPError, MCPServer
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if bool(command) == bool(args.url):
+        raise ValueError("name one MCP server: forge tools -- COMMAND ARGS..., or forge tools --url URL")
+    server = MCPServer.http(args.url) if args.url else MCPServer.stdio(command[0], *command[1:])
+    try:
+        with server:
+            tools = server.tools()
+    except MCPError as error:
+        print(f"forge: error: {error}", file=sys.stderr)
+        return 1
+    print(f"{server.name}: {len(tools)} tool{'s' if len(tools) != 1 else ''}")
+    for tool in tools:
+        print(tool.summary())
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -140,6 +161,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--stages", action="append", default=[], metavar="MODULE:NAME",
                        help="user stages the definitions name: a mapping of Stage objects (repeatable)")
     check.set_defaults(handler=_check)
+
+    tools = commands.add_parser("tools", help="list an MCP server's tools as forge sees them",
+                                usage="forge tools [--url URL] [-- COMMAND ARGS...]")
+    tools.add_argument("--url", help="a streamable-HTTP MCP server's URL, instead of a command")
+    tools.add_argument("command", nargs=argparse.REMAINDER, help="the stdio MCP server to start, after --")
+    tools.set_defaults(handler=_tools)
     return parser
 
 

@@ -128,6 +128,20 @@ class Tool:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.handler(*args, **kwargs)
 
+    def summary(self) -> str:
+        """How forge sees this tool, in a few lines: its name and whether it has side
+        effects, its required and optional arguments with their types, its description."""
+        properties = (self.schema or {}).get("properties", {})
+
+        def listing(names: frozenset[str]) -> str:
+            return ", ".join(f"{n} ({_type_of(properties[n])})" if n in properties else n for n in sorted(names)) or "—"
+
+        lines = [f"{self.name}  {'side effect' if self.side_effect else 'no side effect'}",
+                 f"  required: {listing(self.required)}", f"  optional: {listing(self.optional)}"]
+        if self.description:
+            lines.append(f"  {self.description.splitlines()[0]}")
+        return "\n".join(lines)
+
 
 @overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
@@ -176,3 +190,18 @@ def _signature_schema(name: str, function: Callable[..., Any]) -> tuple[frozense
         raise ValueError(f"tool {name!r}: its type hints have no JSON Schema: {error}") from None
     schema.pop("title", None)
     return frozenset(required), frozenset(optional), schema
+
+
+def _type_of(schema: Mapping[str, Any]) -> str:
+    """A JSON Schema's type in a few words: `integer`, `array of string`, `one of a, b`."""
+    if "enum" in schema:
+        return "one of " + ", ".join(str(v) for v in schema["enum"])
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    for union in ("anyOf", "oneOf"):
+        if union in schema:
+            return " | ".join(_type_of(branch) for branch in schema[union])
+    kind = schema.get("type", "any")
+    if kind == "array" and isinstance(schema.get("items"), Mapping):
+        return f"array of {_type_of(schema['items'])}"
+    return " | ".join(kind) if isinstance(kind, list) else str(kind)

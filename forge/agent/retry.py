@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["PermanentToolError", "RetryResult", "TransientToolError", "check_retry_options", "retry_delay", "run_with_retry"]
+__all__ = ["PermanentToolError", "RetryResult", "ToolError", "TransientToolError", "check_retry_options", "retry_delay", "run_with_retry"]
 
 T = TypeVar("T")
 
@@ -31,6 +31,14 @@ class TransientToolError(RuntimeError):
 
 class PermanentToolError(RuntimeError):
     """A failure that retrying cannot fix (permission denied, invalid target)."""
+
+
+class ToolError(RuntimeError):
+    """A failure to tell the policy about, not to retry: "no such file", "query too broad".
+
+    The loop records it as a `retryable_error` observation carrying the message, and the
+    policy replans; `run_with_retry` does not retry it (only `TransientToolError` is).
+    """
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,7 @@ def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: 
     built = build_scenario(scenario, root)
     try:
         print(f"forge demo · scenario {scenario!r}: {built.description}", file=out)
-        print(f"workspace {root}  ·  analysis service {built.service.url}", file=out)
+        print(f"workspace {root}  ·  {built.where}", file=out)
         print(f"goal: {built.goal}\n", file=out)
         result = built.loop.run(built.goal, on_transition=lambda record: print(describe(record), file=out, flush=True))
     finally:
@@ -90,7 +90,9 @@ def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: 
         print(f"because: {type(result.error).__name__}: {result.error}", file=out)
     print(f"retries: {result.retries}  ·  side effects run: {result.side_effects_run}, "
           f"replayed: {result.side_effects_replayed}", file=out)
-    if result.reason == "verified_success":
+    if result.reason == "verified_success" and scenario == "mcp":
+        print(f"repository: {root / 'repo'} (read back with git: every note committed, tree clean)", file=out)
+    elif result.reason == "verified_success":
         print(f"index: {root / 'INDEX.md'} (read back and verified against the notes)", file=out)
     print(f"trace: {trace_path}", file=out)
     print(f"diagram: {drawn}", file=out)

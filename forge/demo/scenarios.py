@@ -7,6 +7,7 @@
 | forbidden | the index path points outside the workspace: permission denied | fatal_error |
 | unreachable | the service never recovers: retries exhausted, the planner replans until repetition stops it | repeated_action |
 | gap | no tool can analyse text | capability_gap |
+| mcp | the notes are committed to a git repository through the reference git MCP server | verified_success |
 
 A scenario is also what `forge debug` loads: it exposes `loop`, `goal` and `close()`.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from forge.agent.observations import Observation
 from forge.agent.retry import PermanentToolError
@@ -25,6 +27,9 @@ from forge.demo.tools import analyse_tool, file_tools
 from forge.demo.workspace import Workspace
 from forge.loop import AgentLoop
 from forge.tools import Tool
+
+if TYPE_CHECKING:
+    from forge.mcp import MCPServer
 
 __all__ = ["SCENARIOS", "Scenario", "build_scenario", "index_verifier"]
 
@@ -45,12 +50,14 @@ SCENARIOS: dict[str, _Spec] = {
     "forbidden": _Spec("the index path escapes the workspace", "fatal_error", index_path="../INDEX.md"),
     "unreachable": _Spec("the analysis service stays down", "repeated_action", failures=None),
     "gap": _Spec("no tool can analyse text", "capability_gap", analyser=False),
+    "mcp": _Spec("commit the notes to a git repository through a real MCP server (mcp-server-git)",
+                 "verified_success"),
 }
 
 
 @dataclass
 class Scenario:
-    """A ready loop and goal; `close()` stops the service it started."""
+    """A ready loop and goal; `close()` stops the service or MCP server it started."""
 
     name: str
     description: str
@@ -58,12 +65,23 @@ class Scenario:
     loop: AgentLoop
     goal: str
     workspace: Workspace
-    service: AnalysisService
+    service: AnalysisService | None = None
+    server: MCPServer | None = None
     _closed: bool = field(default=False, repr=False)
+
+    @property
+    def where(self) -> str:
+        """What the scenario talks to, for the demo's header."""
+        if self.server is not None:
+            return f"MCP server {self.server.name}"
+        return f"analysis service {self.service.url}" if self.service is not None else "no service"
 
     def close(self) -> None:
         if not self._closed:
-            self.service.stop()
+            if self.service is not None:
+                self.service.stop()
+            if self.server is not None:
+                self.server.close()
             self._closed = True
 
 
@@ -97,6 +115,8 @@ def build_scenario(name: str, root: str | Path) -> Scenario:
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; scenarios are {', '.join(SCENARIOS)}")
     spec = SCENARIOS[name]
+    if name == "mcp":
+        return _git_scenario(spec, Path(root))
     workspace = Workspace(root)
     workspace.seed()
     service = AnalysisService(failures=spec.failures).start()
@@ -114,3 +134,19 @@ def build_scenario(name: str, root: str | Path) -> Scenario:
     )
     goal = f"index every note in notes/ into {spec.index_path} with its title and word count"
     return Scenario(name, spec.description, spec.expected, loop, goal, workspace, service)
+
+
+def _git_scenario(spec: _Spec, root: Path) -> Scenario:
+    from forge.demo.git import build_git_loop, git_server_command, prepare_repository
+    from forge.mcp import MCPServer
+
+    command = git_server_command()
+    repo = prepare_repository(root)
+    server = MCPServer.stdio(*command).open()
+    try:
+        loop = build_git_loop(repo, server.tools(include=("git_status", "git_log", "git_add", "git_commit")))
+    except BaseException:
+        server.close()
+        raise
+    goal = f"commit every note in {repo / 'notes'} to the repository at {repo}"
+    return Scenario("mcp", spec.description, spec.expected, loop, goal, Workspace(repo), server=server)

@@ -18,7 +18,7 @@ from typing import Any
 
 from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool, select_action, select_named
 from forge.agent.execution import ArgumentContractError, ToolContract, execute_tool
-from forge.agent.retry import TransientToolError, retry_delay
+from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopReason
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
@@ -152,7 +152,7 @@ def _call_tool(run: Run) -> Steps[str]:
         else:
             value = yield from _attempts(run, contract, arguments, tally)
         run.status, run.payload = "ok", value
-    except (ArgumentContractError, TransientToolError) as error:
+    except (ArgumentContractError, TransientToolError, ToolError) as error:
         run.status, run.payload = "retryable_error", error
     except Exception as error:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
         run.status, run.payload, run.error = "fatal_error", error, error

@@ -1,0 +1,269 @@
+"""Tools from MCP servers (extra `forge[mcp]`, on the official `mcp` SDK).
+
+An `MCPServer` connects to one server, over stdio (a command forge starts) or streamable
+HTTP (a URL), and turns its tools into typed forge `Tool`s: name, description, the input
+schema as the argument contract (so forge refuses a wrongly typed call before the server
+sees it), and `side_effect` from the annotations (only a tool marked read-only is taken as
+free of side effects).
+
+MCP sessions are asynchronous and must live in one event loop, so the session runs in a
+thread of its own; a tool's handler blocks on it under `run()` and is awaited under
+`arun()`. The server is closed when the `with` block ends, however it ends: the session is
+shut down and a stdio server's process is ended. An `MCPServer` left open is closed when it
+is garbage-collected or when the interpreter exits.
+
+    with MCPServer.stdio("mcp-server-time") as time_server:
+        loop = AgentLoop(time_server.tools(), policy, verify)
+        loop.run("what time is it in Tokyo?")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import weakref
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from forge.agent.retry import ToolError
+from forge.tools import Tool
+
+try:
+    import mcp
+    from mcp.client.stdio import StdioServerParameters
+except ImportError as missing:  # pragma: no cover - exercised only without the extra
+    raise ImportError("forge.mcp needs the MCP SDK: install forge with its mcp extra (pip install '.[mcp]') "
+                      "or pip install mcp") from missing
+
+__all__ = ["MCPError", "MCPServer"]
+
+
+class MCPError(RuntimeError):
+    """The server could not be started, connected to, listed or closed; the message says
+    which server and why."""
+
+
+class MCPServer:
+    """One MCP server. Use it as a context manager (or `open()` and `close()`).
+
+    `timeout` bounds starting the server and each call, in seconds.
+
+    Raises:
+        MCPError: from `open()`, the server could not be started or connected to.
+    """
+
+    def __init__(self, server: StdioServerParameters | str, *, name: str | None = None, timeout: float = 60.0) -> None:
+        self.server = server
+        self.name = name or (server if isinstance(server, str) else " ".join([server.command, *server.args]))
+        self.timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._closing: asyncio.Event | None = None
+        self._served: concurrent.futures.Future[None] | None = None
+        self._listing: tuple[Any, ...] = ()
+        self._finalizer: weakref.finalize | None = None
+
+    @classmethod
+    def stdio(cls, command: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
+              name: str | None = None, timeout: float = 60.0) -> MCPServer:
+        """A server forge starts as `command args…`, speaking MCP on its stdin and stdout."""
+        parameters = StdioServerParameters(command=command, args=list(args), env=dict(env) if env is not None else None,
+                                           cwd=str(cwd) if cwd is not None else None)
+        return cls(parameters, name=name, timeout=timeout)
+
+    @classmethod
+    def http(cls, url: str, *, name: str | None = None, timeout: float = 60.0) -> MCPServer:
+        """A server already listening for streamable HTTP at `url` (e.g. http://127.0.0.1:8000/mcp)."""
+        return cls(url, name=name, timeout=timeout)
+
+    # lifecycle
+
+    def __enter__(self) -> MCPServer:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def is_open(self) -> bool:
+        return self._client is not None
+
+    def open(self) -> MCPServer:
+        """Start (stdio) or reach (HTTP) the server, and list its tools. Opening an open
+        server does nothing.
+
+        Raises:
+            MCPError: it could not be started, connected to or listed within `timeout`.
+        """
+        if self.is_open:
+            return self
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name=f"forge-mcp {self.name}", daemon=True)
+        thread.start()
+        self._loop, self._thread = loop, thread
+        ready: concurrent.futures.Future[tuple[Any, ...]] = concurrent.futures.Future()
+        self._served = asyncio.run_coroutine_threadsafe(self._serve(ready), loop)
+        try:
+            self._listing = ready.result(self.timeout)
+        except BaseException as error:
+            self.close()
+            if isinstance(error, concurrent.futures.TimeoutError):
+                raise MCPError(f"MCP server {self.name!r} did not start within {self.timeout:g} s") from None
+            raise MCPError(f"MCP server {self.name!r} could not be started or reached: {_describe(error)}") from error
+        self._finalizer = weakref.finalize(self, _shut_down, loop, thread, self._closing, self._served)
+        return self
+
+    async def _serve(self, ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
+        """The session's whole life, in one task: anyio's scopes must end where they began."""
+        self._closing = asyncio.Event()
+        try:
+            async with mcp.Client(self.server, read_timeout_seconds=self.timeout) as client:
+                listing: list[Any] = []
+                cursor = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    listing.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                self._client = client
+                ready.set_result(tuple(listing))
+                await self._closing.wait()
+        except BaseException as error:
+            if not ready.done():
+                ready.set_exception(error)
+                return
+            raise
+        finally:
+            self._client = None
+
+    def close(self) -> None:
+        """End the session and, for stdio, the server process; then stop the thread.
+        Closing a closed server does nothing."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        if self._loop is not None and self._thread is not None:
+            _shut_down(self._loop, self._thread, self._closing, self._served)
+        self._loop = self._thread = self._served = self._closing = None
+        self._client = None
+
+    # tools
+
+    @property
+    def listing(self) -> tuple[Any, ...]:
+        """The server's tools as MCP describes them (`mcp_types.Tool`), as listed on open."""
+        return self._listing
+
+    def tools(self, *, capabilities: Mapping[str, Iterable[str]] | None = None,
+              prefix: str = "", include: Iterable[str] | None = None) -> list[Tool]:
+        """The server's tools as forge Tools, calling through this server's session.
+
+        `capabilities` maps a tool's name to its capabilities (default: its name);
+        `prefix` is put before every name (two servers with a tool of the same name);
+        `include` keeps only the named tools.
+
+        Raises:
+            MCPError: the server is not open.
+            ValueError: `include` names a tool the server does not have.
+        """
+        self._require_open()
+        chosen = self._listing
+        if include is not None:
+            wanted = set(include)
+            unknown = wanted - {t.name for t in chosen}
+            if unknown:
+                raise ValueError(f"MCP server {self.name!r} has no tool {', '.join(sorted(unknown))}; "
+                                 f"it has {', '.join(t.name for t in chosen)}")
+            chosen = tuple(t for t in chosen if t.name in wanted)
+        given = capabilities or {}
+        return [
+            Tool(f"{prefix}{t.name}", given.get(t.name, {f"{prefix}{t.name}"}), _MCPCall(self, t.name),
+                 side_effect=not bool(t.annotations and t.annotations.read_only_hint),
+                 description=t.description or "", schema=t.input_schema)
+            for t in chosen
+        ]
+
+    def call(self, tool: str, arguments: Mapping[str, Any]) -> Any:
+        """Call `tool` and wait for its result: the structured content when the server gives
+        one, else the text of its content blocks.
+
+        Raises:
+            ToolError: the server answered with `isError`; the message is the server's text.
+            MCPError: the server is not open.
+            TimeoutError: no answer within `timeout`.
+        """
+        return _result_of(self._submit(tool, arguments).result(self.timeout))
+
+    async def acall(self, tool: str, arguments: Mapping[str, Any]) -> Any:
+        """`call`, awaited from any event loop (the session stays in its own)."""
+        return _result_of(await asyncio.wait_for(asyncio.wrap_future(self._submit(tool, arguments)), self.timeout))
+
+    def _submit(self, tool: str, arguments: Mapping[str, Any]) -> concurrent.futures.Future[Any]:
+        self._require_open()
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(self._client.call_tool(tool, dict(arguments)), self._loop)
+
+    def _require_open(self) -> None:
+        if not self.is_open:
+            raise MCPError(f"MCP server {self.name!r} is not open: use `with MCPServer…(...) as server:` or open()")
+
+    def __repr__(self) -> str:
+        return f"MCPServer({self.name!r}, {'open' if self.is_open else 'closed'})"
+
+
+class _MCPCall:
+    """A tool's handler: blocks under `run()`, returns an awaitable inside a running event
+    loop (`arun()`), so one Tool serves both."""
+
+    def __init__(self, server: MCPServer, tool: str) -> None:
+        self.server, self.tool = server, tool
+        self.__name__ = tool
+
+    def __call__(self, **arguments: Any) -> Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return self.server.call(self.tool, arguments)
+        return self.server.acall(self.tool, arguments)
+
+    def __repr__(self) -> str:
+        return f"<MCP tool {self.tool!r} of {self.server.name!r}>"
+
+
+def _result_of(result: Any) -> Any:
+    text = "\n".join(getattr(block, "text", "") for block in result.content if getattr(block, "type", "") == "text")
+    if result.is_error:
+        raise ToolError(text or "the MCP server reported an error without a message")
+    if result.structured_content is not None:
+        return result.structured_content
+    if all(getattr(block, "type", "") == "text" for block in result.content):
+        return text
+    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+
+
+def _shut_down(loop: asyncio.AbstractEventLoop, thread: threading.Thread, closing: asyncio.Event | None,
+               served: concurrent.futures.Future[None] | None, timeout: float = 10.0) -> None:
+    if loop.is_closed():
+        return
+    if closing is not None:
+        loop.call_soon_threadsafe(closing.set)
+    if served is not None:
+        try:
+            served.result(timeout)
+        except BaseException:  # a session that failed has nothing left to close
+            pass
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(timeout)
+    if not thread.is_alive():
+        loop.close()
+
+
+def _describe(error: BaseException) -> str:
+    inner = getattr(error, "exceptions", None)  # anyio raises ExceptionGroups
+    if inner:
+        return "; ".join(_describe(e) for e in inner)
+    return f"{type(error).__name__}: {error}"
