@@ -2,10 +2,12 @@
 """Set up and run forge's two jobs on a fresh machine: `python3 tasks.py demo|test`.
 
 Needs only Python >= 3.11 with pip. It creates `.venv` when missing (or when
-pyproject.toml changed since), installs forge with its test extra into it, makes sure
-Graphviz's `dot` binary is present (installing Debian's `graphviz` package when running as
-root where apt-get exists, otherwise saying how), then runs the job inside the environment.
-Extra arguments are passed through: `python3 tasks.py test -k retry`.
+pyproject.toml changed since), installs forge with its test extra into it (the reference
+MCP servers from PyPI among it), makes sure Graphviz's `dot` binary is present (installing
+Debian's `graphviz` package when running as root where apt-get exists, otherwise saying
+how), and for the tests, where npm exists, the reference filesystem MCP server into
+`.mcp-servers/`; then it runs the job inside the environment. Extra arguments are passed
+through: `python3 tasks.py test -k retry`, `python3 tasks.py demo --scenario mcp`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,25 @@ def ensure_graphviz(required: bool) -> None:
     print(f"tasks: note: {message} Diagrams are written as DOT until then.", flush=True)
 
 
+NODE_SERVERS = ROOT / ".mcp-servers"
+FILESYSTEM_SERVER = "@modelcontextprotocol/server-filesystem"
+
+
+def ensure_node_servers() -> None:
+    """The npm filesystem MCP server, for the tests that talk to it (they skip without it)."""
+    if (NODE_SERVERS / "node_modules" / ".bin" / "mcp-server-filesystem").exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None or shutil.which("node") is None:
+        print("tasks: note: node/npm not found, so the filesystem MCP server tests will skip", flush=True)
+        return
+    print(f"tasks: installing {FILESYSTEM_SERVER} into {NODE_SERVERS}", flush=True)
+    done = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(NODE_SERVERS),
+                           FILESYSTEM_SERVER])
+    if done.returncode != 0:
+        print(f"tasks: note: npm could not install {FILESYSTEM_SERVER}; its tests will skip", flush=True)
+
+
 def main(argv: list[str]) -> int:
     jobs = {
         "demo": ([str(BIN / "forge"), "demo"], False),
@@ -72,6 +93,8 @@ def main(argv: list[str]) -> int:
     command, needs_dot = jobs[argv[0]]
     ensure_environment()
     ensure_graphviz(required=needs_dot)
+    if argv[0] == "test":
+        ensure_node_servers()
     return subprocess.run([*command, *argv[1:]], cwd=ROOT).returncode
 
 

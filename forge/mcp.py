@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
+import sys
 import threading
 import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from forge.agent.retry import ToolError
 from forge.tools import Tool
 
 try:
     import mcp
-    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.stdio import StdioServerParameters, stdio_client
 except ImportError as missing:  # pragma: no cover - exercised only without the extra
     raise ImportError("forge.mcp needs the MCP SDK: install forge with its mcp extra (pip install '.[mcp]') "
                       "or pip install mcp") from missing
@@ -54,25 +56,27 @@ class MCPServer:
         MCPError: from `open()`, the server could not be started or connected to.
     """
 
-    def __init__(self, server: StdioServerParameters | str, *, name: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, server: StdioServerParameters | str, *, name: str | None = None, timeout: float = 60.0,
+                 errlog: TextIO | None = None) -> None:
         self.server = server
+        self.errlog = errlog
         self.name = name or (server if isinstance(server, str) else " ".join([server.command, *server.args]))
         self.timeout = timeout
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._client: Any = None
-        self._closing: asyncio.Event | None = None
-        self._served: concurrent.futures.Future[None] | None = None
+        self._session: _Session | None = None
         self._listing: tuple[Any, ...] = ()
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[[], MCPServer] | None = None
 
     @classmethod
     def stdio(cls, command: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-              name: str | None = None, timeout: float = 60.0) -> MCPServer:
-        """A server forge starts as `command args…`, speaking MCP on its stdin and stdout."""
+              name: str | None = None, timeout: float = 60.0, errlog: TextIO | None = None) -> MCPServer:
+        """A server forge starts as `command args…`, speaking MCP on its stdin and stdout.
+
+        `env` is added to a minimal default environment (the SDK's); what the server writes
+        to stderr goes to `errlog`, a real file (default: this process's own stderr).
+        """
         parameters = StdioServerParameters(command=command, args=list(args), env=dict(env) if env is not None else None,
                                            cwd=str(cwd) if cwd is not None else None)
-        return cls(parameters, name=name, timeout=timeout)
+        return cls(parameters, name=name, timeout=timeout, errlog=errlog)
 
     @classmethod
     def http(cls, url: str, *, name: str | None = None, timeout: float = 60.0) -> MCPServer:
@@ -89,7 +93,7 @@ class MCPServer:
 
     @property
     def is_open(self) -> bool:
-        return self._client is not None
+        return self._session is not None and self._session.client is not None
 
     def open(self) -> MCPServer:
         """Start (stdio) or reach (HTTP) the server, and list its tools. Opening an open
@@ -100,12 +104,9 @@ class MCPServer:
         """
         if self.is_open:
             return self
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name=f"forge-mcp {self.name}", daemon=True)
-        thread.start()
-        self._loop, self._thread = loop, thread
+        session = self._session = _Session(self.name)
         ready: concurrent.futures.Future[tuple[Any, ...]] = concurrent.futures.Future()
-        self._served = asyncio.run_coroutine_threadsafe(self._serve(ready), loop)
+        session.start(_transport(self.server, self.errlog), self.timeout, ready)
         try:
             self._listing = ready.result(self.timeout)
         except BaseException as error:
@@ -113,32 +114,8 @@ class MCPServer:
             if isinstance(error, concurrent.futures.TimeoutError):
                 raise MCPError(f"MCP server {self.name!r} did not start within {self.timeout:g} s") from None
             raise MCPError(f"MCP server {self.name!r} could not be started or reached: {_describe(error)}") from error
-        self._finalizer = weakref.finalize(self, _shut_down, loop, thread, self._closing, self._served)
+        self._finalizer = weakref.finalize(self, session.stop)
         return self
-
-    async def _serve(self, ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
-        """The session's whole life, in one task: anyio's scopes must end where they began."""
-        self._closing = asyncio.Event()
-        try:
-            async with mcp.Client(self.server, read_timeout_seconds=self.timeout) as client:
-                listing: list[Any] = []
-                cursor = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    listing.extend(page.tools)
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
-                self._client = client
-                ready.set_result(tuple(listing))
-                await self._closing.wait()
-        except BaseException as error:
-            if not ready.done():
-                ready.set_exception(error)
-                return
-            raise
-        finally:
-            self._client = None
 
     def close(self) -> None:
         """End the session and, for stdio, the server process; then stop the thread.
@@ -146,10 +123,9 @@ class MCPServer:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        if self._loop is not None and self._thread is not None:
-            _shut_down(self._loop, self._thread, self._closing, self._served)
-        self._loop = self._thread = self._served = self._closing = None
-        self._client = None
+        if self._session is not None:
+            self._session.stop()
+            self._session = None
 
     # tools
 
@@ -204,8 +180,9 @@ class MCPServer:
 
     def _submit(self, tool: str, arguments: Mapping[str, Any]) -> concurrent.futures.Future[Any]:
         self._require_open()
-        assert self._loop is not None
-        return asyncio.run_coroutine_threadsafe(self._client.call_tool(tool, dict(arguments)), self._loop)
+        session = self._session
+        assert session is not None and session.loop is not None
+        return asyncio.run_coroutine_threadsafe(session.client.call_tool(tool, dict(arguments)), session.loop)
 
     def _require_open(self) -> None:
         if not self.is_open:
@@ -245,21 +222,83 @@ def _result_of(result: Any) -> Any:
     return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
 
 
-def _shut_down(loop: asyncio.AbstractEventLoop, thread: threading.Thread, closing: asyncio.Event | None,
-               served: concurrent.futures.Future[None] | None, timeout: float = 10.0) -> None:
-    if loop.is_closed():
-        return
-    if closing is not None:
-        loop.call_soon_threadsafe(closing.set)
-    if served is not None:
+class _Session:
+    """One live MCP session: its event loop, the thread running it, and the task that holds
+    the client open. Kept apart from `MCPServer` so that nothing running refers to the
+    server object, and a forgotten server can be collected (and its session stopped)."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name=f"forge-mcp {name}", daemon=True)
+        self.client: Any = None
+        self.closing: asyncio.Event | None = None
+        self.served: concurrent.futures.Future[None] | None = None
+
+    def start(self, server: Any, timeout: float,
+              ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
+        self.thread.start()
+        self.served = asyncio.run_coroutine_threadsafe(self._serve(server, timeout, ready), self.loop)
+
+    async def _serve(self, server: Any, timeout: float,
+                     ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
+        """The session's whole life, in one task: anyio's scopes must end where they began."""
+        self.closing = asyncio.Event()
         try:
-            served.result(timeout)
-        except BaseException:  # a session that failed has nothing left to close
-            pass
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(timeout)
-    if not thread.is_alive():
-        loop.close()
+            async with mcp.Client(server, read_timeout_seconds=timeout) as client:
+                listing: list[Any] = []
+                cursor = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    listing.extend(page.tools)
+                    cursor = page.next_cursor
+                    if not cursor:
+                        break
+                self.client = client
+                ready.set_result(tuple(listing))
+                await self.closing.wait()
+        except BaseException as error:
+            if not ready.done():
+                ready.set_exception(error)
+                return
+            raise
+        finally:
+            self.client = None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close the client (ending a stdio server's process), then the loop and thread."""
+        loop = self.loop
+        if loop.is_closed():
+            return
+        if self.closing is not None:
+            loop.call_soon_threadsafe(self.closing.set)
+        if self.served is not None:
+            try:
+                self.served.result(timeout)
+            except BaseException:  # a session that failed has nothing left to close
+                pass
+        loop.call_soon_threadsafe(loop.stop)
+        self.thread.join(timeout)
+        if not self.thread.is_alive():
+            loop.close()
+
+
+def _transport(server: StdioServerParameters | str, errlog: TextIO | None) -> Any:
+    """What `mcp.Client` connects to: a URL as it is; a command as the SDK's stdio transport
+    with the server's stderr sent to a real file (a captured `sys.stderr` may have none)."""
+    if isinstance(server, str):
+        return server
+    return stdio_client(server, errlog=errlog if errlog is not None else _real_stderr())
+
+
+def _real_stderr() -> TextIO:
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.fileno()
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
 
 
 def _describe(error: BaseException) -> str:
