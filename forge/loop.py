@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.agent.actions import duplicate_names
 from forge.agent.idempotency import IdempotencyRegistry
-from forge.agent.observations import Observation
+from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_retry_options
 from forge.agent.runner import LoopResult
 from forge.agent.stopping import StopController
@@ -44,11 +44,14 @@ __all__ = ["AgentLoop"]
 class AgentLoop:
     """A single agent's tool loop, run as the state machine of a loop definition.
 
-    `policy(goal, state) -> Intent` chooses what to do next; `verify(observation) -> bool`
-    is the external acceptance check, the only way a run ends in `verified_success`.
-    `max_steps=8` allows at most eight tool executions; `repeat_limit` stops a run whose
-    last tool has been called that many times; `max_attempts` bounds the retries of a
-    transient tool error within one step. Each run gets its own idempotency registry, so
+    `policy(goal, state) -> Intent | Finish` chooses what to do next (a tool call, or the
+    final answer); `verify(observation) -> bool` or `verify(observation, state) -> bool` is
+    the external acceptance check, the only way a run ends in `verified_success` (anything
+    but a bool is an error, never success). `max_steps=8` allows at most eight steps (tool
+    calls and answers) per run; `repeat_limit` stops a run whose last call has been made
+    that many times: by default identical calls (the same tool with the same arguments, or
+    the same answer) count, with `repeat_by="tool"` any use of the same tool does;
+    `max_attempts` bounds the retries of a transient tool error within one step. Each run gets its own idempotency registry, so
     an identical side effect runs once per run; pass `registry` to share one across runs and
     loops, so that a side effect done once stays done. `definition` is a built-in name, a file path or
     a loaded `MachineDefinition` (default: the shipped `single_agent` loop).
@@ -94,6 +97,7 @@ class AgentLoop:
         callbacks: TransitionCallbacks | None = None,
         observers: Iterable[LoopObserver] = (),
         approver: Callable[..., Any] | None = None,
+        repeat_by: str = "call",
     ) -> None:
         tools = tuple(tools)
         if not tools:
@@ -108,6 +112,8 @@ class AgentLoop:
             raise ValueError("policy must be callable as policy(goal, loop_state) -> Intent")
         if not callable(verify):
             raise ValueError("verify must be callable as verify(observation) -> bool")
+        if repeat_by not in ("call", "tool"):
+            raise ValueError(f"repeat_by must be 'call' or 'tool', got {repeat_by!r}")
         if approver is not None and not callable(approver):
             raise ValueError("approver must be callable as approver(request) -> True | False | None")
         check_retry_options(max_attempts, base_delay, max_delay, deadline)
@@ -155,6 +161,8 @@ class AgentLoop:
             async_sleep=async_sleep,
             clock=clock,
             approver=approver,
+            verify_takes_state=_takes_state(verify),
+            repeat_by=repeat_by,
         )
 
     @property
@@ -162,24 +170,29 @@ class AgentLoop:
         """The same definition, stages and callbacks on transitions' AsyncMachine."""
         return async_engine_for(self.definition, self.stages, self.callbacks)
 
-    def start(self, goal: str, observers: Iterable[LoopObserver] = ()) -> Run:
-        """A new run of `goal` in the initial state; nothing has fired yet.
+    def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> Run:
+        """A new run of `goal` in the initial state; nothing has fired yet. With `state` (an
+        earlier run's `result.state`), it goes on from that run's observations and messages:
+        the next turn of a conversation, with a step budget of its own.
 
         Raises:
-            ValueError: `goal` is blank.
+            ValueError: `goal` is blank, or `state` ended in a fatal error.
         """
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-blank string")
         registry = self.registry if self.registry is not None else IdempotencyRegistry()
+        loop_state = LoopState() if state is None else state.continued(state.action_history)
         return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
+                   loop_state=loop_state, base_steps=loop_state.step_count, messages_seen=len(loop_state.messages),
                    observers=self._observers + observers, machine=self.definition.name)
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
-            observers: Iterable[LoopObserver] = ()) -> LoopResult:
+            observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
         `on_transition(record)` is called after each fired transition (live progress);
-        `observers` are told of this run only, after the loop's own. Never raises for what
+        `observers` are told of this run only, after the loop's own; `state`, an earlier
+        run's `result.state`, continues that conversation (see `start`). Never raises for what
         tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
@@ -189,7 +202,7 @@ class AgentLoop:
                 an `async def`, which only `arun` can await; nothing has run.
         """
         self._refuse_async()
-        run = self.start(goal, _with_callback(observers, on_transition))
+        run = self.start(goal, _with_callback(observers, on_transition), state)
         run.observers.notify(run, "run_started")
         engine = self.engine
         while not engine.is_terminal(run):
@@ -197,7 +210,7 @@ class AgentLoop:
         return self._finish(run)
 
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
-                   observers: Iterable[LoopObserver] = ()) -> LoopResult:
+                   observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
         """`run`, awaited, on transitions' AsyncMachine: tools, policy, verify, the approver,
         user stages and callbacks may each be sync or `async def`; retries wait with
         `async_sleep`. The trace equals `run`'s on the same script.
@@ -206,14 +219,14 @@ class AgentLoop:
             ValueError: `goal` is blank.
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
         """
-        run = self.start(goal, _with_callback(observers, on_transition))
+        run = self.start(goal, _with_callback(observers, on_transition), state)
         run.observers.notify(run, "run_started")
         engine = self.async_engine
         while not engine.is_terminal(run):
             await engine.afire(run)
         return self._finish(run)
 
-    def debug(self, goal: str, observers: Iterable[LoopObserver] = ()) -> DebugSession:
+    def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> DebugSession:
         """A session that steps a new run of `goal` one transition at a time; nothing has run.
 
         Raises:
@@ -223,7 +236,7 @@ class AgentLoop:
         from forge.debug.session import DebugSession
 
         self._refuse_async()
-        run = self.start(goal, observers)
+        run = self.start(goal, observers, state)
         run.observers.notify(run, "run_started")
         return DebugSession(self, run)
 
@@ -242,7 +255,7 @@ class AgentLoop:
             raise ValueError(f"the run has not finished; it is in state {run.state!r}")
         return LoopResult(
             reason=run.state,
-            steps=run.loop_state.step_count,
+            steps=run.loop_state.step_count - run.base_steps,
             state=run.loop_state,
             trace=tuple(run.trace),
             error=run.error,
@@ -251,6 +264,16 @@ class AgentLoop:
             side_effects_run=run.side_effects_run,
             side_effects_replayed=run.side_effects_replayed,
         )
+
+
+def _takes_state(verify: Callable[..., Any]) -> bool:
+    """Whether `verify` accepts (observation, state) rather than (observation) alone."""
+    try:
+        parameters = inspect.signature(verify).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: called with the observation
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
 def _is_async(function: Any) -> bool:

@@ -1,4 +1,4 @@
-"""Policies: what decides the next intent. A policy is `(goal, LoopState) -> Intent`."""
+"""Policies: what decides the next step. A policy is `(goal, LoopState) -> Intent | Finish`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from forge.agent.observations import LoopState
 
-__all__ = ["Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
+__all__ = ["Finish", "Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -54,8 +54,24 @@ class Intent:
         return Intent(self.capabilities, self.arguments, idempotency_key, tool=self.tool)
 
 
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The policy's final answer: no tool call is needed, or the work is done.
+
+    It is recorded as an observation of the pseudo-tool `finish` with this Finish as its
+    payload, and `verify` is asked about it: acceptance ends the run in `verified_success`,
+    rejection replans within the step budget.
+    """
+
+    answer: Any
+
+
+FINISH = "finish"
+"""The tool name a `Finish` is recorded under."""
+
+
 class Policy(Protocol):
-    def __call__(self, goal: str, state: LoopState, /) -> Intent: ...
+    def __call__(self, goal: str, state: LoopState, /) -> Intent | Finish: ...
 
 
 class ScriptExhausted(RuntimeError):
@@ -63,20 +79,21 @@ class ScriptExhausted(RuntimeError):
 
 
 class ScriptedPolicy:
-    """Hands out a fixed list of intents in order: deterministic loops for tests and docs.
+    """Hands out a fixed list of intents (and `Finish`es) in order: deterministic loops for
+    tests and docs.
 
     Asking for more intents than scripted raises ScriptExhausted (the run then ends in
     `fatal_error` with it as `result.error`), so a script that is too short fails loudly.
     """
 
-    def __init__(self, intents: Iterable[Intent]) -> None:
+    def __init__(self, intents: Iterable[Intent | Finish]) -> None:
         self._intents = tuple(intents)
         for position, intent in enumerate(self._intents):
-            if not isinstance(intent, Intent):
-                raise ValueError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent")
+            if not isinstance(intent, (Intent, Finish)):
+                raise ValueError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent or Finish")
         self._next = 0
 
-    def __call__(self, goal: str, state: LoopState) -> Intent:
+    def __call__(self, goal: str, state: LoopState) -> Intent | Finish:
         if self._next >= len(self._intents):
             raise ScriptExhausted(
                 f"scripted policy has no intent left: all {len(self._intents)} were used "
@@ -96,7 +113,7 @@ class ScriptedPolicy:
         return self._next
 
     @property
-    def remaining(self) -> tuple[Intent, ...]:
+    def remaining(self) -> tuple[Intent | Finish, ...]:
         """The intents not yet handed out."""
         return self._intents[self._next :]
 

@@ -32,9 +32,16 @@ class Tool:
     stored value instead of acting twice. Sets may be given as any iterable of strings; they
     are stored frozen. Calling a Tool calls its handler.
 
+    How a failure reaches the policy: a `ToolError` the handler raises is always a
+    `retryable_error` observation with its message (the policy replans); with
+    `errors="report"` every exception of this tool is (default `"raise"`: an unexpected
+    exception ends the run in `fatal_error`). `is_error(value)`, when given, classifies a
+    returned value (`{"error": ...}`) as a `retryable_error` too.
+
     Raises:
         ValueError: blank name, no capabilities, a non-callable handler, an argument that is
-            both required and optional, or a schema that is not valid JSON Schema.
+            both required and optional, a schema that is not valid JSON Schema, or `errors`
+            other than "raise" or "report".
     """
 
     name: str
@@ -45,6 +52,8 @@ class Tool:
     side_effect: bool = False
     description: str = ""
     schema: Mapping[str, Any] | None = field(default=None, hash=False)
+    errors: str = "raise"
+    is_error: Callable[[Any], bool] | None = None
     _contract: ToolContract | None = field(default=None, repr=False, compare=False)
 
     def __init__(
@@ -58,6 +67,8 @@ class Tool:
         *,
         description: str = "",
         schema: Mapping[str, Any] | None = None,
+        errors: str = "raise",
+        is_error: Callable[[Any], bool] | None = None,
     ) -> None:
         object.__setattr__(self, "name", name)
         for field_name, value in (("capabilities", capabilities), ("required", required), ("optional", optional)):
@@ -68,6 +79,12 @@ class Tool:
         object.__setattr__(self, "side_effect", bool(side_effect))
         object.__setattr__(self, "description", description)
         object.__setattr__(self, "schema", schema)
+        object.__setattr__(self, "errors", errors)
+        object.__setattr__(self, "is_error", is_error)
+        if errors not in ("raise", "report"):
+            raise ValueError(f"tool {name!r}: errors must be 'raise' or 'report', got {errors!r}")
+        if is_error is not None and not callable(is_error):
+            raise ValueError(f"tool {name!r}: is_error must be callable as is_error(value) -> bool")
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("tool name must be a non-empty string")
         if not self.capabilities:
@@ -91,7 +108,8 @@ class Tool:
 
     @classmethod
     def from_function(cls, function: Callable[..., Any], capabilities: Iterable[str] | None = None,
-                      side_effect: bool = False, name: str | None = None) -> Tool:
+                      side_effect: bool = False, name: str | None = None, *, errors: str = "raise",
+                      is_error: Callable[[Any], bool] | None = None) -> Tool:
         """A tool whose name, arguments, JSON Schema and description come from `function`.
 
         Parameters without a default are required, the others optional; each one's type hint
@@ -112,7 +130,7 @@ class Tool:
         doc = inspect.getdoc(function) or ""
         return cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
                    required, optional, side_effect, description=doc.split("\n\n", 1)[0].replace("\n", " "),
-                   schema=schema)
+                   schema=schema, errors=errors, is_error=is_error)
 
     @property
     def spec(self) -> ToolSpec:
@@ -146,17 +164,19 @@ class Tool:
 @overload
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
-def tool(*, capabilities: Iterable[str] | None = None, side_effect: bool = False,
-         name: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(*, capabilities: Iterable[str] | None = None, side_effect: bool = False, name: str | None = None,
+         errors: str = "raise", is_error: Callable[[Any], bool] | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterable[str] | None = None,
-         side_effect: bool = False, name: str | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """`@tool` or `@tool(capabilities=..., side_effect=True, name=...)`: `Tool.from_function`
-    as a decorator. The decorated name is the Tool, still callable as the function."""
+         side_effect: bool = False, name: str | None = None, errors: str = "raise",
+         is_error: Callable[[Any], bool] | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """`@tool` or `@tool(capabilities=..., side_effect=True, name=..., errors="report")`:
+    `Tool.from_function` as a decorator. The decorated name is the Tool, still callable as
+    the function."""
     if function is not None:
         return Tool.from_function(function)
 
     def decorate(inner: Callable[..., Any]) -> Tool:
-        return Tool.from_function(inner, capabilities, side_effect, name)
+        return Tool.from_function(inner, capabilities, side_effect, name, errors=errors, is_error=is_error)
 
     return decorate
 

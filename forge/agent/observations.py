@@ -68,11 +68,14 @@ class ActionHistory(Sequence[str]):
 class LoopState:
     """The run's ordered record of what happened, and whether it may go on.
 
-    It records; it never decides what to do next.
+    It records; it never decides what to do next. `messages` is the policy's conversation
+    (an LLM policy's chat history), kept with the run so the debugger shows it, the trace
+    records it and a conversation can continue from it.
     """
 
     observations: list[Observation] = field(default_factory=list)
     terminal: bool = False
+    messages: list[dict[str, Any]] = field(default_factory=list, compare=False)
     _names: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
     _counts: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -80,14 +83,43 @@ class LoopState:
         for observation in self.observations:
             self._note(observation.tool_name)
 
+    def prefix(self, observations: int, messages: int, terminal: bool) -> LoopState:
+        """A new state as this one was after its first `observations` observations and
+        `messages` messages (the debugger steps back with it; the action history follows)."""
+        state = LoopState(self.observations[:observations], terminal, list(self.messages[:messages]))
+        state._names[:] = self._names[:observations]
+        state._counts.clear()
+        for name in state._names:
+            state._counts[name] = state._counts.get(name, 0) + 1
+        return state
+
+    def continued(self, actions: Sequence[str] | None = None) -> LoopState:
+        """A new state that goes on from this one: the same observations and messages (for a
+        conversation's next turn), with `actions` as the action history when given.
+
+        Raises:
+            ValueError: this state is terminal (a fatal error ended it).
+        """
+        if self.terminal:
+            raise ValueError("the previous run ended in a fatal error; a conversation cannot go on from it")
+        state = LoopState(list(self.observations), messages=list(self.messages))
+        if actions is not None:
+            state._names[:] = []
+            state._counts.clear()
+            for action in actions:
+                state._note(action)
+        return state
+
     def _note(self, tool_name: str) -> None:
         self._names.append(tool_name)
         self._counts[tool_name] = self._counts.get(tool_name, 0) + 1
 
-    def record(self, tool_name: str, status: str, payload: Any) -> Observation:
+    def record(self, tool_name: str, status: str, payload: Any, *, action: str | None = None) -> Observation:
         """Append the next observation and return it.
 
-        `fatal_error` sets `terminal`; `retryable_error` and `ok` never do.
+        `fatal_error` sets `terminal`; `retryable_error` and `ok` never do. `action` is what
+        `action_history` records for it (default: `tool_name`); the machine passes a key of
+        the whole call, so that repetition counts identical calls.
 
         Raises:
             ValueError: the state is already terminal, or `status` is not one of `ok`,
@@ -100,7 +132,7 @@ class LoopState:
             raise ValueError(f"unknown observation status {status!r}; expected one of {allowed}")
         observation = Observation(len(self.observations) + 1, tool_name, status, payload)
         self.observations.append(observation)
-        self._note(tool_name)
+        self._note(tool_name if action is None else action)
         if status == "fatal_error":
             self.terminal = True
         return observation

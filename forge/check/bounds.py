@@ -49,7 +49,9 @@ def _select(run: AbstractRun, controller: StopController) -> Iterator[tuple[str,
         if count not in seen:  # tools with equal counts are interchangeable
             seen.add(count)
             yield "selected", replace(run, pick=index)
+            yield "finished", replace(run, pick=index, status="ok")  # an answer is recorded like a call
     yield "selected", replace(run, pick=len(run.counts))
+    yield "finished", replace(run, pick=len(run.counts), status="ok")
 
 
 def _call(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:

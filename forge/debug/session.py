@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from forge.agent.observations import LoopState, Observation
+from forge.agent.observations import LoopState
 from forge.agent.runner import LoopResult
 from forge.debug.stepper import Stepper
 from forge.machine.run import Run, RunSnapshot
@@ -29,7 +29,7 @@ class DebugSession(Stepper):
         self.loop = loop
         self._run = run
         self._records: list[TransitionRecord] = []
-        self._observations: list[Observation] = []
+        self._frontier: LoopState = run.loop_state  # the furthest the run has got; only it grows
         self._snapshots: list[RunSnapshot] = [run.snapshot()]
         self._position = 0
 
@@ -67,11 +67,11 @@ class DebugSession(Stepper):
     def _forward(self) -> TransitionRecord:
         if self._position < len(self._records):
             self._position += 1
-            self._run.restore(self._snapshots[self._position], self._observations, self._records)
+            self._run.restore(self._snapshots[self._position], self._frontier, self._records)
             return self._records[self._position - 1]
         record = self.loop.engine.fire(self._run)
         self._records.append(record)
-        self._observations[len(self._observations):] = self._run.loop_state.observations[len(self._observations):]
+        self._frontier = self._run.loop_state
         self._snapshots.append(self._run.snapshot())
         self._position += 1
         if self.loop.engine.is_terminal(self._run):  # the frontier ends once: observers hear of it once
@@ -80,4 +80,4 @@ class DebugSession(Stepper):
 
     def _backward(self) -> None:
         self._position -= 1
-        self._run.restore(self._snapshots[self._position], self._observations, self._records)
+        self._run.restore(self._snapshots[self._position], self._frontier, self._records)

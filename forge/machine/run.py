@@ -40,6 +40,8 @@ class RunConfig:
     async_sleep: Callable[[float], Any]
     clock: Callable[[], float]
     approver: Callable[..., Any] | None = None
+    verify_takes_state: bool = False  # verify(observation, state) rather than verify(observation)
+    repeat_by: str = "call"  # "call": repetition counts identical calls; "tool": uses of a tool
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
@@ -72,6 +74,8 @@ class Run:
     side_effects_run: int = 0
     side_effects_replayed: int = 0
     trace: list[TransitionRecord] = field(default_factory=list)
+    base_steps: int = 0  # observations carried over from an earlier turn of a conversation
+    messages_seen: int = 0  # how many of the policy's messages the trace already holds
     observers: Observers = field(default_factory=Observers)
     machine: str = ""
     hook: str = ""
@@ -89,14 +93,16 @@ class Run:
             guard_values=self.guard_values, detail=self.detail, retries=self.retries,
             side_effects_run=self.side_effects_run, side_effects_replayed=self.side_effects_replayed,
             observations=self.loop_state.step_count, terminal=self.loop_state.terminal, transitions=len(self.trace),
+            messages=len(self.loop_state.messages), messages_seen=self.messages_seen,
         )
 
-    def restore(self, snapshot: RunSnapshot, observations: list[Observation], trace: list[TransitionRecord]) -> None:
-        """Put the run back as `snapshot` says, with the first `snapshot.observations` of
-        `observations` and the first `snapshot.transitions` of `trace`."""
+    def restore(self, snapshot: RunSnapshot, frontier: LoopState, trace: list[TransitionRecord]) -> None:
+        """Put the run back as `snapshot` says: `frontier` (the furthest state the run has
+        reached) cut back to the snapshot's observations and messages, and the first
+        `snapshot.transitions` of `trace`."""
         for name in _SCALARS:
             setattr(self, name, getattr(snapshot, name))
-        self.loop_state = LoopState(list(observations[: snapshot.observations]), snapshot.terminal)
+        self.loop_state = frontier.prefix(snapshot.observations, snapshot.messages, snapshot.terminal)
         self.trace = list(trace[: snapshot.transitions])
 
 
@@ -118,10 +124,12 @@ class RunSnapshot:
     retries: int
     side_effects_run: int
     side_effects_replayed: int
+    messages_seen: int
     observations: int
     terminal: bool
     transitions: int
+    messages: int
 
 
 _SCALARS = ("state", "step", "intent", "action", "status", "payload", "decision", "error", "verdict", "guard_values",
-            "detail", "retries", "side_effects_run", "side_effects_replayed")
+            "detail", "retries", "side_effects_run", "side_effects_replayed", "messages_seen")

@@ -24,7 +24,9 @@ from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
 from forge.machine.run import Run
 from forge.observe import ToolAttempt
-from forge.policy import Intent
+from forge.agent.actions import Action
+from forge.policy import FINISH, Finish, Intent
+from forge.tools import Tool
 
 __all__ = ["ACTIONS", "BUILTIN_STAGES", "GUARDS", "ApprovalRejected", "ApprovalRequest", "request_fingerprint"]
 
@@ -68,12 +70,19 @@ def _select_tool(run: Run) -> Steps[str]:
     run.action = None
     try:
         intent = yield Call(config.policy, (run.goal, run.loop_state), "the policy")
-        if not isinstance(intent, Intent):
-            raise TypeError(f"policy returned {intent!r}, not an Intent")
+        if not isinstance(intent, (Intent, Finish)):
+            raise TypeError(f"policy returned {intent!r}, not an Intent or a Finish")
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
         run.error = error
-        run.detail = {"error": repr(error)}
+        run.detail = {"error": _text(error)}
         return "policy_error"
+    run.detail = _new_messages(run)
+    if isinstance(intent, Finish):
+        run.intent = None
+        run.action = Action(FINISH, "the policy gave its answer")
+        run.status, run.payload = "ok", intent
+        run.detail["finish"] = _short(repr(intent.answer))
+        return "finished"
     run.intent = intent
     try:
         if intent.tool is not None:
@@ -82,24 +91,47 @@ def _select_tool(run: Run) -> Steps[str]:
             run.action = select_action(run.goal, intent.capabilities, config.specs)
     except UnknownTool as error:
         run.error = error
-        run.detail = {"unknown_tool": error.name, "suggestions": list(error.suggestions)}
+        run.detail.update(unknown_tool=error.name, suggestions=list(error.suggestions))
         return "no_tool"
     except AmbiguousToolChoice as error:
         run.error = error
-        run.detail = {"tied": list(error.tied)}
+        run.detail["tied"] = list(error.tied)
         return "ambiguous"
     except NoMatchingTool as error:
         run.error = error
-        run.detail = {"capabilities": sorted(error.required)}
+        run.detail["capabilities"] = sorted(error.required)
         return "no_tool"
-    run.detail = {"tool": run.action.tool_name}
+    run.detail["tool"] = run.action.tool_name
     return "selected"
 
 
-def _attempts(run: Run, contract: ToolContract, arguments: Mapping[str, Any], tally: list[int]) -> Steps[Any]:
+def _new_messages(run: Run) -> dict[str, Any]:
+    """The policy's messages added since the last step, for the trace (JSON-safe)."""
+    messages = run.loop_state.messages
+    if len(messages) <= run.messages_seen:
+        return {}
+    fresh = messages[run.messages_seen:]
+    run.messages_seen = len(messages)
+    return {"messages": json.loads(json.dumps(fresh, default=str))}
+
+
+def _short(text: str, width: int = 200) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _text(error: BaseException) -> str:
+    try:
+        return f"{type(error).__name__}: {error}"
+    except Exception:  # an exception whose __str__ raises still gets recorded
+        return type(error).__name__
+
+
+def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[int]) -> Steps[Any]:
     """The handler called under bounded retry (`retry_delay` decides, as in
-    `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts."""
-    config, observers = run.config, run.observers
+    `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts.
+    A tool that reports its errors has every non-transient failure become a `ToolError`,
+    and a value its `is_error` flags is one too."""
+    config, observers, contract = run.config, run.observers, tool.contract
     what = f"tool {contract.name!r}"
     started, delay = config.clock(), 0.0
     for number in count(1):
@@ -111,6 +143,8 @@ def _attempts(run: Run, contract: ToolContract, arguments: Mapping[str, Any], ta
                 yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay, error)),
                              "tool_attempt")
             if not isinstance(error, TransientToolError):
+                if tool.errors == "report" and not isinstance(error, (ToolError, ArgumentContractError)):
+                    raise ToolError(_text(error)) from error
                 raise
             waited = retry_delay(number, error, max_attempts=config.max_attempts, elapsed=config.clock() - started,
                                  **config.retry_options)
@@ -124,6 +158,10 @@ def _attempts(run: Run, contract: ToolContract, arguments: Mapping[str, Any], ta
         if observers.wants("tool_attempt"):
             yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay)),
                          "tool_attempt")
+        if tool.is_error is not None and tool.is_error(value):
+            failure = ToolError(_short(repr(value)))
+            failure.value = value  # type: ignore[attr-defined]
+            raise failure
         return value
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -136,7 +174,7 @@ def _call_tool(run: Run) -> Steps[str]:
     config, intent, action = run.config, run.intent, run.action
     assert intent is not None and action is not None, "call_tool fires only after select_tool"
     tool = config.tools[action.tool_name]
-    contract, arguments = tool.contract, intent.arguments
+    arguments = intent.arguments
     tally = [0]
     replayed = False
     try:
@@ -144,13 +182,13 @@ def _call_tool(run: Run) -> Steps[str]:
             fingerprint = request_fingerprint(tool.name, arguments)
             key = intent.idempotency_key or f"{tool.name}:{fingerprint}"
             value, replayed = yield Once(run.registry, key, fingerprint,
-                                         lambda: _attempts(run, contract, arguments, tally))
+                                         lambda: _attempts(run, tool, arguments, tally))
             if replayed:
                 run.side_effects_replayed += 1
             else:
                 run.side_effects_run += 1
         else:
-            value = yield from _attempts(run, contract, arguments, tally)
+            value = yield from _attempts(run, tool, arguments, tally)
         run.status, run.payload = "ok", value
     except (ArgumentContractError, TransientToolError, ToolError) as error:
         run.status, run.payload = "retryable_error", error
@@ -160,7 +198,7 @@ def _call_tool(run: Run) -> Steps[str]:
     if tool.side_effect:
         run.detail["replayed"] = replayed
     if run.status != "ok":
-        run.detail["error"] = f"{type(run.payload).__name__}: {run.payload}"
+        run.detail["error"] = _text(run.payload)
     return run.status
 
 
@@ -194,7 +232,13 @@ def _request_approval(run: Run) -> Steps[str]:
 
 def _record_observation(run: Run) -> Steps[str]:
     assert run.action is not None and run.status is not None, "record follows call_tool"
-    observation = run.loop_state.record(run.action.tool_name, run.status, run.payload)
+    name = run.action.tool_name
+    if run.config.repeat_by == "tool":
+        action = name
+    else:  # the whole call: the same tool with the same canonical arguments (or the same answer)
+        shown = run.payload.answer if isinstance(run.payload, Finish) else (run.intent.arguments if run.intent else {})
+        action = f"{name}#{request_fingerprint(name, {'': shown} if isinstance(run.payload, Finish) else shown)[:12]}"
+    observation = run.loop_state.record(name, run.status, run.payload, action=action)
     run.detail = {"sequence": observation.sequence, "status": observation.status}
     return "recorded"
     yield  # a generator like every action, though it needs nothing from outside
@@ -206,13 +250,17 @@ def _verify_and_decide(run: Run) -> Steps[str]:
     verified = False
     if last.status == "ok":
         try:
-            verified = bool((yield Call(config.verify, (last,), "verify")))
+            said = yield Call(config.verify, (last, state) if config.verify_takes_state else (last,), "verify")
+            if not isinstance(said, bool):
+                raise TypeError(f"verify returned {said!r}; it must return True or False (a {type(said).__name__} "
+                                "is never taken as success)")
+            verified = said
         except Exception as error:  # verify is user code: its failure ends the run, recorded
             run.error = error
-            run.detail = {"error": repr(error)}
+            run.detail = {"error": _text(error)}
             return "verify_error"
     run.decision = config.controller.decide(
-        step_count=state.step_count,
+        step_count=state.step_count - run.base_steps,
         verified=verified,
         fatal_error=state.terminal,
         action_history=state.action_history,
@@ -226,8 +274,8 @@ ACTIONS: Mapping[str, ActionSpec] = {
     for spec in (
         ActionSpec(
             "select_tool", _select_tool,
-            frozenset({"selected", "ambiguous", "no_tool", "policy_error"}),
-            "ask the policy for an intent; select_action picks the one tool that fits",
+            frozenset({"selected", "finished", "ambiguous", "no_tool", "policy_error"}),
+            "ask the policy for an intent (select_action picks the one tool that fits) or its final answer",
         ),
         ActionSpec(
             "call_tool", _call_tool,
@@ -256,6 +304,7 @@ def _guards() -> dict[str, GuardSpec]:
     fatal = StopReason.FATAL_ERROR.value
     specs = [
         GuardSpec("tool_selected", "select_tool", "selected"),
+        GuardSpec("policy_finished", "select_tool", "finished"),
         GuardSpec("tool_choice_ambiguous", "select_tool", "ambiguous", "clarification_required"),
         GuardSpec("no_tool_fits", "select_tool", "no_tool", "capability_gap"),
         GuardSpec("policy_raised", "select_tool", "policy_error", fatal),
