@@ -18,7 +18,7 @@ from forge.machine.stages import ApprovalRejected, ApprovalRequest
 from forge.observe import LoopObserver, ToolAttempt
 from forge.observe.log import LoggingObserver
 from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
-from forge.policy import Intent, Policy, ScriptedPolicy, ScriptExhausted
+from forge.policy import Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
 from forge.agent.actions import UnknownTool
 from forge.agent.execution import ArgumentContractError, SchemaViolation
 from forge.tools import Tool, tool
@@ -44,6 +44,7 @@ __all__ = [
     "SchemaViolation",
     "UnknownTool",
     "Intent",
+    "Finish",
     "Policy",
     "ScriptedPolicy",
     "ScriptExhausted",

@@ -4,6 +4,7 @@ could call from Python; errors users can fix print one line, never a traceback."
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -71,7 +72,20 @@ def _check(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from forge.demo import run_demo
 
-    report = run_demo(args.workspace, args.scenario)
+    policy = None
+    if args.llm:
+        missing = [name for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY") if not os.environ.get(name)]
+        if missing:
+            print(f"forge demo --llm needs an OpenAI-compatible chat-completions endpoint: set {' and '.join(missing)} "
+                  "(and --model NAME or OPENAI_MODEL)", file=sys.stderr)
+            return 2
+        if args.scenario == "mcp":
+            raise ValueError("--llm runs the index scenarios; the mcp scenario has its own planner")
+        from forge.demo.scenarios import LLM_SYSTEM
+        from forge.llm import ChatPolicy
+
+        policy = ChatPolicy(args.model or os.environ.get("OPENAI_MODEL") or "gpt-4o-mini", system=LLM_SYSTEM)
+    report = run_demo(args.workspace, args.scenario, policy=policy)
     return 0 if report.result.reason == report.expected else 1
 
 
@@ -127,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run a real agent on a real goal, with a trace and a diagram")
     demo.add_argument("--workspace", metavar="DIR", help="folder to work in (default: a new temporary folder)")
     demo.add_argument("--scenario", choices=SCENARIOS, default="index", help="which run to show (default: index)")
+    demo.add_argument("--llm", action="store_true",
+                      help="let a chat model plan (OPENAI_BASE_URL and OPENAI_API_KEY name the endpoint)")
+    demo.add_argument("--model", help="the model's name with --llm (default: OPENAI_MODEL, else gpt-4o-mini)")
     demo.set_defaults(handler=_demo)
 
     diagram = commands.add_parser("diagram", help="draw a loop definition, optionally with a run overlaid")

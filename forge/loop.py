@@ -109,7 +109,10 @@ class AgentLoop:
         if duplicated:
             raise ValueError(f"duplicate tool names: {', '.join(duplicated)}")
         if not callable(policy):
-            raise ValueError("policy must be callable as policy(goal, loop_state) -> Intent")
+            raise ValueError("policy must be callable as policy(goal, loop_state) -> Intent | Finish")
+        with_tools = getattr(policy, "with_tools", None)
+        if callable(with_tools):  # a policy that offers the tools to a model (ChatPolicy) is given them
+            policy = with_tools(tools)
         if not callable(verify):
             raise ValueError("verify must be callable as verify(observation) -> bool")
         if repeat_by not in ("call", "tool"):

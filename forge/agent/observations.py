@@ -70,12 +70,14 @@ class LoopState:
 
     It records; it never decides what to do next. `messages` is the policy's conversation
     (an LLM policy's chat history), kept with the run so the debugger shows it, the trace
-    records it and a conversation can continue from it.
+    records it and a conversation can continue from it; `turn_start` is how many
+    observations earlier turns of the conversation left (0 in a first run).
     """
 
     observations: list[Observation] = field(default_factory=list)
     terminal: bool = False
     messages: list[dict[str, Any]] = field(default_factory=list, compare=False)
+    turn_start: int = field(default=0, compare=False)
     _names: list[str] = field(default_factory=list, init=False, repr=False, compare=False)
     _counts: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -86,7 +88,7 @@ class LoopState:
     def prefix(self, observations: int, messages: int, terminal: bool) -> LoopState:
         """A new state as this one was after its first `observations` observations and
         `messages` messages (the debugger steps back with it; the action history follows)."""
-        state = LoopState(self.observations[:observations], terminal, list(self.messages[:messages]))
+        state = LoopState(self.observations[:observations], terminal, list(self.messages[:messages]), self.turn_start)
         state._names[:] = self._names[:observations]
         state._counts.clear()
         for name in state._names:
@@ -102,7 +104,7 @@ class LoopState:
         """
         if self.terminal:
             raise ValueError("the previous run ended in a fatal error; a conversation cannot go on from it")
-        state = LoopState(list(self.observations), messages=list(self.messages))
+        state = LoopState(list(self.observations), messages=list(self.messages), turn_start=len(self.observations))
         if actions is not None:
             state._names[:] = []
             state._counts.clear()

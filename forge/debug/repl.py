@@ -26,7 +26,7 @@ _EXPECTED = (SessionFinished, AtStart, ValueError, GraphvizNotInstalled, OSError
 
 class DebugShell(cmd.Cmd):
     """`step [N]`, `continue`, `break STATE|TRIGGER`, `delete [ID|all]`, `breaks`, `where`,
-    `obs`, `trace`, `back`, `diagram PATH`, `help`, `quit` (or Ctrl-D)."""
+    `obs`, `messages`, `trace`, `back`, `diagram PATH`, `help`, `quit` (or Ctrl-D)."""
 
     def __init__(self, session: Stepper, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
                  colour: bool | None = None) -> None:
@@ -171,6 +171,20 @@ class DebugShell(cmd.Cmd):
             payload = getattr(row, "payload", None)
             shown = "" if payload is None else f" · {shorten(repr(payload), 80)}"
             self.say(f"#{row.sequence} {row.tool_name}: {row.status}{shown}")
+
+    def do_messages(self, arg: str) -> None:
+        """messages: the policy's conversation so far (an LLM policy's chat history)."""
+        _no_argument("messages", arg)
+        messages = self.session.messages
+        if not messages:
+            self.say("no messages yet (only a chat policy keeps a conversation)")
+        for message in messages:
+            calls = message.get("tool_calls") or ()
+            said = ", ".join(f"{c['function']['name']}({c['function'].get('arguments', '')})" for c in calls)
+            text = message.get("content") or ""
+            if message.get("role") == "tool":
+                text = f"[{message.get('tool_call_id')}] {text}"
+            self.say(shorten(f"{message.get('role')}: {text}{' → ' + said if said else ''}", 160))
 
     def do_trace(self, arg: str) -> None:
         """trace: every transition taken so far."""

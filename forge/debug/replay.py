@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from forge.debug.stepper import Stepper
 from forge.diagram.overlay import overlay_of
@@ -50,12 +51,20 @@ class ReplaySession(Stepper):
 
     @property
     def observations(self) -> tuple[RecordedObservation, ...]:
-        """Observations recorded so far, from the execute records' details."""
+        """Observations recorded so far, from the execute records' details (and the
+        answers a policy finished with)."""
         out: list[RecordedObservation] = []
         for record in self.trace:
             if record.source == "execute" and "tool" in record.detail and "status" in record.detail:
                 out.append(RecordedObservation(len(out) + 1, record.detail["tool"], record.detail["status"]))
+            elif record.trigger == "finish" and "finish" in record.detail:
+                out.append(RecordedObservation(len(out) + 1, "finish", "ok"))
         return tuple(out)
+
+    @property
+    def messages(self) -> tuple[dict[str, Any], ...]:
+        """The policy's messages so far (an LLM policy's chat), as the trace recorded them."""
+        return tuple(m for record in self.trace for m in record.detail.get("messages", ()))
 
     def _forward(self) -> TransitionRecord:
         self._position += 1

@@ -7,7 +7,7 @@ transition already taken restores the recorded outcome instead of running tools 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
 from forge.agent.runner import LoopResult
@@ -44,6 +44,11 @@ class DebugSession(Stepper):
     @property
     def loop_state(self) -> LoopState:
         return self._run.loop_state
+
+    @property
+    def messages(self) -> tuple[dict[str, Any], ...]:
+        """The policy's messages so far (an LLM policy's chat history)."""
+        return tuple(self._run.loop_state.messages)
 
     @property
     def trace(self) -> tuple[TransitionRecord, ...]:

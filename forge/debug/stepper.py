@@ -55,6 +55,11 @@ class Stepper:
     def trace(self) -> tuple[TransitionRecord, ...]:
         raise NotImplementedError
 
+    @property
+    def messages(self) -> tuple[dict[str, Any], ...]:
+        """The policy's conversation so far (an LLM policy's chat history)."""
+        raise NotImplementedError
+
     def _forward(self) -> TransitionRecord:
         raise NotImplementedError
 

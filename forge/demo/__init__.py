@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO
 
 from forge.agent.runner import LoopResult
+from forge.policy import Policy
 from forge.demo.scenarios import SCENARIOS, Scenario, build_scenario
 from forge.diagram import GraphvizNotInstalled, render
 from forge.machine.trace import write_trace
@@ -58,19 +59,24 @@ def prepare_workspace(path: str | Path | None) -> Path:
     return root
 
 
-def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: TextIO = sys.stdout) -> DemoReport:
-    """Run one scenario end to end and report on `out`.
+def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: TextIO | None = None,
+             policy: Policy | None = None) -> DemoReport:
+    """Run one scenario end to end and report on `out` (default: the current sys.stdout);
+    `policy` replaces its planner.
 
     Raises:
         ValueError: unknown scenario, or an unusable workspace.
     """
+    out = out if out is not None else sys.stdout
     if scenario not in SCENARIOS:
         raise ValueError(f"unknown scenario {scenario!r}; scenarios are {', '.join(SCENARIOS)}")
     root = prepare_workspace(workspace)
-    built = build_scenario(scenario, root)
+    built = build_scenario(scenario, root, policy)
     try:
         print(f"forge demo · scenario {scenario!r}: {built.description}", file=out)
         print(f"workspace {root}  ·  {built.where}", file=out)
+        if policy is not None:
+            print(f"policy: {policy!r:.120}", file=out)
         print(f"goal: {built.goal}\n", file=out)
         result = built.loop.run(built.goal, on_transition=lambda record: print(describe(record), file=out, flush=True))
     finally:

@@ -26,6 +26,7 @@ from forge.demo.service import AnalysisService, analyse_text
 from forge.demo.tools import analyse_tool, file_tools
 from forge.demo.workspace import Workspace
 from forge.loop import AgentLoop
+from forge.policy import Policy
 from forge.tools import Tool
 
 if TYPE_CHECKING:
@@ -106,8 +107,18 @@ def index_verifier(workspace: Workspace, folder: str, index_path: str) -> Callab
     return verify
 
 
-def build_scenario(name: str, root: str | Path) -> Scenario:
+LLM_SYSTEM = (
+    "You are an indexing agent working in a folder of notes through the tools you are given. "
+    "Index every note: list the notes in the folder, read each one, analyse each note's text with the "
+    "analysis tool, then write the index file with write_file: a Markdown table with the header "
+    "'| note | title | words |', a '|---|---|---|' line and one row per note, sorted by path, using the "
+    "titles and word counts the analysis returned. When the index is written, say so in one sentence."
+)
+
+
+def build_scenario(name: str, root: str | Path, policy: Policy | None = None) -> Scenario:
     """Seed `root` with the notes, start the service, and build the loop for `name`.
+    `policy` replaces the rule-based planner (`forge demo --llm` passes a ChatPolicy).
 
     Raises:
         ValueError: unknown scenario name (the message lists them).
@@ -126,7 +137,7 @@ def build_scenario(name: str, root: str | Path) -> Scenario:
     if spec.extra_writer:
         tools.append(Tool("write_backup", {"fs", "write"}, lambda path, text: workspace.write(f"backup/{path}", text),
                           required={"path", "text"}, side_effect=True))
-    planner = IndexPlanner(folder="notes", index_path=spec.index_path)
+    planner = policy if policy is not None else IndexPlanner(folder="notes", index_path=spec.index_path)
     loop = AgentLoop(
         tools, planner, index_verifier(workspace, "notes", spec.index_path),
         max_steps=12, repeat_limit=5, max_attempts=3,

@@ -35,6 +35,7 @@ __all__ = [
     "Once",
     "Sleep",
     "Steps",
+    "complete",
     "run_async",
     "run_sync",
 ]
@@ -122,8 +123,9 @@ async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
             result, error = None, failure
 
 
-def _complete(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends to its end, in this thread."""
+def complete(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end, in this thread (how a driver
+    written once as a coroutine serves synchronous callers)."""
     try:
         coroutine.send(None)
     except StopIteration as done:
@@ -161,7 +163,7 @@ def run_sync(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
         assert isinstance(effect, Once)
         return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), sleep))
 
-    return _complete(_drive(steps, perform))
+    return complete(_drive(steps, perform))
 
 
 def run_async(steps: Steps[T], sleep: Callable[[float], Any] = asyncio.sleep) -> Coroutine[Any, Any, T]:

@@ -1,0 +1,237 @@
+"""An LLM as the policy (extra `forge[llm]`, on the official `openai` client), for any
+OpenAI-compatible chat-completions endpoint.
+
+`ChatPolicy` offers the loop's tools to the model with the JSON Schemas of their contracts,
+turns each tool call into `Intent.call`, runs several calls of one response in order (one
+step each), sends every observation back as a tool message paired with its call's id (the
+payload as JSON, an error as text), and turns a final assistant message into `Finish`. A
+call the loop cannot make (an unknown tool, arguments that are not a JSON object) is told to
+the model as an error and the model is asked again; a call with wrongly typed arguments is
+refused by the tool's contract, which the model is told too. The chat history lives in the
+run's `LoopState.messages`, so the debugger shows it, the trace records it, and a
+conversation goes on from it (`loop.run(goal, state=previous.state)`).
+
+Sync under `run()` and async under `arun()`: inside a running event loop the policy returns
+a coroutine, awaited by the loop, that uses the async client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from forge.agent.observations import LoopState, Observation
+from forge.machine.effects import complete
+from forge.policy import FINISH, Finish, Intent
+from forge.tools import Tool
+
+try:
+    import openai
+except ImportError as missing:  # pragma: no cover - exercised only without the extra
+    raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install '.[llm]') "
+                      "or pip install openai") from missing
+
+__all__ = ["ChatPolicy", "ModelError", "tool_definitions"]
+
+_Ask = Generator[dict[str, Any], Any, "Intent | Finish"]
+
+
+class ModelError(RuntimeError):
+    """The model kept answering with calls the loop cannot make; the run ends in fatal_error."""
+
+
+def tool_definitions(tools: Iterable[Tool], strict: bool = False) -> list[dict[str, Any]]:
+    """The chat-completions `tools` for `tools`: each one's name, description and the JSON
+    Schema of its arguments (a tool without a schema gets one naming its arguments, any
+    type). `strict` asks the endpoint to hold the model to the schema where it can."""
+    offered = []
+    for tool in tools:
+        schema = dict(tool.schema) if tool.schema is not None else {
+            "type": "object",
+            "properties": {name: {} for name in sorted(tool.required | tool.optional)},
+            "required": sorted(tool.required),
+            "additionalProperties": False,
+        }
+        function: dict[str, Any] = {"name": tool.name, "description": tool.description or tool.name,
+                                    "parameters": schema}
+        if strict:
+            function["strict"] = True
+        offered.append({"type": "function", "function": function})
+    return offered
+
+
+@dataclass(frozen=True)
+class ChatPolicy:
+    """A policy that asks a chat model what to do next.
+
+    `model` names it; `client` / `async_client` are `openai.OpenAI` / `openai.AsyncOpenAI`
+    (default: made from OPENAI_BASE_URL and OPENAI_API_KEY when first needed); `system` is
+    the system prompt. `strict` offers the tools with strict schemas; `options` go into
+    every request (temperature, …); `max_repairs` bounds how often, within one step, the
+    model is asked again after calls the loop cannot make. An `AgentLoop` gives the policy
+    its tools (`with_tools`).
+
+    Raises (when called):
+        ModelError: the model made only unusable calls `max_repairs` times in a row.
+        openai.OpenAIError: the endpoint failed (the run ends in fatal_error, recorded).
+    """
+
+    model: str
+    client: Any = None
+    system: str | None = None
+    async_client: Any = None
+    strict: bool = False
+    options: Mapping[str, Any] = field(default_factory=dict)
+    max_repairs: int = 3
+    tools: tuple[Tool, ...] = ()
+
+    def with_tools(self, tools: Sequence[Tool]) -> ChatPolicy:
+        """This policy offering `tools` (what `AgentLoop` calls with its own)."""
+        return replace(self, tools=tuple(tools))
+
+    def __call__(self, goal: str, state: LoopState) -> Any:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return complete(self._decide(goal, state, self._ask))
+        return self._decide(goal, state, self._aask)
+
+    async def _decide(self, goal: str, state: LoopState, ask: Callable[[dict[str, Any]], Any]) -> Intent | Finish:
+        """Send each request `_steps` makes with `ask`, awaiting its answer when it is awaitable."""
+        steps = self._steps(goal, state)
+        reply = None
+        while True:
+            try:
+                request = steps.send(reply)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            reply = ask(request)
+            if inspect.isawaitable(reply):
+                reply = await reply
+
+    def _ask(self, request: dict[str, Any]) -> Any:
+        return self._sync_client().chat.completions.create(**request).choices[0].message
+
+    async def _aask(self, request: dict[str, Any]) -> Any:
+        return (await self._async_client().chat.completions.create(**request)).choices[0].message
+
+    def _sync_client(self) -> Any:
+        if self.client is None:
+            object.__setattr__(self, "client", openai.OpenAI())
+        return self.client
+
+    def _async_client(self) -> Any:
+        if self.async_client is None:
+            object.__setattr__(self, "async_client", openai.AsyncOpenAI())
+        return self.async_client
+
+    def _steps(self, goal: str, state: LoopState) -> _Ask:
+        """The decision, written once: it yields each request to send and receives the
+        model's message; it returns the intent or the answer."""
+        messages = state.messages
+        self._begin_turn(goal, messages, state.turn_start)
+        self._take_in(state.observations, messages, state.turn_start)
+        for _ in range(self.max_repairs + 1):
+            intent = self._next_call(messages)  # unusable calls are answered on the way
+            if intent is not None:
+                return intent
+            reply = yield self._request(messages)
+            messages.append(_as_message(reply))
+            if not reply.tool_calls:
+                return Finish(reply.content or "")
+        raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
+
+    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages],
+            **self.options,
+        }
+        if self.tools:
+            request["tools"] = tool_definitions(self.tools, self.strict)
+        return request
+
+    def _begin_turn(self, goal: str, messages: list[dict[str, Any]], turn: int) -> None:
+        """The goal as the user's message, once per turn (a turn is known by how many
+        observations earlier turns left)."""
+        if not messages and self.system:
+            messages.append({"role": "system", "content": self.system})
+        if not any(m.get("_turn") == turn for m in messages):
+            messages.append({"role": "user", "content": goal, "_turn": turn})
+
+    def _take_in(self, observations: Sequence[Observation], messages: list[dict[str, Any]], turn: int) -> None:
+        """Each observation not yet told, as the tool message of the call it answers, or
+        for an answer of this turn (asked again, so it was rejected), a note saying so."""
+        told = {m["_observation"] for m in messages if "_observation" in m}
+        for observation in observations:
+            if observation.sequence in told:
+                continue
+            if observation.tool_name == FINISH and isinstance(observation.payload, Finish):
+                if observation.sequence <= turn:
+                    continue  # the answer that ended an earlier turn
+                messages.append({"role": "user", "_observation": observation.sequence,
+                                 "content": "That answer was not accepted. Keep working on the goal."})
+                continue
+            pending = _pending_calls(messages)
+            if not pending:
+                continue  # not from one of this model's calls (an earlier policy of the conversation)
+            messages.append({"role": "tool", "tool_call_id": pending[0]["id"], "_observation": observation.sequence,
+                             "content": _content_of(observation)})
+
+    def _next_call(self, messages: list[dict[str, Any]]) -> Intent | None:
+        """The first pending call the loop can make, as an intent; unusable ones are answered
+        with the error on the way."""
+        names = {tool.name for tool in self.tools}
+        for call in _pending_calls(messages):
+            name, raw = call["function"]["name"], call["function"].get("arguments") or "{}"
+            problem = None
+            if name not in names:
+                problem = f"error: there is no tool named {name!r}; the tools are {', '.join(sorted(names))}"
+            else:
+                try:
+                    arguments = json.loads(raw)
+                    if not isinstance(arguments, dict):
+                        problem = f"error: the arguments must be a JSON object, got {raw}"
+                except json.JSONDecodeError as error:
+                    problem = f"error: the arguments are not valid JSON ({error.msg}): {raw}"
+            if problem is None:
+                return Intent(frozenset(), arguments, tool=name)
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": problem})
+        return None
+
+
+def _pending_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls of the last assistant message that no tool message has answered yet."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "assistant":
+            answered = {m.get("tool_call_id") for m in messages[index + 1:] if m.get("role") == "tool"}
+            return [c for c in message.get("tool_calls") or () if c["id"] not in answered]
+    return []
+
+
+def _as_message(reply: Any) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": call.id, "type": "function",
+             "function": {"name": call.function.name, "arguments": call.function.arguments}}
+            for call in reply.tool_calls
+        ]
+    return message
+
+
+def _content_of(observation: Observation) -> str:
+    payload = observation.payload
+    if observation.status != "ok":
+        return f"error: {payload}"
+    if isinstance(payload, str):
+        return payload
+    try:
+        return json.dumps(payload, default=str)
+    except (TypeError, ValueError):
+        return repr(payload)
