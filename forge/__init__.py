@@ -2,26 +2,75 @@
 
 The public face, grouped: build and run a loop; declare tools and policies; read results
 and traces; load definitions.
+
+Names are imported when first used (PEP 562), so `import forge` is cheap and a program
+pays only for the parts it touches: `forge.read_trace` does not load the engine, and
+nothing here loads `forge check`, the diagrams, the debugger or the demo.
 """
 
-from forge.agent.idempotency import IdempotencyRegistry
-from forge.agent.observations import LoopState, Observation
-from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
-from forge.agent.runner import LoopResult
-from forge.loop import AgentLoop
-from forge.machine.catalog import Stage
-from forge.machine.definition import DefinitionError, MachineDefinition
-from forge.machine.effects import AsyncNotSupported
-from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
-from forge.machine.loader import load_definition
-from forge.machine.stages import ApprovalRejected, ApprovalRequest
-from forge.observe import LoopObserver, ToolAttempt
-from forge.observe.log import LoggingObserver
-from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
-from forge.policy import Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
-from forge.agent.actions import UnknownTool
-from forge.agent.execution import ArgumentContractError, SchemaViolation
-from forge.tools import Tool, tool
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forge.agent.idempotency import IdempotencyRegistry
+    from forge.agent.observations import LoopState, Observation
+    from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
+    from forge.agent.runner import LoopResult
+    from forge.loop import AgentLoop
+    from forge.machine.catalog import Stage
+    from forge.machine.definition import DefinitionError, MachineDefinition
+    from forge.machine.effects import AsyncNotSupported
+    from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
+    from forge.machine.loader import load_definition
+    from forge.machine.stages import ApprovalRejected, ApprovalRequest
+    from forge.observe import LoopObserver, ToolAttempt
+    from forge.observe.log import LoggingObserver
+    from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
+    from forge.policy import Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
+    from forge.agent.actions import UnknownTool
+    from forge.agent.execution import ArgumentContractError, SchemaViolation
+    from forge.tools import Tool, tool
+
+_WHERE: dict[str, str] = {
+    "IdempotencyRegistry": "forge.agent.idempotency",
+    "LoopState": "forge.agent.observations",
+    "Observation": "forge.agent.observations",
+    "PermanentToolError": "forge.agent.retry",
+    "ToolError": "forge.agent.retry",
+    "TransientToolError": "forge.agent.retry",
+    "LoopResult": "forge.agent.runner",
+    "AgentLoop": "forge.loop",
+    "Stage": "forge.machine.catalog",
+    "DefinitionError": "forge.machine.definition",
+    "MachineDefinition": "forge.machine.definition",
+    "AsyncNotSupported": "forge.machine.effects",
+    "NoTransitionEnabled": "forge.machine.engine",
+    "RunFinished": "forge.machine.engine",
+    "TransitionCallbacks": "forge.machine.engine",
+    "load_definition": "forge.machine.loader",
+    "ApprovalRejected": "forge.machine.stages",
+    "ApprovalRequest": "forge.machine.stages",
+    "LoopObserver": "forge.observe",
+    "ToolAttempt": "forge.observe",
+    "LoggingObserver": "forge.observe.log",
+    "GuardResult": "forge.machine.trace",
+    "TraceFormatError": "forge.machine.trace",
+    "TransitionRecord": "forge.machine.trace",
+    "read_trace": "forge.machine.trace",
+    "write_trace": "forge.machine.trace",
+    "Finish": "forge.policy",
+    "Intent": "forge.policy",
+    "Policy": "forge.policy",
+    "ScriptedPolicy": "forge.policy",
+    "ScriptExhausted": "forge.policy",
+    "UnknownTool": "forge.agent.actions",
+    "ArgumentContractError": "forge.agent.execution",
+    "SchemaViolation": "forge.agent.execution",
+    "Tool": "forge.tools",
+    "tool": "forge.tools",
+}
 
 __all__ = [
     # building and running a loop
@@ -67,3 +116,16 @@ __all__ = [
     "NoTransitionEnabled",
     "RunFinished",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'forge' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -8,18 +8,19 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from forge.check import check_definitions, default_definitions
-from forge.diagram import FORMATS, GraphvizNotInstalled, TraceMismatch, diagram_text, format_for, render
-from forge.diagram.gallery import refresh_gallery, stale_diagrams
-from forge.debug.scenario import ScenarioError
-from forge.machine.catalog import Stage, import_stages
-from forge.machine.definition import DefinitionError
-from forge.machine.trace import TraceFormatError, TransitionRecord, read_trace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forge.machine.trace import TransitionRecord
 
 __all__ = ["main"]
 
-_USER_ERRORS = (ScenarioError, FileNotFoundError, DefinitionError, TraceFormatError, TraceMismatch,
-                GraphvizNotInstalled, ValueError, OSError)
+# Each command imports what it needs when it runs, so `forge diagram` does not load the
+# checker, the demo or the debugger. Definition, trace, scenario and mismatch errors are
+# ValueErrors; a missing Graphviz is told by the diagram commands themselves.
+_USER_ERRORS = (FileNotFoundError, ValueError, OSError)
+_SCENARIOS = ("index", "ambiguous", "forbidden", "unreachable", "gap", "mcp")  # forge.demo.scenarios.SCENARIOS
+_FORMATS = ("svg", "png", "pdf", "dot", "mermaid")  # forge.diagram.FORMATS
 
 
 def _machine_of(given: str | None, trace: Sequence[TransitionRecord] | None) -> str:
@@ -28,6 +29,9 @@ def _machine_of(given: str | None, trace: Sequence[TransitionRecord] | None) -> 
 
 
 def _diagram(args: argparse.Namespace) -> int:
+    from forge.diagram import diagram_text, format_for, render
+    from forge.machine.trace import read_trace
+
     trace = read_trace(args.trace) if args.trace else None
     machine = _machine_of(args.machine, trace)
     fmt = format_for(args.output, args.format)
@@ -36,12 +40,27 @@ def _diagram(args: argparse.Namespace) -> int:
             raise ValueError(f"{fmt} is binary: give -o PATH to write it to a file")
         sys.stdout.write(diagram_text(machine, fmt, trace))
         return 0
-    written = render(machine, args.output, fmt, trace)
+    written = _drawn(lambda: render(machine, args.output, fmt, trace))
+    if written is None:
+        return 1
     print(f"wrote {written}")
     return 0
 
 
+def _drawn(draw: Callable[[], Any]) -> Any:
+    """What `draw` returns, or None after saying in one line that Graphviz is missing."""
+    from forge.diagram import GraphvizNotInstalled
+
+    try:
+        return draw()
+    except GraphvizNotInstalled as error:
+        print(f"forge: error: {error}", file=sys.stderr)
+        return None
+
+
 def _diagrams(args: argparse.Namespace) -> int:
+    from forge.diagram.gallery import refresh_gallery, stale_diagrams
+
     if args.check:
         stale = stale_diagrams(args.machines, args.out)
         for problem in stale:
@@ -51,12 +70,18 @@ def _diagrams(args: argparse.Namespace) -> int:
             return 1
         print(f"{args.out}/ is up to date with {args.machines}/")
         return 0
-    for path in refresh_gallery(args.machines, args.out):
+    written = _drawn(lambda: refresh_gallery(args.machines, args.out))
+    if written is None:
+        return 1
+    for path in written:
         print(f"wrote {path}")
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
+    from forge.check import check_definitions, default_definitions
+    from forge.machine.catalog import Stage, import_stages
+
     paths = args.definitions or default_definitions()
     if not paths:
         raise FileNotFoundError("no definitions to check: name files, or run where machines/*.toml exist")
@@ -105,6 +130,7 @@ def _replay(args: argparse.Namespace) -> int:
     from forge.debug.repl import DebugShell
     from forge.debug.replay import ReplaySession
     from forge.machine.loader import load_definition
+    from forge.machine.trace import read_trace
 
     records = read_trace(args.trace)
     DebugShell(ReplaySession(load_definition(_machine_of(args.machine, records)), records)).cmdloop()
@@ -136,11 +162,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    from forge.demo.scenarios import SCENARIOS
-
     demo = commands.add_parser("demo", help="run a real agent on a real goal, with a trace and a diagram")
     demo.add_argument("--workspace", metavar="DIR", help="folder to work in (default: a new temporary folder)")
-    demo.add_argument("--scenario", choices=SCENARIOS, default="index", help="which run to show (default: index)")
+    demo.add_argument("--scenario", choices=_SCENARIOS, default="index", help="which run to show (default: index)")
     demo.add_argument("--llm", action="store_true",
                       help="let a chat model plan (OPENAI_BASE_URL and OPENAI_API_KEY name the endpoint)")
     demo.add_argument("--model", help="the model's name with --llm (default: OPENAI_MODEL, else gpt-4o-mini)")
@@ -150,7 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     diagram.add_argument("machine", nargs="?", metavar="MACHINE",
                          help="built-in name or definition file (default: single_agent, or the trace's machine)")
     diagram.add_argument("-o", "--output", metavar="PATH", help="file to write; without it DOT/Mermaid go to stdout")
-    diagram.add_argument("--format", choices=FORMATS, help="default: from PATH's suffix, else dot")
+    diagram.add_argument("--format", choices=_FORMATS, help="default: from PATH's suffix, else dot")
     diagram.add_argument("--trace", metavar="RUN.jsonl", help="overlay this recorded run")
     diagram.set_defaults(handler=_diagram)
 

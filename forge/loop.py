@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -15,7 +13,6 @@ from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_retry_options
 from forge.agent.runner import LoopResult
 from forge.agent.stopping import StopController
-from forge.check import soundness_errors
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import DefinitionError, MachineDefinition, Problem
 from forge.machine.effects import AsyncNotSupported
@@ -58,7 +55,7 @@ class AgentLoop:
 
     `base_delay`, `max_delay`, `deadline`, `clock` and `random` shape the bounded retry of
     transient tool errors, exactly as `run_with_retry` does (by default it does not wait);
-    `sleep` waits under `run()`, `async_sleep` under `arun()`.
+    `sleep` waits under `run()`, `async_sleep` (default `asyncio.sleep`) under `arun()`.
 
     `stages` adds user stages the definition may name (`{"audit": Stage(...)}`); `callbacks`
     attaches ordinary transitions callbacks (`TransitionCallbacks`); `approver(request) ->
@@ -90,7 +87,7 @@ class AgentLoop:
         max_delay: float = 30.0,
         deadline: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
-        async_sleep: Callable[[float], Any] = asyncio.sleep,
+        async_sleep: Callable[[float], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         random: Callable[[], float] | None = None,
         stages: Mapping[str, Stage] | StageCatalog | None = None,
@@ -133,6 +130,8 @@ class AgentLoop:
         self.definition = (
             definition if isinstance(definition, MachineDefinition) else load_definition(definition, self.stages)
         )
+        from forge.check import soundness_errors  # here: forge check is only imported once a loop is built
+
         errors = soundness_errors(self.definition, self.stages)
         if errors:
             raise DefinitionError(
@@ -260,7 +259,7 @@ class AgentLoop:
             reason=run.state,
             steps=run.loop_state.step_count - run.base_steps,
             state=run.loop_state,
-            trace=tuple(run.trace),
+            trace=run.trace,
             error=run.error,
             outcome=self.definition.state(run.state).outcome,
             retries=run.retries,
@@ -271,6 +270,8 @@ class AgentLoop:
 
 def _takes_state(verify: Callable[..., Any]) -> bool:
     """Whether `verify` accepts (observation, state) rather than (observation) alone."""
+    import inspect
+
     try:
         parameters = inspect.signature(verify).parameters.values()
     except (TypeError, ValueError):  # a builtin without a signature: called with the observation
@@ -280,6 +281,8 @@ def _takes_state(verify: Callable[..., Any]) -> bool:
 
 
 def _is_async(function: Any) -> bool:
+    import inspect
+
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__call__", None))
 
 

@@ -20,8 +20,9 @@ def shorten(text: str, width: int = 90) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def summarise_detail(detail: Mapping[str, Any]) -> str:
-    """What the stage did, in a few words: the tool and its outcome, the decision, the error."""
+def summarise_detail(detail: Mapping[str, Any], step: int | None = None) -> str:
+    """What the stage did, in a few words: the tool and its outcome, the decision, the error.
+    `step` numbers an observation whose detail does not (traces since the columnar trace)."""
     if "failed" in detail:
         return shorten(f"{detail['failed']} raised {detail.get('error', '')}")
     if "unknown_tool" in detail:
@@ -43,8 +44,8 @@ def summarise_detail(detail: Mapping[str, Any]) -> str:
         return f"tie between {', '.join(detail['tied'])}"
     if "capabilities" in detail:
         return f"no tool offers any of {', '.join(detail['capabilities'])}"
-    if "sequence" in detail:
-        return f"observation #{detail['sequence']}: {detail['status']}"
+    if "sequence" in detail or (set(detail) == {"status"} and step is not None):
+        return f"observation #{detail.get('sequence', step)}: {detail['status']}"
     if "decision" in detail:
         return f"verified={detail['verified']} → {detail['decision']}"
     if "error" in detail:
@@ -57,5 +58,5 @@ def describe(record: TransitionRecord) -> str:
     move = f"{record.source} ─{record.trigger}→ {record.dest}"
     return (
         f"{record.sequence:>3} step {record.step:<2} {move:<36} {decided_by(record):<28} "
-        f"{summarise_detail(record.detail)}"
+        f"{summarise_detail(record.detail, record.step)}"
     ).rstrip()

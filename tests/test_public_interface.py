@@ -31,3 +31,20 @@ def test_the_package_ships_py_typed_and_type_checks_strictly():
     out = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--ignore-missing-imports", "forge"],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
+
+
+def test_lazy_parts_stay_lazy_and_the_cli_lists_what_the_library_has():
+    """Importing forge (or building a loop's names) loads none of the checker, diagrams,
+    debugger or demo; the CLI's copies of scenario and format names match the library's."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, forge; from forge import AgentLoop, Intent, Tool, read_trace; "
+             "print(sorted(m for m in ('forge.check', 'forge.diagram', 'forge.debug', 'forge.demo', 'asyncio') "
+             "if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    from forge import cli
+    from forge.demo.scenarios import SCENARIOS
+    from forge.diagram import FORMATS
+
+    assert cli._SCENARIOS == tuple(SCENARIOS) and cli._FORMATS == FORMATS

@@ -32,8 +32,10 @@ class ToolContract:
     optional: frozenset[str] = frozenset()
     schema: Mapping[str, Any] | None = None
     _validator: Any = field(default=None, init=False, repr=False, compare=False)
+    _accepted: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_accepted", self.required | self.optional)
         if self.schema is not None:
             object.__setattr__(self, "_validator", _validator_for(self.name, self.schema))
 
@@ -102,10 +104,10 @@ def execute_tool(contract: ToolContract, arguments: Mapping[str, Any]) -> Execut
             values, each named by its path ("tags[1]: 3 is not of type 'string'").
         Whatever the handler raises, unchanged.
     """
-    given = set(arguments)
-    missing = tuple(sorted(contract.required - given))
-    unexpected = tuple(sorted(given - contract.required - contract.optional))
-    if missing or unexpected:
+    given = arguments.keys()
+    if not (contract.required <= given <= contract._accepted):  # the common case costs two subset tests
+        missing = tuple(sorted(contract.required - given))
+        unexpected = tuple(sorted(given - contract.required - contract.optional))
         raise ArgumentContractError(contract.name, missing, unexpected)
     if contract.schema is not None:
         violations = contract.violations(arguments)

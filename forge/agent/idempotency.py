@@ -7,7 +7,6 @@ a different request reusing a slot, and is refused rather than guessed at.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -72,6 +71,8 @@ class IdempotencyRegistry:
         Waiting for a key that another call holds never blocks the event loop, and the key
         is shared with `execute_once` callers in other threads.
         """
+        import asyncio  # here, not at import: only async callers pay for it
+
         slot = self._slot(key, fingerprint)
         while not slot.lock.acquire(blocking=False):
             await asyncio.sleep(0.001)

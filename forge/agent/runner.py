@@ -6,7 +6,7 @@ was already verified, so any `stop=True` returns immediately, whatever its reaso
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,8 @@ class LoopResult:
     """How a run ended: the stop reason, the number of steps taken, and the final state.
 
     Runs driven by the state machine (`forge.AgentLoop`) fill the rest: `trace`, one record
-    per fired transition; `error`, the exception that ended the run, if any; `outcome`, the
+    per fired transition (a compact `forge.machine.trace.Trace`, equal to any sequence of
+    the same records); `error`, the exception that ended the run, if any; `outcome`, the
     terminal state's success / failure / needs_input; and the counters of retries and of
     side effects run and replayed. `run_agent` leaves them at their defaults.
     """
@@ -32,7 +33,7 @@ class LoopResult:
     reason: str
     steps: int
     state: LoopState
-    trace: tuple[TransitionRecord, ...] = ()
+    trace: Sequence[TransitionRecord] = ()
     error: BaseException | None = None
     outcome: str | None = None
     retries: int = 0

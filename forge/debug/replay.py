@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ class ReplaySession(Stepper):
         return self._records[self._position - 1].dest if self._position else self.definition.initial
 
     @property
-    def trace(self) -> tuple[TransitionRecord, ...]:
+    def trace(self) -> Sequence[TransitionRecord]:
         return self._records[: self._position]
 
     @property

@@ -7,13 +7,14 @@ transition already taken restores the recorded outcome instead of running tools 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
 from forge.agent.runner import LoopResult
 from forge.debug.stepper import Stepper
 from forge.machine.run import Run, RunSnapshot
-from forge.machine.trace import TransitionRecord
+from forge.machine.trace import Trace, TransitionRecord
 
 if TYPE_CHECKING:
     from forge.loop import AgentLoop
@@ -30,6 +31,7 @@ class DebugSession(Stepper):
         self._run = run
         self._records: list[TransitionRecord] = []
         self._frontier: LoopState = run.loop_state  # the furthest the run has got; only it grows
+        self._frontier_trace: Trace = run.trace
         self._snapshots: list[RunSnapshot] = [run.snapshot()]
         self._position = 0
 
@@ -51,8 +53,8 @@ class DebugSession(Stepper):
         return tuple(self._run.loop_state.messages)
 
     @property
-    def trace(self) -> tuple[TransitionRecord, ...]:
-        return tuple(self._run.trace)
+    def trace(self) -> Sequence[TransitionRecord]:
+        return self._run.trace
 
     @property
     def run(self) -> Run:
@@ -72,11 +74,11 @@ class DebugSession(Stepper):
     def _forward(self) -> TransitionRecord:
         if self._position < len(self._records):
             self._position += 1
-            self._run.restore(self._snapshots[self._position], self._frontier, self._records)
+            self._run.restore(self._snapshots[self._position], self._frontier, self._frontier_trace)
             return self._records[self._position - 1]
         record = self.loop.engine.fire(self._run)
         self._records.append(record)
-        self._frontier = self._run.loop_state
+        self._frontier, self._frontier_trace = self._run.loop_state, self._run.trace
         self._snapshots.append(self._run.snapshot())
         self._position += 1
         if self.loop.engine.is_terminal(self._run):  # the frontier ends once: observers hear of it once
@@ -85,4 +87,4 @@ class DebugSession(Stepper):
 
     def _backward(self) -> None:
         self._position -= 1
-        self._run.restore(self._snapshots[self._position], self._frontier, self._records)
+        self._run.restore(self._snapshots[self._position], self._frontier, self._frontier_trace)

@@ -4,7 +4,7 @@ over a recorded trace differ only in how they move one transition forwards or ba
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ class Stepper:
         raise NotImplementedError
 
     @property
-    def trace(self) -> tuple[TransitionRecord, ...]:
+    def trace(self) -> Sequence[TransitionRecord]:
         raise NotImplementedError
 
     @property

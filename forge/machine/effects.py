@@ -18,9 +18,7 @@ a `BaseException`, so no `except Exception` in a stage can mistake one for a too
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
@@ -117,7 +115,7 @@ async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
             return effect  # type: ignore[no-any-return]
         try:
             result, error = perform(effect), None
-            if inspect.isawaitable(result):
+            if isinstance(result, Awaitable):
                 result = await result
         except Exception as failure:  # handed to the action, which classifies it
             result, error = None, failure
@@ -151,8 +149,8 @@ def run_sync(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
     def perform(effect: Effect) -> Any:
         if type(effect) is Call:
             value = effect.fn(*effect.args)
-            if inspect.isawaitable(value):
-                if inspect.iscoroutine(value):
+            if isinstance(value, Awaitable):
+                if isinstance(value, Coroutine):
                     value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
                 raise AsyncNotSupported(effect.what)
             return value
@@ -166,8 +164,13 @@ def run_sync(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
     return complete(_drive(steps, perform))
 
 
-def run_async(steps: Steps[T], sleep: Callable[[float], Any] = asyncio.sleep) -> Coroutine[Any, Any, T]:
-    """Perform `steps`, awaiting awaitable results; `sleep` may be sync or async."""
+def run_async(steps: Steps[T], sleep: Callable[[float], Any] | None = None) -> Coroutine[Any, Any, T]:
+    """Perform `steps`, awaiting awaitable results; `sleep` may be sync or async
+    (default: asyncio.sleep)."""
+    if sleep is None:
+        import asyncio  # here, not at import: only arun pays for it
+
+        sleep = asyncio.sleep
 
     def perform(effect: Effect) -> Any:
         if isinstance(effect, Call):

@@ -23,17 +23,15 @@ threads never touch each other. `AsyncLoopEngine` is the same machine on transit
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol, cast
 
 from transitions import Machine, MachineError, Transition
 from transitions.core import Condition, Event, EventData
-from transitions.extensions.asyncio import AsyncEvent, AsyncMachine, AsyncTransition
 
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
@@ -202,45 +200,50 @@ class _Machine(Machine):
             self.callback(func, event_data)
 
 
-# transitions' stubs type the async classes' overrides as their sync parents' (bool, not a
-# coroutine), so the two overrides below are checked by the tests rather than by mypy.
-class _AsyncTransition(AsyncTransition):
-    def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.definition = definition
+@lru_cache(maxsize=1)
+def _async_machine_class() -> type[Machine]:
+    """transitions' AsyncMachine with forge's transition and event classes, built on first
+    use so that importing forge does not import asyncio.
 
-    async def _eval_conditions(self, event_data: Any) -> bool:  # type: ignore[override]
-        return getattr(event_data, "decided", None) is self or bool(await super()._eval_conditions(event_data))
-
-
-class _AsyncEvent(AsyncEvent):
-    async def _process(self, event_data: Any) -> bool:  # type: ignore[override]
-        machine: Any = self.machine
-        await machine.callbacks(machine.prepare_event, event_data)
-        candidates: list[Any] = self.transitions[event_data.state.name]
-        enabled = [t for t in candidates if all([await c.check(event_data) for c in t.conditions])]
-        chosen: Any = _only_enabled(event_data, enabled)
-        event_data.transition = event_data.decided = chosen
-        event_data.result = await chosen.execute(event_data)
-        return bool(event_data.result)
-
-
-class _AsyncMachine(AsyncMachine):
-    """transitions' AsyncMachine, with each callback list awaited in order.
-
-    The library gathers every list into Tasks, so callbacks of one hook run concurrently;
-    in order, a run's callbacks see each other's effects as in the sync machine, a failure
-    is attributed to the callback that raised, and no Task is made per callback.
+    transitions' stubs type the async overrides as their sync parents' (bool, not a
+    coroutine), so these are checked by the tests rather than by mypy. Callback lists are
+    awaited in order: the library gathers each into Tasks, so callbacks of one hook would
+    run concurrently; in order, a run's callbacks see each other's effects as in the sync
+    machine, a failure is attributed to the callback that raised, and no Task is made per
+    callback.
     """
+    from transitions.extensions.asyncio import AsyncEvent, AsyncMachine, AsyncTransition
 
-    transition_cls = _AsyncTransition
-    event_cls = _AsyncEvent
+    class _AsyncTransition(AsyncTransition):
+        def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.definition = definition
 
-    async def callbacks(self, funcs: Iterable[Any], event_data: Any) -> None:  # type: ignore[override]
-        for func in funcs:
-            result = self.resolve_callable(func, event_data)(event_data)
-            if inspect.isawaitable(result):
-                await result
+        async def _eval_conditions(self, event_data: Any) -> bool:  # type: ignore[override]
+            return getattr(event_data, "decided", None) is self or bool(await super()._eval_conditions(event_data))
+
+    class _AsyncEvent(AsyncEvent):
+        async def _process(self, event_data: Any) -> bool:  # type: ignore[override]
+            machine: Any = self.machine
+            await machine.callbacks(machine.prepare_event, event_data)
+            candidates: list[Any] = self.transitions[event_data.state.name]
+            enabled = [t for t in candidates if all([await c.check(event_data) for c in t.conditions])]
+            chosen: Any = _only_enabled(event_data, enabled)
+            event_data.transition = event_data.decided = chosen
+            event_data.result = await chosen.execute(event_data)
+            return bool(event_data.result)
+
+    class _AsyncMachine(AsyncMachine):
+        transition_cls = _AsyncTransition
+        event_cls = _AsyncEvent
+
+        async def callbacks(self, funcs: Iterable[Any], event_data: Any) -> None:  # type: ignore[override]
+            for func in funcs:
+                result = self.resolve_callable(func, event_data)(event_data)
+                if isinstance(result, Awaitable):
+                    await result
+
+    return _AsyncMachine
 
 
 def _condition(spec: GuardSpec) -> Callable[[_Firing], bool]:
@@ -272,8 +275,8 @@ def _labelled(kind: str, where: str, function: Callable[[EventData], Any], async
     def callback(event: _Firing) -> Any:
         event.model.hook = label
         result = function(cast(EventData, event))
-        if inspect.isawaitable(result) and not asynchronous:
-            if inspect.iscoroutine(result):
+        if isinstance(result, Awaitable) and not asynchronous:
+            if isinstance(result, Coroutine):
                 result.close()
             raise AsyncNotSupported(label)
         return result
@@ -301,7 +304,7 @@ class LoopEngine:
             s.name: (f"action {s.action}", stages.actions[s.action].run) for s in definition.states if s.action
         }
         self._guard_tuples: dict[tuple[str, str | None], tuple[dict[str, bool], tuple[GuardResult, ...]]] = {}
-        machine_cls = _AsyncMachine if self.asynchronous else _Machine
+        machine_cls = _async_machine_class() if self.asynchronous else _Machine
         self._machine: Machine = machine_cls(
             model=None,
             states=[{"name": s.name, "final": s.terminal} for s in definition.states],
@@ -350,7 +353,8 @@ class LoopEngine:
         """
         self._refuse_finished(run)
         self.event.trigger(run)
-        return run.trace[-1]
+        assert run.record is not None
+        return run.record
 
     def _refuse_finished(self, run: Run) -> None:
         if self._terminal[run.state]:
@@ -401,7 +405,7 @@ class LoopEngine:
             run.verdict, self._clock() - run.started, detail, self._name,
         )
         run.trace.append(record)
-        run.recorded = True
+        run.record, run.recorded = record, True
         return record
 
     def _record(self, event: _Firing) -> None:
@@ -459,7 +463,8 @@ class AsyncLoopEngine(LoopEngine):
         interrupted, run.interrupted = run.interrupted, None
         if interrupted is not None:
             raise interrupted
-        return run.trace[-1]
+        assert run.record is not None
+        return run.record
 
 
 def engine_for(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES,

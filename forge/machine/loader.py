@@ -10,10 +10,8 @@ standard library reads it (`tomllib`): no parser to depend on. The format is des
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +53,8 @@ def catalog_of(stages: StageCatalog | Mapping[str, Stage] | None) -> StageCatalo
 
 def builtin_names() -> tuple[str, ...]:
     """Names of the definitions shipped in `forge.machines`, sorted."""
+    from importlib import resources
+
     root = resources.files("forge.machines")
     return tuple(sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".toml")))
 
@@ -80,6 +80,8 @@ def resolve_definition(name_or_path: str | Path) -> Path:
 
 @lru_cache(maxsize=None)
 def _builtin_path(name: str) -> Path | None:
+    from importlib import resources
+
     builtin = resources.files("forge.machines") / f"{name}.toml"
     return Path(str(builtin)) if builtin.is_file() else None
 
@@ -117,6 +119,8 @@ def parse_definition(path: str | Path, stages: StageCatalog | Mapping[str, Stage
 
 @lru_cache(maxsize=128)
 def _parsed(path: str, content: bytes, stages: StageCatalog) -> tuple[MachineDefinition | None, tuple[Problem, ...]]:
+    import tomllib  # here: importing forge reads no definition
+
     try:
         data = tomllib.loads(content.decode("utf-8"))
     except UnicodeDecodeError as error:

@@ -19,6 +19,8 @@ from forge.observe import Observers
 from forge.policy import Intent, Policy
 from forge.tools import Tool
 
+from forge.machine.trace import Trace
+
 if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord
 
@@ -37,10 +39,13 @@ class RunConfig:
     max_attempts: int
     retry_options: Mapping[str, Any]  # base_delay, max_delay, deadline and random, for retry_delay
     sleep: Callable[[float], Any]
-    async_sleep: Callable[[float], Any]
+    async_sleep: Callable[[float], Any] | None  # None: asyncio.sleep
     clock: Callable[[], float]
     approver: Callable[..., Any] | None = None
     verify_takes_state: bool = False  # verify(observation, state) rather than verify(observation)
+    chosen: dict[frozenset[str], Action] = field(default_factory=dict, compare=False)
+    """select_action's choice per capability set: a pure function of the set and the tools,
+    which are fixed for the loop, so each distinct set is decided once per loop."""
     repeat_by: str = "call"  # "call": repetition counts identical calls; "tool": uses of a tool
 
 
@@ -73,7 +78,8 @@ class Run:
     retries: int = 0
     side_effects_run: int = 0
     side_effects_replayed: int = 0
-    trace: list[TransitionRecord] = field(default_factory=list)
+    trace: Trace = field(default_factory=Trace)
+    record: TransitionRecord | None = None  # the last record written
     base_steps: int = 0  # observations carried over from an earlier turn of a conversation
     messages_seen: int = 0  # how many of the policy's messages the trace already holds
     observers: Observers = field(default_factory=Observers)
@@ -96,14 +102,14 @@ class Run:
             messages=len(self.loop_state.messages), messages_seen=self.messages_seen,
         )
 
-    def restore(self, snapshot: RunSnapshot, frontier: LoopState, trace: list[TransitionRecord]) -> None:
+    def restore(self, snapshot: RunSnapshot, frontier: LoopState, trace: Trace) -> None:
         """Put the run back as `snapshot` says: `frontier` (the furthest state the run has
         reached) cut back to the snapshot's observations and messages, and the first
         `snapshot.transitions` of `trace`."""
         for name in _SCALARS:
             setattr(self, name, getattr(snapshot, name))
         self.loop_state = frontier.prefix(snapshot.observations, snapshot.messages, snapshot.terminal)
-        self.trace = list(trace[: snapshot.transitions])
+        self.trace = trace.prefix(snapshot.transitions)
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,7 +88,10 @@ def _select_tool(run: Run) -> Steps[str]:
         if intent.tool is not None:
             run.action = select_named(intent.tool, config.specs)
         else:
-            run.action = select_action(run.goal, intent.capabilities, config.specs)
+            chosen = config.chosen.get(intent.capabilities)
+            if chosen is None:  # failures are not kept: they end the run
+                chosen = config.chosen[intent.capabilities] = select_action(run.goal, intent.capabilities, config.specs)
+            run.action = chosen
     except UnknownTool as error:
         run.error = error
         run.detail.update(unknown_tool=error.name, suggestions=list(error.suggestions))
@@ -239,7 +242,7 @@ def _record_observation(run: Run) -> Steps[str]:
         shown = run.payload.answer if isinstance(run.payload, Finish) else (run.intent.arguments if run.intent else {})
         action = f"{name}#{request_fingerprint(name, {'': shown} if isinstance(run.payload, Finish) else shown)[:12]}"
     observation = run.loop_state.record(name, run.status, run.payload, action=action)
-    run.detail = {"sequence": observation.sequence, "status": observation.status}
+    run.detail = {"status": observation.status}  # its sequence is the record's step: nothing unique per step
     return "recorded"
     yield  # a generator like every action, though it needs nothing from outside
 
@@ -265,8 +268,10 @@ def _verify_and_decide(run: Run) -> Steps[str]:
         fatal_error=state.terminal,
         action_history=state.action_history,
     )
-    run.detail = {"verified": verified, "decision": str(run.decision.reason)}
-    return str(run.decision.reason)
+    reason = run.decision.reason
+    verdict = reason.value if isinstance(reason, StopReason) else str(reason)  # one string per reason, not per step
+    run.detail = {"verified": verified, "decision": verdict}
+    return verdict
 
 
 ACTIONS: Mapping[str, ActionSpec] = {

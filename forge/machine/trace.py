@@ -16,14 +16,17 @@ attempts, replayed, error text). Readers accept exactly `"v": 1`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 __all__ = [
     "TRACE_VERSION",
     "GuardResult",
+    "Trace",
     "TraceFormatError",
     "TransitionRecord",
     "read_trace",
@@ -100,6 +103,104 @@ class TransitionRecord:
             raise ValueError(f"missing field {missing}") from None
         except (TypeError, AttributeError) as error:
             raise ValueError(f"malformed record: {error}") from None
+
+
+class Trace(Sequence[TransitionRecord]):
+    """A run's trace: its records, kept as columns and made into `TransitionRecord`s when read.
+
+    A long run keeps one trace entry per transition, so the entry is small: the edge
+    (source, trigger, destination) as an index into the edges seen, the step, the duration,
+    and references to the guard results, the verdict and the detail, which are shared
+    between entries with equal content (a state has a handful of distinct guard tuples and
+    details; a detail holding something unhashable, like messages, is kept as it is).
+    About 40 bytes a transition, against several hundred for a record object and its dict;
+    and no entry refers to another, so the collector has nothing to chase. `sequence` is
+    the position (1..n), as in every trace. Equal to any sequence of equal records.
+    """
+
+    __slots__ = ("machine", "_edges", "_edge_ids", "_edge", "_step", "_duration", "_guards", "_verdict", "_detail",
+                 "_shared")
+
+    def __init__(self, records: Iterable[TransitionRecord] = (), machine: str = "") -> None:
+        self.machine = machine
+        self._edges: list[tuple[str, str, str]] = []
+        self._edge_ids: dict[tuple[str, str, str], int] = {}
+        self._edge = array("i")
+        self._step = array("i")
+        self._duration = array("d")
+        self._guards: list[tuple[GuardResult, ...]] = []
+        self._verdict: list[str | None] = []
+        self._detail: list[Mapping[str, Any]] = []
+        self._shared: dict[Any, Mapping[str, Any]] = {}
+        for record in records:
+            self.append(record)
+
+    def append(self, record: TransitionRecord) -> None:
+        """Add `record` as the next transition. Raises ValueError unless its sequence is next."""
+        if record.sequence != len(self._step) + 1:
+            raise ValueError(f"record {record.sequence} cannot follow {len(self._step)} records")
+        if not self.machine:
+            self.machine = record.machine
+        edge = (record.source, record.trigger, record.dest)
+        index = self._edge_ids.get(edge)
+        if index is None:
+            index = self._edge_ids[edge] = len(self._edges)
+            self._edges.append(edge)
+        self._edge.append(index)
+        self._step.append(record.step)
+        self._duration.append(record.duration_s)
+        self._guards.append(record.guards)
+        self._verdict.append(sys.intern(record.verdict) if isinstance(record.verdict, str) else record.verdict)
+        self._detail.append(self._share(record.detail))
+
+    def _share(self, detail: Mapping[str, Any]) -> Mapping[str, Any]:
+        try:
+            key = tuple(detail.items())
+            return self._shared.setdefault(key, detail)
+        except TypeError:  # an unhashable value: this detail is its own
+            return detail
+
+    def _record(self, index: int) -> TransitionRecord:
+        source, trigger, dest = self._edges[self._edge[index]]
+        return TransitionRecord(index + 1, self._step[index], source, trigger, dest, self._guards[index],
+                                self._verdict[index], self._duration[index], self._detail[index], self.machine)
+
+    def __len__(self) -> int:
+        return len(self._step)
+
+    @overload
+    def __getitem__(self, index: int) -> TransitionRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[TransitionRecord, ...]: ...
+    def __getitem__(self, index: int | slice) -> TransitionRecord | tuple[TransitionRecord, ...]:
+        if isinstance(index, slice):
+            return tuple(self._record(i) for i in range(*index.indices(len(self))))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("trace index out of range")
+        return self._record(index)
+
+    def __iter__(self) -> Iterator[TransitionRecord]:
+        return (self._record(i) for i in range(len(self)))
+
+    def prefix(self, count: int) -> Trace:
+        """A new trace of the first `count` transitions (the debugger steps back with it)."""
+        cut = Trace(machine=self.machine)
+        cut._edges, cut._edge_ids, cut._shared = list(self._edges), dict(self._edge_ids), dict(self._shared)
+        cut._edge, cut._step, cut._duration = self._edge[:count], self._step[:count], self._duration[:count]
+        cut._guards, cut._verdict, cut._detail = self._guards[:count], self._verdict[:count], self._detail[:count]
+        return cut
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
+            return NotImplemented
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Trace({len(self)} transitions of {self.machine or 'a machine'})"
 
 
 class TraceFormatError(ValueError):
