@@ -88,7 +88,10 @@ def _check(args: argparse.Namespace) -> int:
     stages: dict[str, Stage] = {}
     for reference in args.stages:
         stages.update(import_stages(reference))
-    reports = check_definitions(paths, args.max_steps, args.repeat_limit, stages)
+    def progress(path: str, explored: int) -> None:
+        print(f"{path}: {explored:,} abstract states explored so far…", file=sys.stderr, flush=True)
+
+    reports = check_definitions(paths, args.max_steps, args.repeat_limit, stages, progress)
     for report in reports:
         print("\n".join(report.lines()))
     return 0 if all(report.ok for report in reports) else 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect  # already loaded by dataclasses: importing it here costs nothing
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -270,8 +271,9 @@ class AgentLoop:
 
 def _takes_state(verify: Callable[..., Any]) -> bool:
     """Whether `verify` accepts (observation, state) rather than (observation) alone."""
-    import inspect
-
+    code = getattr(verify, "__code__", None)
+    if code is not None and not getattr(verify, "__defaults__", None) and not code.co_flags & 0x04:
+        return int(code.co_argcount) >= 2  # a plain function: no need for inspect.signature
     try:
         parameters = inspect.signature(verify).parameters.values()
     except (TypeError, ValueError):  # a builtin without a signature: called with the observation
@@ -281,8 +283,6 @@ def _takes_state(verify: Callable[..., Any]) -> bool:
 
 
 def _is_async(function: Any) -> bool:
-    import inspect
-
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__call__", None))
 
 

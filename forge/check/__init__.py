@@ -8,7 +8,8 @@ transitions for the given `max_steps`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -53,6 +54,10 @@ class CheckReport:
                 f"{self.path}: every run ends within {b.bound} transitions "
                 f"(max_steps={b.max_steps}, repeat_limit={b.repeat_limit}; {b.explored:,} abstract states explored)"
             )
+        elif b is not None and b.needs:
+            out.append(f"{self.path}: counterexample, a run that reaches a stage without what it needs:")
+            out.extend(f"    {t.entry}" for t in b.counterexample[-12:])
+            out.append(f"    … then {b.needs}")
         elif b is not None:
             out.append(f"{self.path}: counterexample, a run that never ends:")
             shown = b.counterexample[-12:]
@@ -68,9 +73,11 @@ class CheckReport:
 
 
 def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3,
-                     stages: StageCatalog | Mapping[str, Stage] | None = None) -> CheckReport:
+                     stages: StageCatalog | Mapping[str, Stage] | None = None,
+                     progress: Callable[[int], None] | None = None) -> CheckReport:
     """Check one definition (a file or built-in name) for these loop limits; `stages` are
-    the user stages it may name, checked exactly like the built-in ones.
+    the user stages it may name, checked exactly like the built-in ones. `progress(explored)`
+    is called about once a second while the exploration takes longer.
 
     Raises:
         FileNotFoundError: no such file or built-in.
@@ -82,17 +89,25 @@ def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3
     findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
     boundedness = None
     if definition is not None and not problems:
-        found, boundedness = _analyse(definition, catalog, max_steps, repeat_limit)
+        found, boundedness = _analyse(definition, catalog, max_steps, repeat_limit, progress)
         findings.extend(found)
     return CheckReport(resolved, tuple(findings), boundedness)
 
 
-def _analyse(definition: MachineDefinition, stages: StageCatalog, max_steps: int, repeat_limit: int
-             ) -> tuple[list[Finding], Boundedness]:
-    """Structural findings plus boundedness for these limits (an unbounded loop is a finding)."""
+def _analyse(definition: MachineDefinition, stages: StageCatalog, max_steps: int, repeat_limit: int,
+             progress: Callable[[int], None] | None = None) -> tuple[list[Finding], Boundedness]:
+    """Structural findings plus boundedness for these limits (an unbounded loop, or a stage
+    reached without what it needs, is a finding)."""
     findings = list(structural_findings(definition, stages))
-    boundedness = explore(definition, max_steps, repeat_limit, stages)
-    if boundedness.bound is None:
+    boundedness = explore(definition, max_steps, repeat_limit, stages, progress)
+    if boundedness.needs:
+        last = boundedness.counterexample[-1] if boundedness.counterexample else None
+        findings.append(Finding(
+            Severity.ERROR, "stage-order", definition.path, f"states.{last.dest if last else definition.initial}",
+            f"a run can reach a stage that cannot work there: {boundedness.needs}; route runs through the "
+            "stages that come first (select → execute → observe → verify)",
+        ))
+    elif boundedness.bound is None:
         findings.append(unbounded_finding(definition.path, boundedness))
     return findings, boundedness
 
@@ -128,5 +143,13 @@ def default_definitions(folder: str | Path = "machines") -> list[Path]:
 
 
 def check_definitions(paths: Iterable[str | Path], max_steps: int = 8, repeat_limit: int = 3,
-                      stages: StageCatalog | Mapping[str, Stage] | None = None) -> list[CheckReport]:
-    return [check_definition(path, max_steps, repeat_limit, stages) for path in paths]
+                      stages: StageCatalog | Mapping[str, Stage] | None = None,
+                      progress: Callable[[str, int], None] | None = None) -> list[CheckReport]:
+    """`check_definition` for each path; `progress(path, explored)` as it goes on."""
+    reports = []
+    for path in paths:
+        told: Callable[[int], None] | None = None
+        if progress is not None:
+            told = functools.partial(progress, str(path))
+        reports.append(check_definition(path, max_steps, repeat_limit, stages, told))
+    return reports

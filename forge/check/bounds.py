@@ -1,21 +1,26 @@
-"""Boundedness: explore every abstract run and prove each one ends within N transitions.
+"""Boundedness and stage order: explore every abstract run, prove each ends within N
+transitions, and that no stage runs without what it needs from the ones before it.
 
-An abstract run is the machine state × the step count × the repetition counts (how many
-distinct tools have been called how often, capped at `repeat_limit`), plus the last call's
-status. Each stage action has an abstract model giving every verdict it could return from
-there; the stop decision is computed by the real `StopController`, so the proof is about
-the code that runs. Tools are unbounded (the worst case for repetition), so the policy may
-pick any tool already used or a new one at every step.
+An abstract run is the machine state × the step count × how often the picked call has been
+made before (capped at `repeat_limit`) × the last call's count once recorded × the last
+call's status, plus what the stages have produced since the last decision (a selection, an
+outcome to record, a recorded observation). The stop decision is computed by the real
+`StopController`, so the proof is about the code that runs. Calls are unbounded (the worst
+case for repetition): the policy may pick a new call, or one made before any number of times
+below the limit (a call made `repeat_limit` times has already stopped the run). That space
+grows linearly with `max_steps`, and it is finite while the step budget holds.
 
-Exploration is exhaustive over that space, which is finite while the step budget holds. If
-it contains a cycle, or a path that executes more than `max_steps` tools (the budget is not
-enforced), some run never ends and that path is the counterexample; otherwise the longest
-path to a terminal state is the bound.
+The search is iterative (no recursion, whatever `max_steps`): a cycle, or a path that records
+more than `max_steps` observations, is a run that never ends, and the path is the
+counterexample; a stage reached without what it needs (`call_tool` with nothing selected,
+`record_observation` with nothing to record, `verify_and_decide` with nothing recorded) is a
+run that would fail, and that path is reported too. Otherwise the longest path to a terminal
+state is the bound.
 """
 
 from __future__ import annotations
 
-import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
@@ -26,15 +31,17 @@ from forge.machine.stages import BUILTIN_STAGES
 
 __all__ = ["ABSTRACT_MODELS", "AbstractRun", "Boundedness", "explore"]
 
+_NEEDS = "needs"  # the verdict a model gives when its stage cannot run here
+
 
 @dataclass(frozen=True, slots=True)
 class AbstractRun:
     state: str
     steps: int = 0
-    counts: tuple[int, ...] = ()  # calls per distinct tool, descending, capped at repeat_limit
-    pick: int | None = None  # the selected tool's index in counts; len(counts) means a new tool
-    last: int = 0  # how often the last recorded tool has been called
-    status: str | None = None
+    pick: int | None = None  # how often the selected call was made before; None: nothing selected
+    last: int = 0  # how often the last recorded call has been made, once recorded
+    status: str | None = None  # the outcome waiting to be recorded
+    recorded: str | None = None  # the status of the observation recorded and not yet decided on
     fatal: bool = False
 
 
@@ -44,58 +51,49 @@ _Model = Callable[[AbstractRun, StopController], Iterator[tuple[str, AbstractRun
 def _select(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
     for verdict in ("ambiguous", "no_tool", "policy_error"):
         yield verdict, run
-    seen: set[int] = set()
-    for index, count in enumerate(run.counts):
-        if count not in seen:  # tools with equal counts are interchangeable
-            seen.add(count)
-            yield "selected", replace(run, pick=index)
-            yield "finished", replace(run, pick=index, status="ok")  # an answer is recorded like a call
-    yield "selected", replace(run, pick=len(run.counts))
-    yield "finished", replace(run, pick=len(run.counts), status="ok")
+    for count in range(min(run.steps, controller.repeat_limit - 1) + 1):  # a new call, or one made `count` times
+        yield "selected", replace(run, pick=count)
+        yield "finished", replace(run, pick=count, status="ok")  # an answer is recorded like a call
 
 
 def _call(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    if run.pick is None:
+        yield _NEEDS, run
+        return
     for status in ("ok", "retryable_error", "fatal_error"):
         yield status, replace(run, status=status)
 
 
-def _record(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    counts = list(run.counts)
-    pick = len(counts) if run.pick is None else run.pick
-    if pick == len(counts):
-        counts.append(0)
-    counts[pick] = min(counts[pick] + 1, controller.repeat_limit)
-    last = counts[pick]
-    yield "recorded", replace(
-        run, steps=run.steps + 1, counts=tuple(sorted(counts, reverse=True)), pick=None, last=last,
-        fatal=run.fatal or run.status == "fatal_error",
-    )
-
-
-def _history(run: AbstractRun) -> list[str]:
-    """A concrete history with these counts whose last entry was called `run.last` times."""
-    names = [f"tool{i}" for i in range(len(run.counts))]
-    history = [name for name, count in zip(names, run.counts, strict=True) for _ in range(count)]
-    if run.last:
-        last = names[run.counts.index(run.last)]
-        history.remove(last)
-        history.append(last)
-    return history
-
-
-def _decide(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    options = (True, False) if run.status == "ok" else (False,)
-    if run.status == "ok":
-        yield "verify_error", run
-    for verified in options:
-        decision = controller.decide(run.steps, verified, run.fatal, _history(run))
-        yield str(decision.reason), replace(run, status=None)
-
-
 def _approve(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    if run.pick is None:
+        yield _NEEDS, run
+        return
     for verdict in ("approved", "not_needed", "no_answer"):
         yield verdict, run
     yield "rejected", replace(run, status="retryable_error")  # recorded as an observation next
+
+
+def _record(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    if run.pick is None or run.status is None:
+        yield _NEEDS, run
+        return
+    yield "recorded", replace(
+        run, steps=run.steps + 1, pick=None, last=min(run.pick + 1, controller.repeat_limit), status=None,
+        recorded=run.status, fatal=run.fatal or run.status == "fatal_error",
+    )
+
+
+def _decide(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    if run.recorded is None:
+        yield _NEEDS, run
+        return
+    ok = run.recorded == "ok"  # verify is asked only about an ok observation
+    history = ["other"] * (run.steps - run.last) + ["last"] * run.last  # the last call made `last` times
+    after = replace(run, last=0, recorded=None)
+    if ok:
+        yield "verify_error", after
+    for verified in (True, False) if ok else (False,):
+        yield str(controller.decide(run.steps, verified, run.fatal, history).reason), after
 
 
 ABSTRACT_MODELS: dict[str, _Model] = {
@@ -104,6 +102,13 @@ ABSTRACT_MODELS: dict[str, _Model] = {
     "request_approval": _approve,
     "record_observation": _record,
     "verify_and_decide": _decide,
+}
+
+_NEEDED = {
+    "call_tool": "a tool selected by select_tool",
+    "request_approval": "a tool selected by select_tool",
+    "record_observation": "an outcome to record (from call_tool, a rejected approval or a finish)",
+    "verify_and_decide": "an observation recorded since the last decision (by record_observation)",
 }
 
 
@@ -122,77 +127,96 @@ def _any_verdict(verdicts: frozenset[str]) -> _Model:
 @dataclass(frozen=True, slots=True)
 class Boundedness:
     """`bound` is the most transitions any run can take, or None with a `counterexample`:
-    the transitions of a path that returns to an abstract run it has already been in, or
-    that executes more tools than `max_steps`."""
+    the transitions of a path that returns to an abstract run it has already been in, that
+    records more than `max_steps` observations (`over_budget`), or that reaches a stage
+    without what it needs (`needs` names the state and what it lacked)."""
 
     max_steps: int
     repeat_limit: int
     bound: int | None
     explored: int
     counterexample: tuple[TransitionDef, ...] = ()
-    over_budget: bool = False  # the counterexample outruns max_steps rather than cycling
+    over_budget: bool = False
+    needs: str = ""
 
 
 def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int = 3,
-            stages: StageCatalog = BUILTIN_STAGES) -> Boundedness:
+            stages: StageCatalog = BUILTIN_STAGES, progress: Callable[[int], None] | None = None,
+            every: float = 1.0) -> Boundedness:
     """Exhaustively explore `definition`'s abstract runs for these limits.
 
     Verdicts that no transition handles are skipped here (structure reports them).
+    `progress(explored)` is called every `every` seconds while the search goes on.
 
     Raises:
         ValueError: a limit below 1 (from StopController).
     """
     controller = StopController(max_steps, repeat_limit)
-    outgoing = {s.name: definition.outgoing(s.name) for s in definition.states}
     models = {
         s.name: ABSTRACT_MODELS.get(s.action) or _any_verdict(stages.actions[s.action].verdicts)
         for s in definition.states if s.action
     }
+    actions = {s.name: s.action for s in definition.states if s.action}
     terminal = {s.name for s in definition.states if s.terminal}
+    routes: dict[str, dict[str | None, list[TransitionDef]]] = {}
+    for t in definition.transitions:
+        verdict = stages.guards[t.guard].verdict if t.guard else None
+        routes.setdefault(t.source, {}).setdefault(verdict, []).append(t)
 
-    def successors(run: AbstractRun) -> Iterator[tuple[TransitionDef, AbstractRun]]:
+    def successors(run: AbstractRun) -> Iterator[tuple[TransitionDef | str, AbstractRun]]:
         model = models.get(run.state)
         results = model(run, controller) if model else iter([(None, run)])
+        by_verdict = routes.get(run.state, {})
         for verdict, after in results:
-            for t in outgoing[run.state]:
-                if t.guard is None or stages.guards[t.guard].verdict == verdict:
-                    yield t, replace(after, state=t.dest)
+            if verdict == _NEEDS:
+                yield _NEEDS, after
+                continue
+            for t in (*by_verdict.get(verdict, ()), *by_verdict.get(None, ())):
+                yield t, replace(after, state=t.dest)
 
     longest: dict[AbstractRun, int] = {}
-    over_budget = False
-    on_path: dict[AbstractRun, int] = {}
+    start = AbstractRun(definition.initial)
+    on_path: dict[AbstractRun, int] = {start: 0}
     path: list[TransitionDef] = []
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10_000))
+    stack: list[tuple[AbstractRun, Iterator[tuple[TransitionDef | str, AbstractRun]], int]] = []
+    started, reported = time.monotonic(), 0.0
 
-    def visit(run: AbstractRun) -> int | None:
-        nonlocal over_budget
-        if run.state in terminal:
-            return 0
-        if run in longest:
-            return longest[run]
-        if run in on_path:
-            return None
-        if run.steps > max_steps:
-            over_budget = True
-            return None
-        on_path[run] = len(path)
-        best = 0
-        for transition, after in successors(run):
-            path.append(transition)
-            length = visit(after)
-            if length is None:
-                return None
-            path.pop()
-            best = max(best, length + 1)
-        del on_path[run]
-        longest[run] = best
-        return best
+    def failed(**why: object) -> Boundedness:
+        return Boundedness(max_steps, repeat_limit, None, len(longest) + len(on_path), tuple(path), **why)  # type: ignore[arg-type]
 
-    try:
-        bound = visit(AbstractRun(definition.initial))
-    finally:
-        sys.setrecursionlimit(limit)
-    if bound is None:
-        return Boundedness(max_steps, repeat_limit, None, len(longest) + len(on_path), tuple(path), over_budget)
-    return Boundedness(max_steps, repeat_limit, bound, len(longest))
+    if start.state in terminal:
+        return Boundedness(max_steps, repeat_limit, 0, 0)
+    stack.append((start, successors(start), 0))
+    while stack:
+        run, children, best = stack[-1]
+        for edge, after in children:
+            if isinstance(edge, str):  # the stage here cannot run
+                return failed(needs=f"{run.state}: {actions[run.state]} needs {_NEEDED.get(actions[run.state], edge)}")
+            if after.state in terminal:
+                best = max(best, 1)
+                continue
+            known = longest.get(after)
+            if known is not None:
+                best = max(best, known + 1)
+                continue
+            path.append(edge)
+            if after in on_path:
+                return failed()
+            if after.steps > max_steps:
+                return failed(over_budget=True)
+            stack[-1] = (run, children, best)
+            on_path[after] = len(path)
+            stack.append((after, successors(after), 0))
+            break
+        else:
+            stack.pop()
+            del on_path[run]
+            longest[run] = best
+            if stack:
+                parent, siblings, parent_best = stack[-1]
+                stack[-1] = (parent, siblings, max(parent_best, best + 1))
+                path.pop()
+            if progress is not None and time.monotonic() - started - reported >= every:
+                reported = time.monotonic() - started
+                progress(len(longest))
+    return Boundedness(max_steps, repeat_limit, longest[start], len(longest))

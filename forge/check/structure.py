@@ -11,10 +11,11 @@ from itertools import combinations
 
 from forge.check.findings import Finding, Severity
 from forge.machine.catalog import StageCatalog
-from forge.machine.definition import FAILURE_STATE, MachineDefinition, TransitionDef
+from forge.agent.stopping import StopReason
+from forge.machine.definition import FAILURE_STATE, MachineDefinition, StateDef, TransitionDef
 from forge.machine.stages import BUILTIN_STAGES
 
-__all__ = ["reachable_from", "required_stop_states", "structural_findings"]
+__all__ = ["can_end", "reachable_from", "required_stop_states", "structural_findings"]
 
 _Emit = Callable[[Severity, str, str, str], Finding]
 
@@ -39,19 +40,41 @@ def reachable_from(definition: MachineDefinition, start: str) -> set[str]:
     return seen
 
 
+def can_end(definition: MachineDefinition) -> set[str]:
+    """The states from which some terminal state can be reached: one search backwards from
+    the terminal states, so checking every state stays linear in the definition's size."""
+    incoming: dict[str, list[str]] = {}
+    for t in definition.transitions:
+        incoming.setdefault(t.dest, []).append(t.source)
+    ending = {s.name for s in definition.terminal_states}
+    frontier = list(ending)
+    while frontier:
+        for source in incoming.get(frontier.pop(), ()):
+            if source not in ending:
+                ending.add(source)
+                frontier.append(source)
+    return ending
+
+
 def structural_findings(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES) -> Iterator[Finding]:
     def finding(severity: Severity, code: str, entry: str, message: str) -> Finding:
         return Finding(severity, code, definition.path, entry, message)
 
     reachable = reachable_from(definition, definition.initial)
-    terminals = {s.name for s in definition.terminal_states}
+    ending = can_end(definition)
+    names = {s.name: s for s in definition.states}
+    if definition.initial in names and names[definition.initial].terminal:
+        yield finding(Severity.ERROR, "terminal-initial", "machine.initial",
+                      f"the initial state {definition.initial!r} is terminal, so every run ends before any stage "
+                      "runs (and nothing was verified); start in a working state such as 'select'")
+    yield from _success_findings(definition, stages, names, finding)
     for state in definition.states:
         entry = f"states.{state.name}"
         if state.name not in reachable:
             yield finding(Severity.WARNING, "unreachable", entry,
                           f"no path from the initial state {definition.initial!r} reaches it; "
                           "add a transition into it or delete it")
-        elif not state.terminal and not reachable_from(definition, state.name) & terminals:
+        elif not state.terminal and state.name not in ending:
             yield finding(Severity.ERROR, "no-way-out", entry,
                           "no terminal state can be reached from it, so a run that gets here never ends; "
                           "add a transition towards a terminal state")
@@ -68,6 +91,22 @@ def structural_findings(definition: MachineDefinition, stages: StageCatalog = BU
                               f"guarded by {', '.join(guards)}")
     yield from _stop_findings(definition, stages, reachable, finding)
     yield from _determinism_findings(definition, stages, finding)
+
+
+def _success_findings(definition: MachineDefinition, stages: StageCatalog, names: dict[str, StateDef],
+                      finding: _Emit) -> Iterator[Finding]:
+    """Only a verify that said yes may lead into a success state."""
+    verified = StopReason.VERIFIED_SUCCESS.value
+    for t in definition.transitions:
+        dest = names.get(t.dest)
+        if dest is None or not dest.terminal or dest.outcome != "success":
+            continue
+        spec = stages.guards.get(t.guard) if t.guard else None
+        if spec is None or spec.action != "verify_and_decide" or spec.verdict != verified:
+            yield finding(Severity.ERROR, "unverified-success", t.entry,
+                          f"this transition ends runs in the success state {t.dest!r} "
+                          f"{'unguarded' if t.guard is None else f'on {t.guard!r}'}, but only a verify that said "
+                          "yes may: guard it with decided_verified_success from a verify_and_decide state")
 
 
 def _stop_findings(definition: MachineDefinition, stages: StageCatalog, reachable: set[str],

@@ -31,9 +31,20 @@ class StaleDiagram:
 
 
 def _sources(machines: Path) -> list[tuple[str, str, str]]:
-    """(name, dot source, mermaid source) per definition file, sorted by name."""
+    """(name, dot source, mermaid source) per definition file, sorted by name.
+
+    Raises:
+        FileNotFoundError: `machines` is not a folder, or holds no definition (a gallery of
+            nothing is a mistake: a wrong path, or not the project's folder).
+    """
+    if not machines.is_dir():
+        raise FileNotFoundError(f"no definitions folder {str(machines)!r} here; pass --machines DIR "
+                                "(forge diagrams runs in a project with a machines/ folder)")
+    paths = sorted(machines.glob("*.toml"))
+    if not paths:
+        raise FileNotFoundError(f"{str(machines)!r} holds no *.toml loop definitions")
     out = []
-    for path in sorted(machines.glob("*.toml")):
+    for path in paths:
         definition = load_definition(path)
         out.append((path.stem, to_digraph(definition).source, to_mermaid(definition)))
     return out
@@ -49,6 +60,7 @@ def refresh_gallery(machines: str | Path = "machines", out: str | Path = "diagra
     Raises:
         GraphvizNotInstalled: no `dot` program (nothing is written).
         DefinitionError: a definition is broken.
+        FileNotFoundError: `machines` is missing or holds no definition (nothing is written).
     """
     target = Path(out)
     written = []
@@ -67,7 +79,11 @@ def refresh_gallery(machines: str | Path = "machines", out: str | Path = "diagra
 
 
 def stale_diagrams(machines: str | Path = "machines", out: str | Path = "diagrams") -> list[StaleDiagram]:
-    """Every diagram in `out` that is missing, outdated or has no definition; empty when true."""
+    """Every diagram in `out` that is missing, outdated or has no definition; empty when true.
+
+    Raises:
+        FileNotFoundError: `machines` is missing or holds no definition.
+    """
     target = Path(out)
     problems = []
     expected = set()

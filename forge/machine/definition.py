@@ -26,7 +26,7 @@ File format (see machines/single_agent.toml)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "FAILURE_STATE",
@@ -90,20 +90,28 @@ class MachineDefinition:
     title: str = ""
     description: str = ""
     path: str = "<memory>"
+    _by_name: dict[str, StateDef] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _outgoing: dict[str, tuple[TransitionDef, ...]] = field(default_factory=dict, init=False, repr=False,
+                                                             compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        # lookups by name, built once: a definition of thousands of states stays linear to check
+        self._by_name.update((state.name, state) for state in self.states)
+        grouped: dict[str, list[TransitionDef]] = {}
+        for t in self.transitions:
+            grouped.setdefault(t.source, []).append(t)
+        self._outgoing.update((name, tuple(ts)) for name, ts in grouped.items())
 
     def state(self, name: str) -> StateDef:
         """The state called `name`. Raises KeyError when there is none."""
-        for state in self.states:
-            if state.name == name:
-                return state
-        raise KeyError(name)
+        return self._by_name[name]
 
     @property
     def terminal_states(self) -> tuple[StateDef, ...]:
         return tuple(state for state in self.states if state.terminal)
 
     def outgoing(self, source: str) -> tuple[TransitionDef, ...]:
-        return tuple(t for t in self.transitions if t.source == source)
+        return self._outgoing.get(source, ())
 
     def failure_edge(self, source: str) -> TransitionDef:
         """The implicit `fail` edge from `source` to `fatal_error` (index -1: not in the file)."""

@@ -29,7 +29,7 @@ from forge.machine.stages import BUILTIN_STAGES
 
 __all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "resolve_definition"]
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # always fullmatch: `$` would let "observe\n" through
 _MACHINE_KEYS = frozenset({"name", "title", "initial", "description"})
 _STATE_KEYS = frozenset({"action", "terminal", "outcome", "doc"})
 _TRANSITION_KEYS = frozenset({"source", "trigger", "dest", "guard", "doc"})
@@ -68,7 +68,7 @@ def resolve_definition(name_or_path: str | Path) -> Path:
     candidate = Path(name_or_path)
     if candidate.is_file():
         return candidate
-    if isinstance(name_or_path, str) and _NAME.match(name_or_path):
+    if isinstance(name_or_path, str) and _NAME.fullmatch(name_or_path):
         builtin = _builtin_path(name_or_path)
         if builtin is not None:
             return builtin
@@ -126,7 +126,10 @@ def _parsed(path: str, content: bytes, stages: StageCatalog) -> tuple[MachineDef
     except UnicodeDecodeError as error:
         return None, (Problem("file", f"not UTF-8 text: {error}", "toml"),)
     except tomllib.TOMLDecodeError as error:
-        return None, (Problem("file", f"not valid TOML: {error}", "toml"),)
+        return None, (Problem("file", f"not valid TOML: {_quoted(str(error))}", "toml"),)
+    except RecursionError:
+        return None, (Problem("file", "nested too deeply to read (tables or arrays inside each other "
+                                      "thousands of levels deep)", "toml"),)
     return _build(path, data, stages)
 
 
@@ -144,7 +147,7 @@ def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[Ma
         machine = {}
     _unknown_keys(problem, "machine", machine, _MACHINE_KEYS)
     name = machine.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         problem("machine.name", "missing or not an identifier (letters, digits, _)")
         name = Path(path).stem
 
@@ -192,7 +195,7 @@ def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
     states = []
     for name, body in raw.items():
         entry = f"states.{name}"
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             problem(entry, "state name is not an identifier (letters, digits, _)")
         if not isinstance(body, Mapping):
             problem(entry, "must be a table")
@@ -204,6 +207,11 @@ def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
             terminal = False
         outcome = body.get("outcome")
         action = body.get("action")
+        for key, value in (("outcome", outcome), ("action", action)):
+            if value is not None and not isinstance(value, str):
+                problem(f"{entry}.{key}", f"must be a string, not {_kind(value)}")
+        outcome = outcome if isinstance(outcome, str) else None
+        action = action if isinstance(action, str) else None
         if terminal:
             if outcome not in OUTCOMES:
                 problem(f"{entry}.outcome", f"terminal state needs outcome = one of {_listing(OUTCOMES)}")
@@ -252,7 +260,7 @@ def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef], sta
             fields[key] = value
         transition = TransitionDef(index, guard=body.get("guard"), doc=str(body.get("doc", "")), **fields)
         entry = transition.entry
-        if fields["trigger"] and not _NAME.match(fields["trigger"]):
+        if fields["trigger"] and not _NAME.fullmatch(fields["trigger"]):
             problem(entry, f"trigger {fields['trigger']!r} is not an identifier")
         elif fields["trigger"] == FAILURE_TRIGGER:
             problem(entry, f"trigger {FAILURE_TRIGGER!r} is reserved for the implicit edge to "
@@ -280,6 +288,17 @@ def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef], sta
 def _unknown_keys(problem: _Report, entry: str, body: Mapping[str, Any], allowed: frozenset[str]) -> None:
     for key in sorted(set(body) - allowed):
         problem(f"{entry}.{key}", f"unknown key; allowed keys are {_listing(allowed)}")
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    return "a table" if isinstance(value, dict) else type(value).__name__
+
+
+def _quoted(text: str, limit: int = 300) -> str:
+    """`text` cut to `limit` characters: an error message never echoes a huge input."""
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
 
 
 def _listing(names: Any) -> str:
