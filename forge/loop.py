@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from forge.agent.actions import duplicate_names
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
-from forge.agent.retry import check_retry_options
+from forge.agent.retry import check_count, check_retry_options
 from forge.agent.runner import LoopResult
 from forge.agent.stopping import StopController
 from forge.machine.catalog import Stage, StageCatalog
@@ -117,6 +117,8 @@ class AgentLoop:
             raise ValueError(f"repeat_by must be 'call' or 'tool', got {repeat_by!r}")
         if approver is not None and not callable(approver):
             raise ValueError("approver must be callable as approver(request) -> True | False | None")
+        check_count("max_steps", max_steps)
+        check_count("repeat_limit", repeat_limit)
         check_retry_options(max_attempts, base_delay, max_delay, deadline)
         retry_options: dict[str, Any] = {"base_delay": base_delay, "max_delay": max_delay, "deadline": deadline}
         if random is not None:

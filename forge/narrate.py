@@ -22,34 +22,40 @@ def shorten(text: str, width: int = 90) -> str:
 
 def summarise_detail(detail: Mapping[str, Any], step: int | None = None) -> str:
     """What the stage did, in a few words: the tool and its outcome, the decision, the error.
-    `step` numbers an observation whose detail does not (traces since the columnar trace)."""
+    `step` numbers an observation whose detail does not (traces since the columnar trace).
+    A detail missing a field (a hand-edited or foreign trace) shows what it has."""
+    def get(key: str) -> str:
+        return str(detail.get(key, "?"))
+
     if "failed" in detail:
-        return shorten(f"{detail['failed']} raised {detail.get('error', '')}")
+        return shorten(f"{get('failed')} raised {get('error')}")
     if "unknown_tool" in detail:
-        return f"no tool named {detail['unknown_tool']} (closest: {', '.join(detail['suggestions'])})"
+        return f"no tool named {get('unknown_tool')} (closest: {', '.join(map(str, detail.get('suggestions', ())))})"
     if "approval" in detail:
-        return f"{detail['tool']}: approval {detail['approval']}"
+        return f"{get('tool')}: approval {get('approval')}"
+    if "finish" in detail:
+        return shorten(f"finished: {get('finish')}")
     if "status" in detail and "tool" in detail:
-        text = f"{detail['tool']}: {detail['status']}"
+        text = f"{get('tool')}: {get('status')}"
         if detail.get("replayed"):
             text += " (replayed from the idempotency registry, not run again)"
-        elif detail.get("attempts", 1) > 1:
+        elif isinstance(detail.get("attempts"), int) and detail["attempts"] > 1:
             text += f" after {detail['attempts']} attempts"
         if "error" in detail:
-            text += f" — {shorten(detail['error'])}"
+            text += f" — {shorten(get('error'))}"
         return text
     if "tool" in detail:
-        return f"chose {detail['tool']}"
+        return f"chose {get('tool')}"
     if "tied" in detail:
-        return f"tie between {', '.join(detail['tied'])}"
+        return f"tie between {', '.join(map(str, detail.get('tied') or ()))}"
     if "capabilities" in detail:
-        return f"no tool offers any of {', '.join(detail['capabilities'])}"
-    if "sequence" in detail or (set(detail) == {"status"} and step is not None):
-        return f"observation #{detail.get('sequence', step)}: {detail['status']}"
+        return f"no tool offers any of {', '.join(map(str, detail.get('capabilities') or ()))}"
+    if "sequence" in detail or (set(detail) <= {"status"} and step is not None and "status" in detail):
+        return f"observation #{detail.get('sequence', step)}: {get('status')}"
     if "decision" in detail:
-        return f"verified={detail['verified']} → {detail['decision']}"
+        return f"verified={get('verified')} → {get('decision')}"
     if "error" in detail:
-        return shorten(str(detail["error"]))
+        return shorten(get("error"))
     return ""
 
 

@@ -30,12 +30,22 @@ class Intent:
                  idempotency_key: str | None = None, *, tool: str | None = None) -> None:
         if isinstance(capabilities, str):
             raise ValueError("Intent.capabilities must be a set of strings, not a string")
-        object.__setattr__(self, "capabilities", frozenset(capabilities))
+        try:
+            object.__setattr__(self, "capabilities", frozenset(capabilities))
+        except TypeError:
+            raise ValueError(f"Intent.capabilities must be a set of strings, got {capabilities!r:.200}") from None
+        odd = [c for c in self.capabilities if not isinstance(c, str)]
+        if odd:
+            raise ValueError(f"Intent.capabilities must be strings; {odd[0]!r:.100} is a {type(odd[0]).__name__}")
         object.__setattr__(self, "arguments", {} if arguments is None else arguments)
         object.__setattr__(self, "idempotency_key", idempotency_key)
         object.__setattr__(self, "tool", tool)
         if not isinstance(self.arguments, Mapping):
             raise ValueError(f"Intent.arguments must be a mapping, got {type(self.arguments).__name__}")
+        named = [k for k in self.arguments if not isinstance(k, str)]
+        if named:
+            raise ValueError(f"Intent.arguments are passed by name, so their keys must be strings; "
+                             f"{named[0]!r:.100} is a {type(named[0]).__name__}")
         if self.idempotency_key is not None and not self.idempotency_key:
             raise ValueError("Intent.idempotency_key must be None or a non-empty string")
         if tool is not None and (not isinstance(tool, str) or not tool.strip()):

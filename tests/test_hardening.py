@@ -123,3 +123,138 @@ def test_forge_diagrams_outside_a_project_writes_nothing(tmp_path):
     done = subprocess.run([sys.executable, "-m", "forge.cli", "diagrams"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 1 and "no definitions folder 'machines'" in done.stderr
     assert not (tmp_path / "diagrams").exists()
+
+
+# 7. replay tolerates a record whose detail lacks a field
+
+
+def test_replay_shows_a_record_whose_detail_lacks_fields(tmp_path):
+    from forge import GuardResult, TransitionRecord, write_trace
+
+    records = [TransitionRecord(1, 1, "select", "choose", "execute", (GuardResult("tool_selected", True),),
+                                detail={"tool": "a"}),
+               TransitionRecord(2, 1, "execute", "call", "observe", detail={"tool": "a"}),
+               TransitionRecord(3, 1, "observe", "record", "verify", detail={}),
+               TransitionRecord(4, 1, "verify", "stop", "fatal_error", (GuardResult("decided_fatal_error", True),),
+                                detail={"decision": "fatal_error"})]
+    path = write_trace(records, tmp_path / "run.jsonl")
+    done = subprocess.run([sys.executable, "-m", "forge.cli", "replay", str(path)], input="continue\nobs\nquit\n",
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "verified=? → fatal_error" in done.stdout
+
+
+# 8. read_trace refuses junk cleanly and quotes little
+
+
+def test_read_trace_refuses_binary_junk_deep_nesting_and_never_echoes_a_huge_field(tmp_path):
+    from forge import TraceFormatError, read_trace
+
+    junk = tmp_path / "junk.jsonl"
+    junk.write_bytes(b"\xff\xfe\x00garbage\n")
+    with pytest.raises(TraceFormatError, match="junk.jsonl:1: not UTF-8"):
+        read_trace(junk)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(TraceFormatError, match="nested too deeply"):
+        read_trace(deep)
+    huge = tmp_path / "huge.jsonl"
+    huge.write_text('{"v": "' + "x" * 10_000_000 + '"}\n')
+    with pytest.raises(TraceFormatError) as raised:
+        read_trace(huge)
+    assert len(str(raised.value)) < 1000 and "more characters" in str(raised.value)
+
+
+# 9. a tool failing with a huge message does not write a huge trace line
+
+
+def test_error_text_in_traces_is_capped(tmp_path):
+    from builders import Recorder, intent, scripted_loop, tool
+    from forge import write_trace
+
+    message = "y" * 50_000_000
+    result = scripted_loop([tool("a", handler=Recorder(RuntimeError(message)))], [intent("a")]).run("goal")
+    path = write_trace(result.trace, tmp_path / "run.jsonl")
+    assert max(len(line) for line in path.read_text().splitlines()) < 5_000
+    assert str(result.error) == message  # the exception itself is whole
+
+
+# 10. verify returning a non-bool is an error: tests/test_agents.py
+
+
+# 11. every number is validated, naming the parameter
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("max_steps", float("nan")), ("max_steps", float("inf")), ("max_steps", 2.5), ("max_steps", "4"),
+    ("max_steps", None), ("max_steps", True), ("repeat_limit", 0), ("max_attempts", 2.5),
+    ("base_delay", -1), ("max_delay", float("nan")), ("deadline", 0), ("deadline", float("inf")),
+])
+def test_a_bad_number_is_refused_naming_the_parameter(option, value):
+    from builders import intent, scripted_loop, tool
+
+    with pytest.raises(ValueError, match=option if option not in ("base_delay", "max_delay") else "delays"):
+        scripted_loop([tool("a")], [intent("a")], **{option: value})
+
+
+# 12. odd capabilities, argument names and messages are contract errors, not crashes
+
+
+def test_an_intent_with_a_non_string_capability_or_argument_name_is_a_clear_error():
+    from forge import Intent
+
+    with pytest.raises(ValueError, match="capabilities must be strings; 1 is a int"):
+        Intent({1})
+    with pytest.raises(ValueError, match="keys must be strings; 1 is a int"):
+        Intent({"a"}, {1: "x"})
+
+
+def test_a_policy_making_a_bad_intent_ends_the_run_recorded_not_with_an_escaping_error():
+    from forge import AgentLoop, Intent
+    from builders import tool
+
+    result = AgentLoop([tool("a")], lambda goal, state: Intent({1}), verify=lambda o: True).run("goal")
+    assert result.reason == "fatal_error" and "capabilities must be strings" in str(result.error)
+
+
+def test_an_argument_named_by_a_number_is_a_contract_error():
+    from forge import ArgumentContractError
+    from forge.agent.execution import ToolContract, execute_tool
+
+    with pytest.raises(ArgumentContractError, match="unexpected: 1"):
+        execute_tool(ToolContract("t", frozenset({"a"}), lambda **k: k), {"a": 1, 1: 2})
+
+
+def test_an_exception_whose_str_raises_is_still_recorded():
+    from builders import intent, scripted_loop, tool
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    def handler():
+        raise Unprintable()
+
+    result = scripted_loop([tool("a", handler=handler)], [intent("a")]).run("goal")
+    assert result.reason == "fatal_error" and isinstance(result.error, Unprintable)
+    assert "Unprintable (its message could not be made" in result.trace[1].detail["error"]
+
+
+# 13. a side-effecting call must have a canonical form
+
+
+def test_side_effecting_arguments_without_a_canonical_form_are_refused_not_run_twice():
+    from forge import AgentLoop, Intent, ScriptedPolicy, Tool
+    from builders import Recorder
+
+    class Thing:
+        pass
+
+    handler = Recorder("sent")
+    send = Tool("send", {"send"}, handler, required={"what"}, side_effect=True)
+    thing = Thing()
+    result = AgentLoop([send], ScriptedPolicy([Intent.call("send", what=thing), Intent.call("send", what="plain")]),
+                       verify=lambda o: o.status == "ok").run("goal")
+    first = result.state.observations[0]
+    assert first.status == "retryable_error" and "what: has no canonical form (a Thing)" in str(first.payload)
+    assert handler.calls == [{"what": "plain"}]

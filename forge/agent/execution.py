@@ -106,8 +106,9 @@ def execute_tool(contract: ToolContract, arguments: Mapping[str, Any]) -> Execut
     """
     given = arguments.keys()
     if not (contract.required <= given <= contract._accepted):  # the common case costs two subset tests
-        missing = tuple(sorted(contract.required - given))
-        unexpected = tuple(sorted(given - contract.required - contract.optional))
+        names = {key if isinstance(key, str) else repr(key) for key in given}  # a key of 1 is unexpected, not a crash
+        missing = tuple(sorted(contract.required - names))
+        unexpected = tuple(sorted(names - contract.required - contract.optional))
         raise ArgumentContractError(contract.name, missing, unexpected)
     if contract.schema is not None:
         violations = contract.violations(arguments)

@@ -8,13 +8,14 @@ change which errors are retried or how many attempts are allowed.
 
 from __future__ import annotations
 
+import math
 import random as _random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["PermanentToolError", "RetryResult", "ToolError", "TransientToolError", "check_retry_options", "retry_delay", "run_with_retry"]
+__all__ = ["PermanentToolError", "RetryResult", "ToolError", "TransientToolError", "check_count", "check_retry_options", "retry_delay", "run_with_retry"]
 
 T = TypeVar("T")
 
@@ -96,13 +97,25 @@ def run_with_retry(
 
 
 def check_retry_options(max_attempts: int, base_delay: float, max_delay: float, deadline: float | None) -> None:
-    """Raise ValueError, naming the parameter, unless the options are usable."""
-    if max_attempts < 1:
-        raise ValueError(f"max_attempts must be >= 1, got {max_attempts}")
-    if base_delay < 0 or max_delay < 0:
-        raise ValueError(f"delays must be >= 0, got base_delay={base_delay}, max_delay={max_delay}")
-    if deadline is not None and deadline <= 0:
-        raise ValueError(f"deadline must be > 0 seconds, got {deadline}")
+    """Raise ValueError, naming the parameter, unless the options are usable: a whole number
+    of attempts >= 1, finite delays >= 0, and no deadline or a finite one > 0."""
+    check_count("max_attempts", max_attempts)
+    if (not _is_number(base_delay) or not _is_number(max_delay) or not 0 <= base_delay < math.inf
+            or not 0 <= max_delay < math.inf):
+        raise ValueError(f"delays must be finite numbers >= 0, got base_delay={base_delay!r}, max_delay={max_delay!r}")
+    if deadline is not None and (not _is_number(deadline) or not 0 < deadline < math.inf):
+        raise ValueError(f"deadline must be None or a finite number of seconds > 0, got {deadline!r}")
+
+
+def check_count(name: str, value: object) -> None:
+    """Raise ValueError naming `name` unless `value` is a whole number >= 1 (not a bool,
+    not 2.5, not "4", not inf or nan)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def retry_delay(

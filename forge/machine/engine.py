@@ -37,7 +37,7 @@ from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps, run_async, run_sync
 from forge.machine.run import Run
-from forge.machine.stages import BUILTIN_STAGES
+from forge.machine.stages import BUILTIN_STAGES, error_text
 from forge.machine.trace import GuardResult, TransitionRecord
 
 __all__ = [
@@ -441,11 +441,7 @@ class LoopEngine:
 
 
 def _failure_detail(hook: str, error: BaseException) -> dict[str, Any]:
-    try:
-        text = f"{type(error).__name__}: {error}"
-    except Exception:  # an exception whose __str__ raises still gets recorded
-        text = type(error).__name__
-    return {"failed": hook or "engine", "error": text}
+    return {"failed": hook or "engine", "error": error_text(error)}
 
 
 class AsyncLoopEngine(LoopEngine):

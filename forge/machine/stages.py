@@ -17,27 +17,61 @@ from itertools import count
 from typing import Any
 
 from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool, select_action, select_named
-from forge.agent.execution import ArgumentContractError, ToolContract, execute_tool
+from forge.agent.execution import ArgumentContractError, SchemaViolation, ToolContract, execute_tool
 from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopReason
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
 from forge.machine.run import Run
+from forge.machine.trace import quoted
 from forge.observe import ToolAttempt
 from forge.agent.actions import Action
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
 
-__all__ = ["ACTIONS", "BUILTIN_STAGES", "GUARDS", "ApprovalRejected", "ApprovalRequest", "request_fingerprint"]
+__all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "ApprovalRejected", "ApprovalRequest",
+           "NotFingerprintable", "error_text", "request_fingerprint"]
+
+
+class NotFingerprintable(ArgumentContractError):
+    """A side-effecting call's arguments hold a value with no canonical form (an object whose
+    `repr` changes from call to call), so the same call could not be recognised again and
+    its side effect would run twice. Give side-effecting tools plain data."""
+
+    def __init__(self, tool_name: str, path: str, value: Any) -> None:
+        why = (f"has no canonical form (a {type(value).__name__}); a side-effecting tool takes plain data "
+               "(str, int, float, bool, None, lists and dicts with string keys), so that a repeated call is "
+               "recognised and not run twice")
+        super().__init__(tool_name, (), (), (SchemaViolation(path, why),))
+
+
+def _canonical(value: Any, path: str) -> Any:
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_canonical(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return {key: _canonical(item, f"{path}.{key}" if path else key) for key, item in value.items()}
+    raise _Unfingerprintable(path or "(arguments)", value)
+
+
+class _Unfingerprintable(Exception):
+    def __init__(self, path: str, value: Any) -> None:
+        self.path, self.value = path, value
 
 
 def request_fingerprint(tool_name: str, arguments: Mapping[str, Any]) -> str:
     """A canonical SHA-256 of a call: the tool name and its arguments with sorted keys.
 
-    Values JSON cannot encode are fingerprinted by `repr`, so give side-effecting tools
-    plain data (str, numbers, lists, dicts) for the fingerprint to be stable across runs.
+    Raises:
+        NotFingerprintable: (an ArgumentContractError) a value is not plain data: str,
+            int, float, bool, None, or lists and string-keyed mappings of those.
     """
-    canonical = json.dumps([tool_name, arguments], sort_keys=True, default=repr, separators=(",", ":"))
+    try:
+        plain = _canonical(arguments, "")
+    except _Unfingerprintable as found:
+        raise NotFingerprintable(tool_name, found.path, found.value) from None
+    canonical = json.dumps([tool_name, plain], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -74,7 +108,7 @@ def _select_tool(run: Run) -> Steps[str]:
             raise TypeError(f"policy returned {intent!r}, not an Intent or a Finish")
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
         run.error = error
-        run.detail = {"error": _text(error)}
+        run.detail = {"error": error_text(error)}
         return "policy_error"
     run.detail = _new_messages(run)
     if isinstance(intent, Finish):
@@ -122,11 +156,18 @@ def _short(text: str, width: int = 200) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _text(error: BaseException) -> str:
+ERROR_TEXT_LIMIT = 2000
+"""How much of an error's text a trace keeps: a tool failing with a 50 MB message must not
+write a 50 MB trace line (the exception itself, in result.error or the observation, is whole)."""
+
+
+def error_text(error: BaseException) -> str:
+    """`Type: message`, capped at ERROR_TEXT_LIMIT characters; never raises."""
     try:
-        return f"{type(error).__name__}: {error}"
+        text = f"{type(error).__name__}: {error}"
     except Exception:  # an exception whose __str__ raises still gets recorded
-        return type(error).__name__
+        text = f"{type(error).__name__} (its message could not be made: str() raised)"
+    return quoted(text, ERROR_TEXT_LIMIT)
 
 
 def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[int]) -> Steps[Any]:
@@ -147,7 +188,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[in
                              "tool_attempt")
             if not isinstance(error, TransientToolError):
                 if tool.errors == "report" and not isinstance(error, (ToolError, ArgumentContractError)):
-                    raise ToolError(_text(error)) from error
+                    raise ToolError(error_text(error)) from error
                 raise
             waited = retry_delay(number, error, max_attempts=config.max_attempts, elapsed=config.clock() - started,
                                  **config.retry_options)
@@ -201,7 +242,7 @@ def _call_tool(run: Run) -> Steps[str]:
     if tool.side_effect:
         run.detail["replayed"] = replayed
     if run.status != "ok":
-        run.detail["error"] = _text(run.payload)
+        run.detail["error"] = error_text(run.payload)
     return run.status
 
 
@@ -215,8 +256,13 @@ def _request_approval(run: Run) -> Steps[str]:
     if config.approver is None:
         raise ValueError("this definition asks for approvals, but the loop has no approver: "
                          "pass AgentLoop(..., approver=...)")
-    request = ApprovalRequest(run.goal, run.step, tool.name, intent.arguments,
-                              request_fingerprint(tool.name, intent.arguments))
+    try:
+        fingerprint = request_fingerprint(tool.name, intent.arguments)
+    except NotFingerprintable as error:  # it could not run either: tell the policy, ask no one
+        run.status, run.payload = "retryable_error", error
+        run.detail = {"tool": tool.name, "approval": "refused", "status": run.status, "error": error_text(error)}
+        return "rejected"
+    request = ApprovalRequest(run.goal, run.step, tool.name, intent.arguments, fingerprint)
     answer = yield Call(config.approver, (request,), "the approver")
     if answer is None:
         run.error = None
@@ -240,7 +286,10 @@ def _record_observation(run: Run) -> Steps[str]:
         action = name
     else:  # the whole call: the same tool with the same canonical arguments (or the same answer)
         shown = run.payload.answer if isinstance(run.payload, Finish) else (run.intent.arguments if run.intent else {})
-        action = f"{name}#{request_fingerprint(name, {'': shown} if isinstance(run.payload, Finish) else shown)[:12]}"
+        try:
+            action = f"{name}#{request_fingerprint(name, {'': shown} if isinstance(run.payload, Finish) else shown)[:12]}"
+        except NotFingerprintable:  # no canonical form: each such call counts as its own
+            action = f"{name}#{id(run.payload):x}.{run.loop_state.step_count}"
     observation = run.loop_state.record(name, run.status, run.payload, action=action)
     run.detail = {"status": observation.status}  # its sequence is the record's step: nothing unique per step
     return "recorded"
@@ -260,7 +309,7 @@ def _verify_and_decide(run: Run) -> Steps[str]:
             verified = said
         except Exception as error:  # verify is user code: its failure ends the run, recorded
             run.error = error
-            run.detail = {"error": _text(error)}
+            run.detail = {"error": error_text(error)}
             return "verify_error"
     run.decision = config.controller.decide(
         step_count=state.step_count - run.base_steps,

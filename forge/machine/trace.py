@@ -29,6 +29,7 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "TransitionRecord",
+    "quoted",
     "read_trace",
     "write_trace",
 ]
@@ -230,23 +231,33 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
         TraceFormatError: a line is not JSON, not a v1 record, or sequences are not 1..n.
     """
     records: list[TransitionRecord] = []
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+    with Path(path).open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = json.loads(raw.decode("utf-8"))
                 if not isinstance(data, dict):
                     raise ValueError("a line must be a JSON object")
                 record = TransitionRecord.from_json(data)
+            except UnicodeDecodeError as error:
+                raise TraceFormatError(str(path), number, f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+            except RecursionError:
+                raise TraceFormatError(str(path), number, "nested too deeply to read") from None
             except ValueError as error:
-                raise TraceFormatError(str(path), number, str(error)) from None
+                raise TraceFormatError(str(path), number, quoted(str(error))) from None
             if record.sequence != len(records) + 1:
                 raise TraceFormatError(
                     str(path), number, f"sequence {record.sequence} out of order; expected {len(records) + 1}"
                 )
             records.append(record)
     return tuple(records)
+
+
+def quoted(text: str, limit: int = 300) -> str:
+    """`text` cut to `limit` characters, saying how much was cut: an error message never
+    echoes a huge input whole."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
 def _int(value: Any) -> int:
