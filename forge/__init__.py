@@ -10,7 +10,7 @@ nothing here loads `forge check`, the diagrams, the debugger or the demo.
 
 from __future__ import annotations
 
-from importlib import import_module
+from importlib import import_module, metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -118,7 +118,17 @@ __all__ = [
 ]
 
 
+def _version() -> str:
+    try:
+        return metadata.version("forge-fsm")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()["__version__"] = _version()
+        return globals()["__version__"]
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'forge' has no attribute {name!r}")

@@ -97,6 +97,31 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if all(report.ok for report in reports) else 1
 
 
+EXIT_CODES = {"success": 0, "failure": 1, "needs_input": 3}
+"""How `forge run` and `forge demo` exit: by the outcome of the run's terminal state (2 is
+argparse's, for a command line it cannot read; 1 also for an error before the run)."""
+
+
+def exit_code(outcome: str | None) -> int:
+    return EXIT_CODES.get(outcome or "failure", 1)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from forge.machine.trace import write_trace
+    from forge.narrate import describe
+    from forge.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    try:
+        result = scenario.loop.run(scenario.goal, on_transition=lambda record: print(describe(record), flush=True))
+    finally:
+        scenario.close()
+    trace = write_trace(result.trace, args.trace)
+    print(f"\nstopped: {result.summary}")
+    print(f"trace: {trace}")
+    return exit_code(result.outcome)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from forge.demo import run_demo
 
@@ -114,12 +139,12 @@ def _demo(args: argparse.Namespace) -> int:
 
         policy = ChatPolicy(args.model or os.environ.get("OPENAI_MODEL") or "gpt-4o-mini", system=LLM_SYSTEM)
     report = run_demo(args.workspace, args.scenario, policy=policy)
-    return 0 if report.result.reason == report.expected else 1
+    return exit_code(report.result.outcome)
 
 
 def _debug(args: argparse.Namespace) -> int:
     from forge.debug.repl import DebugShell
-    from forge.debug.scenario import load_scenario
+    from forge.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
     try:
@@ -163,7 +188,14 @@ def _tools(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
+    parser.add_argument("--version", action="version", version=f"forge {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run a scenario file to its end; exit 0 success, 1 failure, 3 needs input")
+    run.add_argument("scenario", metavar="SCENARIO",
+                     help="a .py file or module defining `loop` and `goal`, or a demo scenario name")
+    run.add_argument("--trace", default="run.jsonl", metavar="PATH", help="where to write the trace (default: run.jsonl)")
+    run.set_defaults(handler=_run)
 
     demo = commands.add_parser("demo", help="run a real agent on a real goal, with a trace and a diagram")
     demo.add_argument("--workspace", metavar="DIR", help="folder to work in (default: a new temporary folder)")
@@ -212,6 +244,12 @@ def _parser() -> argparse.ArgumentParser:
     tools.add_argument("command", nargs=argparse.REMAINDER, help="the stdio MCP server to start, after --")
     tools.set_defaults(handler=_tools)
     return parser
+
+
+def _installed_version() -> str:
+    import forge
+
+    return str(forge.__version__)
 
 
 def _positive(text: str) -> int:

@@ -32,7 +32,7 @@ from forge.tools import Tool
 try:
     import openai
 except ImportError as missing:  # pragma: no cover - exercised only without the extra
-    raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install '.[llm]') "
+    raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install 'forge-fsm[llm]') "
                       "or pip install openai") from missing
 
 __all__ = ["ChatPolicy", "ModelError", "tool_definitions"]

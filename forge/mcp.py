@@ -36,7 +36,7 @@ try:
     import mcp
     from mcp.client.stdio import StdioServerParameters, stdio_client
 except ImportError as missing:  # pragma: no cover - exercised only without the extra
-    raise ImportError("forge.mcp needs the MCP SDK: install forge with its mcp extra (pip install '.[mcp]') "
+    raise ImportError("forge.mcp needs the MCP SDK: install forge with its mcp extra (pip install 'forge-fsm[mcp]') "
                       "or pip install mcp") from missing
 
 __all__ = ["MCPError", "MCPServer"]

@@ -60,7 +60,7 @@ class Tool:
         self,
         name: str,
         capabilities: Iterable[str],
-        handler: Callable[..., Any],
+        handler: Callable[..., Any] | None = None,
         required: Iterable[str] = frozenset(),
         optional: Iterable[str] = frozenset(),
         side_effect: bool = False,
@@ -71,6 +71,12 @@ class Tool:
         is_error: Callable[[Any], bool] | None = None,
     ) -> None:
         object.__setattr__(self, "name", name)
+        if handler is None:
+            if callable(capabilities):
+                raise ValueError(f"Tool({name!r}, {getattr(capabilities, '__name__', capabilities)}): the second argument "
+                                 "is the capabilities (a set of strings) and the third the handler; to make a tool "
+                                 "from a function, use Tool.from_function(fn) or @tool")
+            raise ValueError(f"tool {name!r} needs a handler: Tool(name, capabilities, handler, ...)")
         for field_name, value in (("capabilities", capabilities), ("required", required), ("optional", optional)):
             if isinstance(value, str):
                 raise ValueError(f"tool {name!r}: {field_name} must be a set of strings, not a string")
@@ -186,7 +192,7 @@ def _signature_schema(name: str, function: Callable[..., Any]) -> tuple[frozense
         import pydantic
     except ImportError as missing:
         raise ImportError("Tool.from_function builds schemas with pydantic: install forge with its schema "
-                          "extra (pip install '.[schema]')") from missing
+                          "extra (pip install 'forge-fsm[schema]')") from missing
     signature = inspect.signature(function)
     try:
         hints = typing.get_type_hints(function, include_extras=True)

@@ -258,3 +258,134 @@ def test_side_effecting_arguments_without_a_canonical_form_are_refused_not_run_t
     first = result.state.observations[0]
     assert first.status == "retryable_error" and "what: has no canonical form (a Thing)" in str(first.payload)
     assert handler.calls == [{"what": "plain"}]
+
+
+# 14. re-entering a side effect's own key is refused, not a deadlock
+
+
+def test_a_side_effect_that_reenters_its_loop_with_a_shared_registry_is_refused():
+    import threading
+
+    from forge import AgentLoop, IdempotencyRegistry, Intent, ScriptedPolicy, Tool
+
+    registry = IdempotencyRegistry()
+    inner_results = []
+
+    def send(to):
+        inner = AgentLoop([send_tool], ScriptedPolicy([Intent.call("send", to=to)]), verify=lambda o: True,
+                          registry=registry)
+        inner_results.append(inner.run("send again"))
+        return "sent"
+
+    send_tool = Tool("send", {"send"}, send, required={"to"}, side_effect=True)
+    outer = AgentLoop([send_tool], ScriptedPolicy([Intent.call("send", to="a")]), verify=lambda o: True,
+                      registry=registry)
+    finished = []
+    worker = threading.Thread(target=lambda: finished.append(outer.run("send")), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert finished, "the re-entered loop deadlocked"
+    (inner,) = inner_results
+    assert inner.reason == "fatal_error" and "used again from inside its own operation" in str(inner.error)
+
+
+# 15. a failing key leaves nothing behind
+
+
+def test_the_registry_forgets_keys_whose_operation_failed():
+    from forge import IdempotencyRegistry
+
+    registry = IdempotencyRegistry()
+
+    def fail():
+        raise RuntimeError("no")
+
+    for n in range(1000):
+        with pytest.raises(RuntimeError):
+            registry.execute_once(f"key{n}", "fp", fail)
+    assert registry._slots == {} and len(registry) == 0
+    assert registry.execute_once("kept", "fp", lambda: 1) == (1, False) and "kept" in registry
+
+
+# 16. messages that help
+
+
+def test_tool_given_a_function_where_capabilities_belong_says_so():
+    from forge import Tool
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    with pytest.raises(ValueError, match=r"Tool\('add', add\): the second argument is the capabilities.*from_function"):
+        Tool("add", add)
+
+
+def test_the_summary_names_tied_tools_and_a_misspelled_argument():
+    from builders import Recorder, intent, scripted_loop, tool
+    from forge import AgentLoop, Intent, ScriptedPolicy, Tool
+
+    tie = scripted_loop([tool("x", {"read"}), tool("y", {"read"})], [intent("read")]).run("goal")
+    assert "x, y tie for the intent's capabilities" in tie.summary
+    reader = Tool("read", {"read"}, Recorder(), required={"path"})
+    typo = AgentLoop([reader], ScriptedPolicy([Intent.call("read", pth="a.md")] * 2), verify=lambda o: True,
+                     max_steps=2, repeat_limit=5).run("goal")
+    assert typo.reason == "step_budget_exhausted" and typo.error is None
+    assert "the last call, read, failed" in typo.summary and "missing: path; unexpected: pth" in typo.summary
+
+
+# 19. a scenario that cannot load is one line, not a traceback
+
+
+@pytest.mark.parametrize("spec", [".x", "tests/scenarios/raises.py", "scenarios.raises_on_import"])
+def test_forge_debug_on_a_scenario_that_cannot_load_says_why_in_one_line(tmp_path, spec):
+    scenarios = Path("tests/scenarios")
+    (scenarios / "raises.py").write_text("raise RuntimeError('broken on purpose')\n")
+    (scenarios / "raises_on_import.py").write_text("raise RuntimeError('broken on purpose')\n")
+    try:
+        done = subprocess.run([sys.executable, "-m", "forge.cli", "debug", spec], cwd=Path.cwd(), input="quit\n",
+                              capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": "tests"})
+    finally:
+        (scenarios / "raises.py").unlink()
+        (scenarios / "raises_on_import.py").unlink()
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("forge: error: ") and len(done.stderr.strip().splitlines()) == 1
+
+
+# 20. versions
+
+
+def test_forge_says_its_version():
+    import forge
+
+    done = subprocess.run([sys.executable, "-m", "forge.cli", "--version"], capture_output=True, text=True)
+    assert done.stdout.strip() == f"forge {forge.__version__}" and forge.__version__[0].isdigit()
+
+
+# 21. forge run, and exit codes that say how the run ended
+
+
+@pytest.mark.parametrize(("scenario", "code"), [("tests/scenarios/hello.py", 0), ("gap", 3), ("forbidden", 1)])
+def test_forge_run_runs_a_scenario_and_exits_by_its_outcome(tmp_path, scenario, code):
+    trace = tmp_path / "run.jsonl"
+    done = subprocess.run([sys.executable, "-m", "forge.cli", "run", scenario, "--trace", str(trace)],
+                          capture_output=True, text=True)
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "stopped: " in done.stdout and trace.exists()
+
+
+def test_forge_demo_exits_three_when_the_run_needs_input(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "forge.cli", "demo", "--scenario", "ambiguous", "--workspace",
+                           str(tmp_path / "demo")], capture_output=True, text=True)
+    assert done.returncode == 3 and "clarification_required" in done.stdout
+
+
+# 22. the distribution has a name of its own
+
+
+def test_the_distribution_name_is_not_taken_and_the_import_is_forge():
+    import tomllib
+    from importlib import metadata
+
+    project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
+    assert project["name"] == "forge-fsm"
+    assert metadata.distribution("forge-fsm").read_text("top_level.txt") in (None, "forge\n")

@@ -22,7 +22,7 @@ def test_wheel_ships_the_definitions_and_finds_them(tmp_path):
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path / "dist"), str(source)],
         check=True, capture_output=True,
     )
-    wheel = next((tmp_path / "dist").glob("forge-*.whl"))
+    wheel = next((tmp_path / "dist").glob("forge_fsm-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert {"forge/machines/single_agent.toml", "forge/py.typed"} <= names

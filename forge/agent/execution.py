@@ -122,7 +122,7 @@ def _validator_for(name: str, schema: Mapping[str, Any]) -> Any:
         from jsonschema import Draft202012Validator, exceptions, validators
     except ImportError as missing:
         raise ImportError(f"tool {name!r} has a JSON Schema, and checking it needs jsonschema: "
-                          "install forge with its schema extra (pip install '.[schema]')") from missing
+                          "install forge with its schema extra (pip install 'forge-fsm[schema]')") from missing
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)

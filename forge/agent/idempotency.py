@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["IdempotencyConflict", "IdempotencyRegistry"]
+__all__ = ["IdempotencyConflict", "IdempotencyReentry", "IdempotencyRegistry"]
 
 
 class IdempotencyConflict(ValueError):
@@ -26,10 +26,33 @@ class IdempotencyConflict(ValueError):
         self.key, self.stored, self.given = key, stored, given
 
 
+class IdempotencyReentry(RuntimeError):
+    """`execute_once` was called for `key` from inside that key's own operation (a
+    side-effecting handler that runs the same loop again with a shared registry). Waiting
+    would deadlock, so it is refused."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"idempotency key {key!r} was used again from inside its own operation: a side-effecting "
+            "handler re-entered the loop with the same registry and call; give the inner run its own "
+            "registry or another call"
+        )
+        self.key = key
+
+
 @dataclass
 class _Slot:
     lock: threading.Lock = field(default_factory=threading.Lock)
     entry: tuple[str, Any] | None = None
+    owner: object = None  # who holds `lock`: the thread (or, for async callers, the task)
+    users: int = 0  # callers holding or waiting for this slot; guarded by the registry's lock
+
+
+def _caller() -> object:
+    """An async caller's identity: its task (tasks of one thread must not block each other)."""
+    import asyncio
+
+    return asyncio.current_task() or threading.get_ident()
 
 
 class IdempotencyRegistry:
@@ -55,13 +78,21 @@ class IdempotencyRegistry:
                 `operation` is not called and the stored entry is untouched.
             Whatever `operation` raises.
         """
-        slot = self._slot(key, fingerprint)
-        with slot.lock:
-            if slot.entry is not None:
-                return self._replay(key, slot.entry, fingerprint), True
-            value = operation()
-            slot.entry = (fingerprint, value)
-            return value, False
+        me = threading.get_ident()
+        slot = self._slot(key, fingerprint, me)
+        try:
+            with slot.lock:
+                slot.owner = me
+                try:
+                    if slot.entry is not None:
+                        return self._replay(key, slot.entry, fingerprint), True
+                    value = operation()
+                    slot.entry = (fingerprint, value)
+                    return value, False
+                finally:
+                    slot.owner = None
+        finally:
+            self._release(key, slot)
 
     async def aexecute_once(
         self, key: str, fingerprint: str, operation: Callable[[], Awaitable[Any]]
@@ -73,25 +104,48 @@ class IdempotencyRegistry:
         """
         import asyncio  # here, not at import: only async callers pay for it
 
-        slot = self._slot(key, fingerprint)
-        while not slot.lock.acquire(blocking=False):
-            await asyncio.sleep(0.001)
+        me = _caller()
+        slot = self._slot(key, fingerprint, me)
         try:
-            if slot.entry is not None:
-                return self._replay(key, slot.entry, fingerprint), True
-            value = await operation()
-            slot.entry = (fingerprint, value)
-            return value, False
+            while not slot.lock.acquire(blocking=False):
+                await asyncio.sleep(0.001)
+            slot.owner = me
+            try:
+                if slot.entry is not None:
+                    return self._replay(key, slot.entry, fingerprint), True
+                value = await operation()
+                slot.entry = (fingerprint, value)
+                return value, False
+            finally:
+                slot.owner = None
+                slot.lock.release()
         finally:
-            slot.lock.release()
+            self._release(key, slot)
 
-    def _slot(self, key: str, fingerprint: str) -> _Slot:
+    def _slot(self, key: str, fingerprint: str, me: object) -> _Slot:
+        """The key's slot, counted as used until `_release`.
+
+        Raises:
+            ValueError: an empty key or fingerprint.
+            IdempotencyReentry: `me` (this thread, or this task) holds the key's slot already.
+        """
         if not key:
             raise ValueError("idempotency key must not be empty")
         if not fingerprint:
             raise ValueError("request fingerprint must not be empty")
         with self._guard:
-            return self._slots.setdefault(key, _Slot())
+            slot = self._slots.setdefault(key, _Slot())
+            if slot.owner is not None and slot.owner == me:
+                raise IdempotencyReentry(key)
+            slot.users += 1
+            return slot
+
+    def _release(self, key: str, slot: _Slot) -> None:
+        """Forget a slot that holds no result once nobody uses it: failing keys cost nothing."""
+        with self._guard:
+            slot.users -= 1
+            if slot.users == 0 and slot.entry is None and self._slots.get(key) is slot:
+                del self._slots[key]
 
     @staticmethod
     def _replay(key: str, entry: tuple[str, Any], fingerprint: str) -> Any:

@@ -40,6 +40,30 @@ class LoopResult:
     side_effects_run: int = 0
     side_effects_replayed: int = 0
 
+    @property
+    def summary(self) -> str:
+        """How the run ended and why, in a sentence or two: the error that ended it, the
+        tools that tied, or, when a budget or repetition stopped it, what its last call was
+        refused for (a misspelled argument ends in step_budget_exhausted with no error)."""
+        text = f"{self.reason} ({self.outcome or 'ended'}) after {self.steps} step{'s' if self.steps != 1 else ''}"
+        tied = getattr(self.error, "tied", None)
+        if tied:
+            return f"{text}: {', '.join(tied)} tie for the intent's capabilities; name one (Intent.call) or clarify"
+        if self.error is not None:
+            return f"{text}: {_said(self.error)}"
+        last = self.state.observations[-1] if self.state.observations else None
+        if last is not None and last.status != "ok":
+            return f"{text}; the last call, {last.tool_name}, failed: {_said(last.payload)}"
+        return text
+
+
+def _said(error: object) -> str:
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except Exception:
+        text = type(error).__name__
+    return text if len(text) <= 500 else text[:500] + "…"
+
 
 def run_agent(
     step: Callable[[int], tuple[str, Any]],

@@ -22,7 +22,7 @@ try:
     from opentelemetry import trace as otel_trace
 except ImportError as missing:  # pragma: no cover - exercised only without the extra
     raise ImportError("forge.observe.otel needs opentelemetry-api: install forge with its otel extra "
-                      "(pip install '.[otel]') or pip install opentelemetry-api") from missing
+                      "(pip install 'forge-fsm[otel]') or pip install opentelemetry-api") from missing
 
 if TYPE_CHECKING:
     from forge.agent.runner import LoopResult

@@ -1,0 +1,98 @@
+"""The scenario convention `forge debug` and `forge run` load.
+
+A scenario is a Python file or module that defines, at top level:
+
+- `loop`: the `AgentLoop` to debug or run;
+- `goal`: the goal string to run it on;
+- `close()` (optional): called when the debugger exits or the run ends, to stop what the
+  scenario started.
+
+`forge debug path/to/scenario.py`, `forge debug package.module`, or one of the demo's
+scenario names (`index`, `ambiguous`, `forbidden`, `unreachable`, `gap`), each built in a
+fresh temporary workspace. `forge.demo.scenario` is the demo's default scenario as a module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from forge.loop import AgentLoop
+
+__all__ = ["LoadedScenario", "ScenarioError", "load_scenario"]
+
+
+class ScenarioError(ValueError):
+    """A scenario cannot be loaded or does not follow the convention."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedScenario:
+    name: str
+    loop: AgentLoop
+    goal: str
+    close: Callable[[], None]
+
+
+def _nothing() -> None:
+    return None
+
+
+def _from_module(name: str, module: ModuleType) -> LoadedScenario:
+    loop = getattr(module, "loop", None)
+    goal = getattr(module, "goal", None)
+    if not isinstance(loop, AgentLoop) or not isinstance(goal, str):
+        raise ScenarioError(
+            f"scenario {name!r} must define `loop` (an AgentLoop) and `goal` (a string) at top level; "
+            f"found loop={type(loop).__name__}, goal={type(goal).__name__}"
+        )
+    close = getattr(module, "close", _nothing)
+    if not callable(close):
+        raise ScenarioError(f"scenario {name!r}: `close` must be callable")
+    return LoadedScenario(name, loop, goal, close)
+
+
+def load_scenario(spec: str) -> LoadedScenario:
+    """Load a scenario by demo name, file path or module name.
+
+    Raises:
+        ScenarioError: nothing by that name, an import failure, or a module that does not
+            define `loop` and `goal`.
+    """
+    from forge.demo import prepare_workspace
+    from forge.demo.scenarios import SCENARIOS, build_scenario
+
+    if spec in SCENARIOS:
+        built = build_scenario(spec, prepare_workspace(None))
+        return LoadedScenario(spec, built.loop, built.goal, built.close)
+    path = Path(spec)
+    if path.suffix == ".py" or path.is_file():
+        if not path.is_file():
+            raise ScenarioError(f"no scenario file {spec!r}")
+        module_spec = importlib.util.spec_from_file_location(f"forge_scenario_{path.stem}", path)
+        if module_spec is None or module_spec.loader is None:
+            raise ScenarioError(f"cannot load {spec!r} as Python")
+        module = importlib.util.module_from_spec(module_spec)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as error:
+            raise ScenarioError(f"scenario file {spec!r} failed to load: {type(error).__name__}: {error}") from error
+        return _from_module(spec, module)
+    if not spec or spec.startswith(".") or not all(part.isidentifier() for part in spec.split(".")):
+        raise ScenarioError(f"no scenario {spec!r}: not a demo scenario ({', '.join(SCENARIOS)}), a .py file, "
+                            "or a module name (dotted identifiers, not relative)")
+    try:
+        module = importlib.import_module(spec)
+    except ModuleNotFoundError as error:
+        if error.name is not None and spec.startswith(error.name):
+            raise ScenarioError(
+                f"no scenario {spec!r}: not a demo scenario ({', '.join(SCENARIOS)}), a .py file or an importable module"
+            ) from error
+        raise ScenarioError(f"scenario module {spec!r} failed to load: {type(error).__name__}: {error}") from error
+    except Exception as error:
+        raise ScenarioError(f"scenario module {spec!r} failed to load: {type(error).__name__}: {error}") from error
+    return _from_module(spec, module)
