@@ -389,3 +389,63 @@ def test_the_distribution_name_is_not_taken_and_the_import_is_forge():
     project = tomllib.loads(Path("pyproject.toml").read_text())["project"]
     assert project["name"] == "forge-fsm"
     assert metadata.distribution("forge-fsm").read_text("top_level.txt") in (None, "forge\n")
+
+
+# 18. the workspace cannot be raced out of
+
+
+def _swapping(root, outside, stop):
+    """Swap root/swap between a real folder and a symlink to `outside` until `stop` is set.
+    The tool under test may create root/swap mid-swap (a write makes its parents): every
+    step tolerates that, and the next round puts things back."""
+    import os
+    import shutil
+
+    def attempt(step, *args):
+        try:
+            step(*args)
+        except OSError:
+            pass
+
+    while not stop.is_set():
+        attempt(os.rename, root / "swap", root / "swap_real")
+        attempt(os.symlink, outside, root / "swap")
+        if (root / "swap").is_symlink():
+            attempt(os.unlink, root / "swap")
+        elif (root / "swap").is_dir() and (root / "swap_real").exists():
+            attempt(shutil.rmtree, root / "swap")
+        attempt(os.rename, root / "swap_real", root / "swap")
+
+
+@pytest.mark.parametrize("operation", ["read", "write"])
+def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path, operation):
+    import threading
+
+    from forge.agent.retry import PermanentToolError
+    from forge.demo.workspace import Workspace
+
+    root, outside = tmp_path / "ws", tmp_path / "outside"
+    (root / "swap").mkdir(parents=True)
+    outside.mkdir()
+    (root / "swap" / "a.md").write_text("inside")
+    (outside / "a.md").write_text("SECRET")
+    workspace = Workspace(root)
+    stop = threading.Event()
+    swapper = threading.Thread(target=_swapping, args=(root, outside, stop))
+    swapper.start()
+    leaked, refused = [], 0
+    try:
+        for n in range(3000):
+            try:
+                if operation == "read":
+                    if workspace.read("swap/a.md") != "inside":
+                        leaked.append(n)
+                else:
+                    workspace.write("swap/a.md", "written")
+            except PermanentToolError:
+                refused += 1
+    finally:
+        stop.set()
+        swapper.join()
+    assert leaked == [] and (outside / "a.md").read_text() == "SECRET"
+    assert refused > 0  # the race was really run: some attempts met the symlink and were refused
