@@ -8,7 +8,6 @@ printed as a ratio of two things measured side by side in this one run.
 from __future__ import annotations
 
 import argparse
-import gc
 import shutil
 import statistics
 import subprocess
@@ -19,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from loop_overhead import NEVER_REPEAT, TOOLS, _handler, make_policy  # noqa: E402
+from loop_overhead import NEVER_REPEAT, TOOLS, _handler, make_policy
 
-from forge import AgentLoop, Tool  # noqa: E402
+from forge import AgentLoop, Tool
 
 
 def _loop(steps: int) -> AgentLoop:

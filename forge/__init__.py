@@ -14,10 +14,12 @@ from importlib import import_module, metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from forge.agent.actions import UnknownTool
+    from forge.agent.execution import ArgumentContractError, SchemaViolation
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import LoopState, Observation
     from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
-    from forge.agent.runner import LoopResult
+    from forge.errors import ForgeError, UsageError
     from forge.loop import AgentLoop
     from forge.machine.catalog import Stage
     from forge.machine.definition import DefinitionError, MachineDefinition
@@ -25,12 +27,11 @@ if TYPE_CHECKING:
     from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
     from forge.machine.loader import load_definition
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
+    from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
-    from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
     from forge.policy import Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
-    from forge.agent.actions import UnknownTool
-    from forge.agent.execution import ArgumentContractError, SchemaViolation
+    from forge.result import LoopResult
     from forge.tools import Tool, tool
 
 _WHERE: dict[str, str] = {
@@ -40,7 +41,7 @@ _WHERE: dict[str, str] = {
     "PermanentToolError": "forge.agent.retry",
     "ToolError": "forge.agent.retry",
     "TransientToolError": "forge.agent.retry",
-    "LoopResult": "forge.agent.runner",
+    "LoopResult": "forge.result",
     "AgentLoop": "forge.loop",
     "Stage": "forge.machine.catalog",
     "DefinitionError": "forge.machine.definition",
@@ -70,6 +71,8 @@ _WHERE: dict[str, str] = {
     "SchemaViolation": "forge.agent.execution",
     "Tool": "forge.tools",
     "tool": "forge.tools",
+    "ForgeError": "forge.errors",
+    "UsageError": "forge.errors",
 }
 
 __all__ = [
@@ -109,6 +112,9 @@ __all__ = [
     "read_trace",
     "write_trace",
     "TraceFormatError",
+    # errors: every one forge raises on purpose is a ForgeError
+    "ForgeError",
+    "UsageError",
     # definitions and the engine's errors
     "MachineDefinition",
     "DefinitionError",

@@ -7,8 +7,9 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-
 from typing import TYPE_CHECKING, Any
+
+from forge.errors import ForgeError, UsageError
 
 if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord
@@ -16,9 +17,9 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 # Each command imports what it needs when it runs, so `forge diagram` does not load the
-# checker, the demo or the debugger. Definition, trace, scenario and mismatch errors are
-# ValueErrors; a missing Graphviz is told by the diagram commands themselves.
-_USER_ERRORS = (FileNotFoundError, ValueError, OSError)
+# checker, the demo or the debugger. What forge refuses on purpose is a ForgeError, told in
+# one line; anything else is a bug, and keeps its traceback for the report.
+_USER_ERRORS = (ForgeError, OSError)
 _SCENARIOS = ("index", "ambiguous", "forbidden", "unreachable", "gap", "mcp")  # forge.demo.scenarios.SCENARIOS
 _FORMATS = ("svg", "png", "pdf", "dot", "mermaid")  # forge.diagram.FORMATS
 
@@ -37,7 +38,7 @@ def _diagram(args: argparse.Namespace) -> int:
     fmt = format_for(args.output, args.format)
     if args.output is None:
         if fmt not in ("dot", "mermaid"):
-            raise ValueError(f"{fmt} is binary: give -o PATH to write it to a file")
+            raise UsageError(f"{fmt} is binary: give -o PATH to write it to a file")
         sys.stdout.write(diagram_text(machine, fmt, trace))
         return 0
     written = _drawn(lambda: render(machine, args.output, fmt, trace))
@@ -133,7 +134,7 @@ def _demo(args: argparse.Namespace) -> int:
                   "(and --model NAME or OPENAI_MODEL)", file=sys.stderr)
             return 2
         if args.scenario == "mcp":
-            raise ValueError("--llm runs the index scenarios; the mcp scenario has its own planner")
+            raise UsageError("--llm runs the index scenarios; the mcp scenario has its own planner")
         from forge.demo.scenarios import LLM_SYSTEM
         from forge.llm import ChatPolicy
 
@@ -172,7 +173,7 @@ def _tools(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     if bool(command) == bool(args.url):
-        raise ValueError("name one MCP server: forge tools -- COMMAND ARGS..., or forge tools --url URL")
+        raise UsageError("name one MCP server: forge tools -- COMMAND ARGS..., or forge tools --url URL")
     server = MCPServer.http(args.url) if args.url else MCPServer.stdio(command[0], *command[1:])
     try:
         with server:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.agent.observations import LoopState, Observation
+from forge.errors import ForgeError
 from forge.machine.effects import complete
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
@@ -40,7 +41,7 @@ __all__ = ["ChatPolicy", "ModelError", "tool_definitions"]
 _Ask = Generator[dict[str, Any], Any, "Intent | Finish"]
 
 
-class ModelError(RuntimeError):
+class ModelError(ForgeError, RuntimeError):
     """The model kept answering with calls the loop cannot make; the run ends in fatal_error."""
 
 

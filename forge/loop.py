@@ -12,7 +12,6 @@ from forge.agent.actions import duplicate_names
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_count, check_retry_options
-from forge.agent.runner import LoopResult
 from forge.agent.stopping import StopController
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import DefinitionError, MachineDefinition, Problem
@@ -31,6 +30,7 @@ from forge.machine.trace import TransitionRecord
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
 from forge.policy import Policy
+from forge.result import LoopResult
 from forge.tools import Tool
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ def _takes_state(verify: Callable[..., Any]) -> bool:
 
 
 def _is_async(function: Any) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(getattr(function, "__call__", None))
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _with_callback(observers: Iterable[LoopObserver],

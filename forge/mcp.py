@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import sys
 import threading
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from forge.agent.retry import ToolError
+from forge.errors import ForgeError
 from forge.tools import Tool
 
 try:
@@ -42,7 +44,7 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
 __all__ = ["MCPError", "MCPServer"]
 
 
-class MCPError(RuntimeError):
+class MCPError(ForgeError, RuntimeError):
     """The server could not be started, connected to, listed or closed; the message says
     which server and why."""
 
@@ -272,10 +274,8 @@ class _Session:
         if self.closing is not None:
             loop.call_soon_threadsafe(self.closing.set)
         if self.served is not None:
-            try:
+            with contextlib.suppress(BaseException):  # a session that failed has nothing left to close
                 self.served.result(timeout)
-            except BaseException:  # a session that failed has nothing left to close
-                pass
         loop.call_soon_threadsafe(loop.stop)
         self.thread.join(timeout)
         if not self.thread.is_alive():
@@ -298,7 +298,7 @@ def _real_stderr() -> TextIO:
                 return stream
         except (AttributeError, OSError, ValueError):
             continue
-    return open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    return open(os.devnull, "w")
 
 
 def _describe(error: BaseException) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from forge.agent.observations import LoopState
+from forge.errors import ForgeError
 
 __all__ = ["Finish", "Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
 
@@ -84,7 +85,7 @@ class Policy(Protocol):
     def __call__(self, goal: str, state: LoopState, /) -> Intent | Finish: ...
 
 
-class ScriptExhausted(RuntimeError):
+class ScriptExhausted(ForgeError, RuntimeError):
     """The loop asked a ScriptedPolicy for more intents than were scripted."""
 
 

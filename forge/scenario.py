@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from forge.errors import ForgeError
 from forge.loop import AgentLoop
 
 __all__ = ["LoadedScenario", "ScenarioError", "load_scenario"]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(ForgeError, ValueError):
     """A scenario cannot be loaded or does not follow the convention."""
 
 

@@ -2,8 +2,8 @@
 repetition by call, a strict verify, conversations."""
 
 import pytest
-
 from builders import Recorder, intent, scripted_loop, tool
+
 from forge import AgentLoop, Finish, Intent, LoopState, ScriptedPolicy, Tool, ToolError
 from forge.diagram import diagram_text
 

@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-
 from builders import Recorder, intent, scripted_loop, tool
+
 from forge import ApprovalRejected, ApprovalRequest
 from forge.machine.stages import request_fingerprint
 

@@ -3,8 +3,8 @@
 import asyncio
 
 import pytest
-
 from builders import Recorder, intent, scripted_loop, tool
+
 from forge import AgentLoop, AsyncNotSupported, Intent, ScriptedPolicy, Stage, Tool, TransientToolError
 
 

@@ -3,10 +3,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import Recorder, intent, scripted_loop, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import Recorder, intent, scripted_loop, tool
 from forge import PermanentToolError, TransientToolError
 from forge.check import Severity, check_definition
 from forge.check.bounds import ABSTRACT_MODELS, explore

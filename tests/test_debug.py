@@ -1,6 +1,6 @@
 import pytest
-
 from builders import Recorder, intent, scripted_loop, tool
+
 from forge import load_definition, write_trace
 from forge.debug import AtStart, ReplaySession, SessionFinished
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pexpect
 import pytest
-
 from builders import intent, scripted_loop, tool
+
 from forge import write_trace
 from forge.debug.scenario import ScenarioError, load_scenario
 
@@ -103,7 +103,8 @@ def test_replay_without_a_tty_has_no_colour_codes(tmp_path):
     loop = scripted_loop([tool("a"), tool("b")], [intent("a"), intent("b")], verify=lambda o: o.tool_name == "b")
     trace = write_trace(loop.run("goal").trace, tmp_path / "run.jsonl")
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    out = subprocess.run([sys.executable, "-m", "forge", "replay", str(trace)], input="break verify\ncontinue\nwhere\nback\nstep 10\nobs\n",
+    commands = "break verify\ncontinue\nwhere\nback\nstep 10\nobs\n"
+    out = subprocess.run([sys.executable, "-m", "forge", "replay", str(trace)], input=commands,
                          capture_output=True, text=True, env=env, timeout=30)
     assert out.returncode == 0
     assert "\x1b" not in out.stdout

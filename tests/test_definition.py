@@ -191,4 +191,4 @@ def test_every_definition_needs_the_fatal_error_state(tmp_path):
     path.write_text(head + tail)
     report = check_definition(path)
     assert "missing-stop-state" in {f.code for f in report.findings}
-    assert any("states.fatal_error" == f.entry for f in report.findings)
+    assert any(f.entry == "states.fatal_error" for f in report.findings)

@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import Recorder, intent, scripted_loop, tool
+
 from forge import TransientToolError, load_definition, write_trace
 from forge.diagram import (
     GraphvizNotInstalled,

@@ -4,8 +4,8 @@ import weakref
 from pathlib import Path
 
 import pytest
-
 from builders import intent, scripted_loop, tool
+
 from forge import DefinitionError, NoTransitionEnabled, RunFinished, load_definition
 from forge.machine.engine import LoopEngine, engine_for
 

@@ -5,8 +5,8 @@ state and the hook that failed."""
 from pathlib import Path
 
 import pytest
-
 from builders import intent, scripted_loop, tool
+
 from forge import AgentLoop, LoopObserver, ScriptedPolicy, Stage, TransitionCallbacks, read_trace, write_trace
 from forge.diagram import diagram_text
 from forge.machine.stages import BUILTIN_STAGES
@@ -26,7 +26,7 @@ def _assert_failed(result, state, hook_prefix):
     assert last.detail["failed"].startswith(hook_prefix), last.detail
     assert last.detail["error"] == "Boom: bang"
     assert [r.sequence for r in result.trace] == list(range(1, len(result.trace) + 1))
-    for earlier, later in zip(result.trace, result.trace[1:]):
+    for earlier, later in zip(result.trace, result.trace[1:], strict=False):
         assert later.source == earlier.dest  # the records chain: nothing half-recorded
 
 

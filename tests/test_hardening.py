@@ -170,6 +170,7 @@ def test_read_trace_refuses_binary_junk_deep_nesting_and_never_echoes_a_huge_fie
 
 def test_error_text_in_traces_is_capped(tmp_path):
     from builders import Recorder, intent, scripted_loop, tool
+
     from forge import write_trace
 
     message = "y" * 50_000_000
@@ -210,8 +211,9 @@ def test_an_intent_with_a_non_string_capability_or_argument_name_is_a_clear_erro
 
 
 def test_a_policy_making_a_bad_intent_ends_the_run_recorded_not_with_an_escaping_error():
-    from forge import AgentLoop, Intent
     from builders import tool
+
+    from forge import AgentLoop, Intent
 
     result = AgentLoop([tool("a")], lambda goal, state: Intent({1}), verify=lambda o: True).run("goal")
     assert result.reason == "fatal_error" and "capabilities must be strings" in str(result.error)
@@ -244,8 +246,9 @@ def test_an_exception_whose_str_raises_is_still_recorded():
 
 
 def test_side_effecting_arguments_without_a_canonical_form_are_refused_not_run_twice():
-    from forge import AgentLoop, Intent, ScriptedPolicy, Tool
     from builders import Recorder
+
+    from forge import AgentLoop, Intent, ScriptedPolicy, Tool
 
     class Thing:
         pass
@@ -322,6 +325,7 @@ def test_tool_given_a_function_where_capabilities_belong_says_so():
 
 def test_the_summary_names_tied_tools_and_a_misspelled_argument():
     from builders import Recorder, intent, scripted_loop, tool
+
     from forge import AgentLoop, Intent, ScriptedPolicy, Tool
 
     tie = scripted_loop([tool("x", {"read"}), tool("y", {"read"})], [intent("read")]).run("goal")
@@ -398,14 +402,13 @@ def _swapping(root, outside, stop):
     """Swap root/swap between a real folder and a symlink to `outside` until `stop` is set.
     The tool under test may create root/swap mid-swap (a write makes its parents): every
     step tolerates that, and the next round puts things back."""
+    import contextlib
     import os
     import shutil
 
     def attempt(step, *args):
-        try:
+        with contextlib.suppress(OSError):
             step(*args)
-        except OSError:
-            pass
 
     while not stop.is_set():
         attempt(os.rename, root / "swap", root / "swap_real")
@@ -449,3 +452,59 @@ def test_swapping_a_folder_for_a_symlink_never_reaches_outside(tmp_path, operati
         swapper.join()
     assert leaked == [] and (outside / "a.md").read_text() == "SECRET"
     assert refused > 0  # the race was really run: some attempts met the symlink and were refused
+
+
+# 23. code health
+
+
+def test_every_error_forge_exports_is_a_forge_error():
+    import forge
+    from forge import ForgeError
+
+    errors = [getattr(forge, n) for n in forge.__all__
+              if isinstance(getattr(forge, n), type) and issubclass(getattr(forge, n), BaseException)]
+    assert len(errors) > 10
+    assert [e.__name__ for e in errors if not issubclass(e, ForgeError)] == []
+    assert issubclass(forge.DefinitionError, ValueError) and issubclass(forge.RunFinished, RuntimeError)
+
+
+def test_the_cli_tells_a_forge_error_in_one_line(tmp_path, capsys):
+    (tmp_path / "x.toml").write_text("[machine]\n")
+    assert forge_main(["diagram", str(tmp_path / "x.toml"), "--format", "png"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("forge: error: ") and len(err.strip().splitlines()) >= 1 and "Traceback" not in err
+
+
+def _imports(path):
+    import ast
+
+    tree = ast.parse(Path(path).read_text())
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    return names | {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+
+
+def test_the_seed_stage_package_names_no_machine_types():
+    for path in Path("forge/agent").glob("*.py"):
+        text = Path(path).read_text()
+        assert not any(name.startswith("forge.machine") for name in _imports(path)), path
+        assert "TransitionRecord" not in text and "Trace" not in text.replace("Traceback", ""), path
+
+
+def test_the_debugger_depends_neither_on_the_demo_nor_on_the_loop_at_import():
+    for path in Path("forge/debug").glob("*.py"):
+        assert not any(name.startswith("forge.demo") for name in _imports(path)), path
+    probe = "import sys, forge.debug.session; print('forge.loop' in sys.modules, 'forge.demo' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_closed_sets_are_typed_as_literals():
+    import typing
+
+    from forge import LoopResult, Observation
+    from forge.machine.definition import StateDef
+
+    assert typing.get_args(typing.get_type_hints(Observation)["status"]) == ("ok", "retryable_error", "fatal_error")
+    outcome = typing.get_type_hints(LoopResult)["outcome"]
+    assert set(typing.get_args(typing.get_args(outcome)[0])) == {"success", "failure", "needs_input"}
+    assert typing.get_type_hints(StateDef)["outcome"] == outcome

@@ -8,6 +8,7 @@ import pytest
 openai = pytest.importorskip("openai", reason="the llm extra is a test dependency: python3 tasks.py test installs it")
 
 from chat_server import ChatServer, reply  # noqa: E402
+
 from forge import AgentLoop, Finish, tool  # noqa: E402
 from forge.llm import ChatPolicy, ModelError  # noqa: E402
 
@@ -189,7 +190,6 @@ def test_forge_demo_llm_without_an_endpoint_says_what_to_set(monkeypatch, capsys
 
 
 def test_the_debugger_shows_the_conversation_live_and_replayed(tmp_path):
-    from forge import write_trace
     from forge.debug.repl import DebugShell
     from forge.debug.replay import ReplaySession
     from forge.machine.loader import load_definition

@@ -1,7 +1,7 @@
+from builders import Recorder, intent, scripted_loop, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builders import Recorder, intent, scripted_loop, tool
 from forge import (
     AgentLoop,
     IdempotencyRegistry,

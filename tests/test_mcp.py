@@ -15,9 +15,9 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is a test dependency: python3 tasks.py test installs it")
 
-from forge import AgentLoop, ArgumentContractError, Intent, ScriptedPolicy, ToolError  # noqa: E402
-from forge.cli import main as forge_main  # noqa: E402
-from forge.mcp import MCPError, MCPServer  # noqa: E402
+from forge import AgentLoop, ArgumentContractError, Intent, ScriptedPolicy, ToolError
+from forge.cli import main as forge_main
+from forge.mcp import MCPError, MCPServer
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -247,11 +247,10 @@ def test_no_server_process_outlives_the_with_block(tmp_path):
 
 def test_no_server_process_outlives_a_crash_inside_the_with_block(tmp_path):
     server, _ = _ledger_server(tmp_path)
-    with pytest.raises(RuntimeError, match="the loop crashed"):
-        with server:
-            loop = AgentLoop(server.tools(), ScriptedPolicy([Intent.call("add", a=1, b=1)]), verify=lambda o: True)
-            loop.run("goal")
-            raise RuntimeError("the loop crashed")
+    with pytest.raises(RuntimeError, match="the loop crashed"), server:
+        loop = AgentLoop(server.tools(), ScriptedPolicy([Intent.call("add", a=1, b=1)]), verify=lambda o: True)
+        loop.run("goal")
+        raise RuntimeError("the loop crashed")
     assert _gone(str(tmp_path))
 
 

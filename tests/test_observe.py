@@ -4,6 +4,7 @@ import asyncio
 import logging
 
 from builders import intent, scripted_loop, tool
+
 from forge import LoggingObserver, LoopObserver, ToolAttempt, TransientToolError
 
 

@@ -4,15 +4,15 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk", reason="opentelemetry-sdk is a test dependency: python3 tasks.py test installs it")
 
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-from opentelemetry.trace import StatusCode  # noqa: E402
+from builders import intent, scripted_loop, tool
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
-from builders import intent, scripted_loop, tool  # noqa: E402
-from forge import TransitionCallbacks  # noqa: E402
-from forge.demo.scenarios import build_scenario  # noqa: E402
-from forge.observe.otel import OpenTelemetryObserver  # noqa: E402
+from forge import TransitionCallbacks
+from forge.demo.scenarios import build_scenario
+from forge.observe.otel import OpenTelemetryObserver
 
 
 @pytest.fixture
@@ -41,14 +41,14 @@ def test_a_demo_run_is_one_run_span_with_a_child_span_per_transition(spans, tmp_
                for c in children)
     children.sort(key=lambda s: s.attributes["forge.sequence"])
     assert len(children) == len(result.trace)
-    for span, record in zip(children, result.trace):
+    for span, record in zip(children, result.trace, strict=True):
         assert span.name == f"forge.transition {record.source}"
         assert (span.attributes["forge.state"], span.attributes["forge.trigger"], span.attributes["forge.dest"]) == (
             record.source, record.trigger, record.dest)
         assert list(span.attributes["forge.guards"]) == [f"{g.name}={str(g.value).lower()}" for g in record.guards]
         if record.verdict is not None:
             assert span.attributes["forge.verdict"] == record.verdict
-    flaky = next(span for span, record in zip(children, result.trace)
+    flaky = next(span for span, record in zip(children, result.trace, strict=True)
                  if record.source == "execute" and record.detail.get("attempts", 1) > 1)
     assert flaky.attributes["forge.tool"] == "analyse"
     assert flaky.attributes["forge.observation.status"] == "ok" and flaky.attributes["forge.attempts"] == 3

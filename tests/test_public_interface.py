@@ -33,6 +33,15 @@ def test_the_package_ships_py_typed_and_type_checks_strictly():
     assert out.returncode == 0, out.stdout
 
 
+def test_mypy_and_ruff_pass_with_the_projects_own_settings():
+    """pyproject.toml holds the settings; `mypy` and `ruff check` with no arguments use them."""
+    mypy = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    assert mypy.returncode == 0, mypy.stdout
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "forge", "tests", "benchmarks", "examples", "tasks.py"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert ruff.returncode == 0, ruff.stdout
+
+
 def test_lazy_parts_stay_lazy_and_the_cli_lists_what_the_library_has():
     """Importing forge (or building a loop's names) loads none of the checker, diagrams,
     debugger or demo; the CLI's copies of scenario and format names match the library's."""
@@ -47,4 +56,4 @@ def test_lazy_parts_stay_lazy_and_the_cli_lists_what_the_library_has():
     from forge.demo.scenarios import SCENARIOS
     from forge.diagram import FORMATS
 
-    assert cli._SCENARIOS == tuple(SCENARIOS) and cli._FORMATS == FORMATS
+    assert tuple(SCENARIOS) == cli._SCENARIOS and cli._FORMATS == FORMATS

@@ -1,8 +1,8 @@
 import json
 
 import pytest
-
 from builders import intent, scripted_loop, tool
+
 from forge import TraceFormatError, read_trace, write_trace
 from forge.machine.trace import TRACE_VERSION
 

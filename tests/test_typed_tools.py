@@ -4,12 +4,11 @@ handler runs, tools chosen by name."""
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+import pytest
+from builders import Recorder, intent, scripted_loop
+from pydantic import Field
 from typing_extensions import TypedDict
 
-import pytest
-from pydantic import Field
-
-from builders import Recorder, intent, scripted_loop
 from forge import AgentLoop, ArgumentContractError, Intent, ScriptedPolicy, Tool, UnknownTool, tool
 from forge.agent.execution import execute_tool
 
@@ -104,7 +103,7 @@ def test_in_a_loop_a_wrongly_typed_call_is_a_retryable_observation_and_the_handl
                      ScriptedPolicy([Intent.call("find", query="x", limit="5"), Intent.call("find", query="x", limit=5)]),
                      verify=lambda o: o.status == "ok")
     result = loop.run("find x")
-    first, second = result.state.observations
+    first, _ = result.state.observations
     assert first.status == "retryable_error" and "limit: '5' is not of type 'integer'" in str(first.payload)
     assert handler.calls == [{"query": "x", "limit": 5}]
     assert result.reason == "verified_success"

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from builders import intent, scripted_loop, tool
+from user_stages import STAGES, budget
+
 from forge import AgentLoop, DefinitionError, ScriptedPolicy, Stage, load_definition
 from forge.check import check_definition
-from user_stages import STAGES, budget
 
 BUDGETED = Path(__file__).parent / "definitions" / "budgeted.toml"
 

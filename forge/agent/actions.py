@@ -10,6 +10,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from forge.errors import ForgeError
+
 __all__ = [
     "Action",
     "AmbiguousToolChoice",
@@ -38,7 +40,7 @@ class Action:
     reason: str
 
 
-class AmbiguousToolChoice(ValueError):
+class AmbiguousToolChoice(ForgeError, ValueError):
     """The top score is shared by two or more tools; the caller must clarify the goal.
 
     `tied` lists every tool at the best score, sorted by name; `score` is that score.
@@ -50,7 +52,7 @@ class AmbiguousToolChoice(ValueError):
         self.score = score
 
 
-class NoMatchingTool(ValueError):
+class NoMatchingTool(ForgeError, ValueError):
     """No registered tool offers any required capability (a capability gap).
 
     `required` is the capability set that nothing matched.

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from forge.errors import ForgeError
+
 __all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "execute_tool"]
 
 
@@ -68,7 +70,7 @@ class ExecutionResult:
     value: Any
 
 
-class ArgumentContractError(ValueError):
+class ArgumentContractError(ForgeError, ValueError):
     """The arguments break the tool's contract; the handler was not called.
 
     `missing` and `unexpected` are sorted tuples naming every offending argument;

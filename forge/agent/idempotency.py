@@ -12,10 +12,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from forge.errors import ForgeError
+
 __all__ = ["IdempotencyConflict", "IdempotencyReentry", "IdempotencyRegistry"]
 
 
-class IdempotencyConflict(ValueError):
+class IdempotencyConflict(ForgeError, ValueError):
     """`key` is already bound to another request fingerprint; nothing was run."""
 
     def __init__(self, key: str, stored: str, given: str) -> None:
@@ -26,7 +28,7 @@ class IdempotencyConflict(ValueError):
         self.key, self.stored, self.given = key, stored, given
 
 
-class IdempotencyReentry(RuntimeError):
+class IdempotencyReentry(ForgeError, RuntimeError):
     """`execute_once` was called for `key` from inside that key's own operation (a
     side-effecting handler that runs the same loop again with a shared registry). Waiting
     would deadlock, so it is refused."""

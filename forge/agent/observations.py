@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, Literal, cast, overload
 
-__all__ = ["OBSERVATION_STATUSES", "ActionHistory", "Observation", "LoopState"]
+__all__ = ["OBSERVATION_STATUSES", "ActionHistory", "LoopState", "Observation", "Status"]
+
+Status = Literal["ok", "retryable_error", "fatal_error"]
+"""An observation's status: the seed's three values."""
 
 OBSERVATION_STATUSES: frozenset[str] = frozenset({"ok", "retryable_error", "fatal_error"})
 
@@ -21,7 +24,7 @@ class Observation:
 
     sequence: int
     tool_name: str
-    status: str
+    status: Status
     payload: Any
 
 
@@ -32,7 +35,7 @@ class ActionHistory(Sequence[str]):
     "how often was the last action taken?" every step keeps a long run linear.
     """
 
-    __slots__ = ("_names", "_counts")
+    __slots__ = ("_counts", "_names")
 
     def __init__(self, names: list[str], counts: dict[str, int]) -> None:
         self._names, self._counts = names, counts
@@ -132,7 +135,7 @@ class LoopState:
         if status not in OBSERVATION_STATUSES:
             allowed = ", ".join(sorted(OBSERVATION_STATUSES))
             raise ValueError(f"unknown observation status {status!r}; expected one of {allowed}")
-        observation = Observation(len(self.observations) + 1, tool_name, status, payload)
+        observation = Observation(len(self.observations) + 1, tool_name, cast(Status, status), payload)
         self.observations.append(observation)
         self._note(tool_name if action is None else action)
         if status == "fatal_error":

@@ -15,12 +15,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-__all__ = ["PermanentToolError", "RetryResult", "ToolError", "TransientToolError", "check_count", "check_retry_options", "retry_delay", "run_with_retry"]
+from forge.errors import ForgeError
+
+__all__ = [
+    "PermanentToolError",
+    "RetryResult",
+    "ToolError",
+    "TransientToolError",
+    "check_count",
+    "check_retry_options",
+    "retry_delay",
+    "run_with_retry",
+]
 
 T = TypeVar("T")
 
 
-class TransientToolError(RuntimeError):
+class TransientToolError(ForgeError, RuntimeError):
     """A failure that may pass (timeout, 503). `retry_after` is the server's hint, in seconds."""
 
     def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
@@ -30,11 +41,11 @@ class TransientToolError(RuntimeError):
         self.retry_after = retry_after
 
 
-class PermanentToolError(RuntimeError):
+class PermanentToolError(ForgeError, RuntimeError):
     """A failure that retrying cannot fix (permission denied, invalid target)."""
 
 
-class ToolError(RuntimeError):
+class ToolError(ForgeError, RuntimeError):
     """A failure to tell the policy about, not to retry: "no such file", "query too broad".
 
     The loop records it as a `retryable_error` observation carrying the message, and the

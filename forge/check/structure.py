@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from itertools import combinations
 
+from forge.agent.stopping import StopReason
 from forge.check.findings import Finding, Severity
 from forge.machine.catalog import StageCatalog
-from forge.agent.stopping import StopReason
 from forge.machine.definition import FAILURE_STATE, MachineDefinition, StateDef, TransitionDef
 from forge.machine.stages import BUILTIN_STAGES
 

@@ -211,7 +211,7 @@ class DebugShell(cmd.Cmd):
         """quit: leave the debugger (Ctrl-D too)."""
         return True
 
-    def do_EOF(self, arg: str) -> bool:  # noqa: N802 (cmd's name for Ctrl-D)
+    def do_EOF(self, arg: str) -> bool:
         self.say()
         return True
 

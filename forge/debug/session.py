@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
-from forge.agent.runner import LoopResult
 from forge.debug.stepper import Stepper
 from forge.machine.run import Run, RunSnapshot
 from forge.machine.trace import Trace, TransitionRecord
+from forge.result import LoopResult
 
 if TYPE_CHECKING:
     from forge.loop import AgentLoop

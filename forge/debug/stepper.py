@@ -11,17 +11,18 @@ from typing import Any
 import graphviz
 
 from forge.debug.breakpoints import Breakpoint, BreakpointSet
+from forge.errors import ForgeError
 from forge.machine.definition import MachineDefinition
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["AtStart", "ContinueResult", "SessionFinished", "Stepper"]
 
 
-class SessionFinished(RuntimeError):
+class SessionFinished(ForgeError, RuntimeError):
     """The run is in a terminal state; there is no next transition (use back())."""
 
 
-class AtStart(RuntimeError):
+class AtStart(ForgeError, RuntimeError):
     """No transition has been taken; there is nothing to step back over."""
 
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from forge.agent.runner import LoopResult
-from forge.policy import Policy
 from forge.demo.scenarios import SCENARIOS, Scenario, build_scenario
 from forge.diagram import GraphvizNotInstalled, render
+from forge.errors import UsageError
 from forge.machine.trace import write_trace
 from forge.narrate import describe
+from forge.policy import Policy
+from forge.result import LoopResult
 
 __all__ = ["SCENARIOS", "DemoReport", "Scenario", "build_scenario", "prepare_workspace", "run_demo"]
 
@@ -48,9 +49,9 @@ def prepare_workspace(path: str | Path | None) -> Path:
     else:
         root = Path(path)
         if root.exists() and not root.is_dir():
-            raise ValueError(f"workspace {root} exists and is not a folder")
+            raise UsageError(f"workspace {root} exists and is not a folder")
         if root.is_dir() and any(root.iterdir()) and not (root / MARKER).exists():
-            raise ValueError(f"workspace {root} is not empty and was not made by forge demo; choose a new folder")
+            raise UsageError(f"workspace {root} is not empty and was not made by forge demo; choose a new folder")
         if root.is_dir():
             for child in root.iterdir():
                 shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
@@ -69,7 +70,7 @@ def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: 
     """
     out = out if out is not None else sys.stdout
     if scenario not in SCENARIOS:
-        raise ValueError(f"unknown scenario {scenario!r}; scenarios are {', '.join(SCENARIOS)}")
+        raise UsageError(f"unknown scenario {scenario!r}; scenarios are {', '.join(SCENARIOS)}")
     root = prepare_workspace(workspace)
     built = build_scenario(scenario, root, policy)
     try:

@@ -51,7 +51,7 @@ class AnalysisService:
         service = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_POST(self) -> None:
                 if self.path != "/analyse":
                     self._reply(404, {"error": f"no such endpoint {self.path}"})
                     return

@@ -10,13 +10,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from forge.errors import ForgeError
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["RunOverlay", "TraceMismatch", "overlay_of", "records_of", "transition_of"]
 
 
-class TraceMismatch(ValueError):
+class TraceMismatch(ForgeError, ValueError):
     """A trace record is not a transition of the definition it is drawn on."""
 
 

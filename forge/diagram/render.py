@@ -11,6 +11,7 @@ import graphviz
 from forge.diagram.dot import to_digraph
 from forge.diagram.mermaid import to_mermaid
 from forge.diagram.overlay import overlay_of
+from forge.errors import ForgeError, UsageError
 from forge.machine.definition import MachineDefinition
 from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord
@@ -32,7 +33,7 @@ _SUFFIXES = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": 
              ".mermaid": "mermaid"}
 
 
-class GraphvizNotInstalled(RuntimeError):
+class GraphvizNotInstalled(ForgeError, RuntimeError):
     """Rendering an image needs Graphviz's `dot` executable, which is not on PATH."""
 
     def __init__(self, fmt: str) -> None:
@@ -76,13 +77,13 @@ def format_for(path: str | Path | None, fmt: str | None) -> str:
     """
     if fmt is not None:
         if fmt not in FORMATS:
-            raise ValueError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
+            raise UsageError(f"unknown diagram format {fmt!r}; choose one of {', '.join(FORMATS)}")
         return fmt
     if path is None:
         return "dot"
     suffix = Path(path).suffix.lower()
     if suffix not in _SUFFIXES:
-        raise ValueError(
+        raise UsageError(
             f"cannot tell the format from {str(path)!r}; give --format ({', '.join(FORMATS)}) "
             f"or a suffix ({', '.join(sorted(_SUFFIXES))})"
         )
@@ -97,7 +98,7 @@ def diagram_text(definition: str | Path | MachineDefinition, fmt: str,
     if fmt == "dot":
         source: str = diagram(definition, trace).source
         return source
-    raise ValueError(f"{fmt} is an image format, not text; write it to a file with render()")
+    raise UsageError(f"{fmt} is an image format, not text; write it to a file with render()")
 
 
 def image_of(dot: str, fmt: str) -> bytes:

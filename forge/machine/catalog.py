@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from forge.errors import UsageError
 from forge.machine.effects import Call, Steps
 
 if TYPE_CHECKING:
@@ -195,13 +196,13 @@ def import_stages(reference: str) -> Mapping[str, Stage]:
         sys.path.insert(0, os.getcwd())
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"--stages {reference!r}: expected MODULE:NAME, e.g. myagent.stages:STAGES")
+        raise UsageError(f"--stages {reference!r}: expected MODULE:NAME, e.g. myagent.stages:STAGES")
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
-        raise ValueError(f"--stages {reference!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from error
+        raise UsageError(f"--stages {reference!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from error
     stages = getattr(module, attribute, None)
     if not isinstance(stages, Mapping) or not all(isinstance(v, Stage) for v in stages.values()):
-        raise ValueError(f"--stages {reference!r}: {attribute!r} must be a mapping of action names to forge Stage "
+        raise UsageError(f"--stages {reference!r}: {attribute!r} must be a mapping of action names to forge Stage "
                          f"objects, got {type(stages).__name__}")
     return stages

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from forge.errors import ForgeError
+from forge.result import Outcome
+
 __all__ = [
     "FAILURE_STATE",
     "FAILURE_TRIGGER",
@@ -56,7 +59,7 @@ class StateDef:
 
     name: str
     terminal: bool = False
-    outcome: str | None = None
+    outcome: Outcome | None = None
     action: str | None = None
     doc: str = ""
 
@@ -131,7 +134,7 @@ class Problem:
     code: str = "schema"
 
 
-class DefinitionError(ValueError):
+class DefinitionError(ForgeError, ValueError):
     """A definition file cannot be used. `path` names the file, `problems` every fault."""
 
     def __init__(self, path: str, problems: tuple[Problem, ...]) -> None:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from forge.errors import ForgeError
+
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
 
@@ -77,7 +79,7 @@ Effect = Call | Sleep | Once | Notify
 Steps = Generator[Effect, Any, T]
 
 
-class AsyncNotSupported(TypeError):
+class AsyncNotSupported(ForgeError, TypeError):
     """User code returned an awaitable under `run()`, which cannot await it."""
 
     def __init__(self, what: str, declared: bool = False) -> None:

@@ -33,6 +33,7 @@ from typing import Any, Protocol, cast
 from transitions import Machine, MachineError, Transition
 from transitions.core import Condition, Event, EventData
 
+from forge.errors import ForgeError
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps, run_async, run_sync
@@ -57,11 +58,11 @@ ADVANCE = "advance"
 _log = logging.getLogger("forge")
 
 
-class RunFinished(RuntimeError):
+class RunFinished(ForgeError, RuntimeError):
     """The run is in a terminal state; there is nothing left to fire."""
 
 
-class NoTransitionEnabled(RuntimeError):
+class NoTransitionEnabled(ForgeError, RuntimeError):
     """Zero or several transitions were enabled, so the machine cannot choose one.
 
     `state`, `verdict` and `guards` say what was evaluated; `enabled` lists the entries of
@@ -182,7 +183,7 @@ class _Event(Event):
                 enabled.append(transition)
         chosen = _only_enabled(event_data, enabled)
         event_data.transition = chosen
-        setattr(event_data, "decided", chosen)
+        setattr(event_data, "decided", chosen)  # noqa: B010 - EventData declares no such attribute; ours rides along
         event_data.result = chosen.execute(event_data)
         return event_data.result
 

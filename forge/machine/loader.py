@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import (
@@ -26,6 +26,7 @@ from forge.machine.definition import (
     TransitionDef,
 )
 from forge.machine.stages import BUILTIN_STAGES
+from forge.result import Outcome
 
 __all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "resolve_definition"]
 
@@ -78,7 +79,7 @@ def resolve_definition(name_or_path: str | Path) -> Path:
     )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _builtin_path(name: str) -> Path | None:
     from importlib import resources
 
@@ -228,7 +229,7 @@ def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
             StateDef(
                 name=name,
                 terminal=terminal,
-                outcome=outcome if isinstance(outcome, str) else None,
+                outcome=cast(Outcome, outcome) if outcome in OUTCOMES else None,
                 action=action if isinstance(action, str) else None,
                 doc=str(body.get("doc", "")),
             )

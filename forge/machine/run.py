@@ -15,11 +15,10 @@ from forge.agent.actions import Action, ToolSpec
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.stopping import StopController, StopDecision
+from forge.machine.trace import Trace
 from forge.observe import Observers
 from forge.policy import Intent, Policy
 from forge.tools import Tool
-
-from forge.machine.trace import Trace
 
 if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from itertools import count
 from typing import Any
 
-from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool, select_action, select_named
+from forge.agent.actions import Action, AmbiguousToolChoice, NoMatchingTool, UnknownTool, select_action, select_named
 from forge.agent.execution import ArgumentContractError, SchemaViolation, ToolContract, execute_tool
 from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopReason
+from forge.errors import ForgeError
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
 from forge.machine.run import Run
 from forge.machine.trace import quoted
 from forge.observe import ToolAttempt
-from forge.agent.actions import Action
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
 
@@ -89,7 +89,7 @@ class ApprovalRequest:
     fingerprint: str
 
 
-class ApprovalRejected(RuntimeError):
+class ApprovalRejected(ForgeError, RuntimeError):
     """The approver refused the call; recorded as a `retryable_error` observation so the
     policy can replan. `request` is what was refused."""
 

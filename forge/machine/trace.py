@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
+from forge.errors import ForgeError
+
 __all__ = [
     "TRACE_VERSION",
     "GuardResult",
@@ -119,8 +121,18 @@ class Trace(Sequence[TransitionRecord]):
     the position (1..n), as in every trace. Equal to any sequence of equal records.
     """
 
-    __slots__ = ("machine", "_edges", "_edge_ids", "_edge", "_step", "_duration", "_guards", "_verdict", "_detail",
-                 "_shared")
+    __slots__ = (
+        "_detail",
+        "_duration",
+        "_edge",
+        "_edge_ids",
+        "_edges",
+        "_guards",
+        "_shared",
+        "_step",
+        "_verdict",
+        "machine",
+    )
 
     def __init__(self, records: Iterable[TransitionRecord] = (), machine: str = "") -> None:
         self.machine = machine
@@ -204,7 +216,7 @@ class Trace(Sequence[TransitionRecord]):
         return f"Trace({len(self)} transitions of {self.machine or 'a machine'})"
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(ForgeError, ValueError):
     """A trace file line cannot be read. `path` and `line` (1-based) say where."""
 
     def __init__(self, path: str, line: int, problem: str) -> None:

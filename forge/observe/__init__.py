@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from forge.agent.runner import LoopResult
     from forge.machine.run import Run
     from forge.machine.trace import TransitionRecord
+    from forge.result import LoopResult
 
 __all__ = ["LoopObserver", "Observers", "ToolAttempt", "TransitionCallback"]
 
@@ -87,7 +87,7 @@ class Observers:
     failure is attributed to it; the caller decides what the failure means.
     """
 
-    __slots__ = ("observers", "wanted", "_bound")
+    __slots__ = ("_bound", "observers", "wanted")
 
     def __init__(self, observers: Iterable[LoopObserver] = ()) -> None:
         self.observers = tuple(observers)

@@ -15,9 +15,9 @@ from forge.narrate import describe
 from forge.observe import LoopObserver
 
 if TYPE_CHECKING:
-    from forge.agent.runner import LoopResult
     from forge.machine.run import Run
     from forge.machine.trace import TransitionRecord
+    from forge.result import LoopResult
 
 __all__ = ["LoggingObserver"]
 

@@ -25,9 +25,9 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
                       "(pip install 'forge-fsm[otel]') or pip install opentelemetry-api") from missing
 
 if TYPE_CHECKING:
-    from forge.agent.runner import LoopResult
     from forge.machine.run import Run
     from forge.machine.trace import TransitionRecord
+    from forge.result import LoopResult
 
 __all__ = ["OpenTelemetryObserver"]
 
