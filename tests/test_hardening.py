@@ -508,3 +508,35 @@ def test_closed_sets_are_typed_as_literals():
     outcome = typing.get_type_hints(LoopResult)["outcome"]
     assert set(typing.get_args(typing.get_args(outcome)[0])) == {"success", "failure", "needs_input"}
     assert typing.get_type_hints(StateDef)["outcome"] == outcome
+
+
+# 17. the debugger steps back and forth in constant work per step
+
+
+def test_stepping_back_and_forward_in_a_long_session_touches_one_observation(monkeypatch):
+    from builders import tool
+
+    from forge import AgentLoop, Intent
+    from forge.agent.observations import LoopState
+
+    loop = AgentLoop([tool("a", required={"n"})], lambda goal, state: Intent({"a"}, {"n": state.step_count}),
+                     verify=lambda o: False, max_steps=1000, repeat_limit=10)
+    session = loop.debug("goal")
+    session.continue_()
+    assert session.loop_state.step_count == 1000
+    state = session.loop_state
+    noted = []
+    original = LoopState._note
+
+    def counting(self, name):
+        noted.append(name)
+        original(self, name)
+
+    monkeypatch.setattr(LoopState, "_note", counting)
+    for _ in range(4):  # back over verify, observe, execute, select: one observation undone
+        session.back()
+    assert session.loop_state is state and state.step_count == 999 and noted == []
+    for _ in range(4):
+        session.step()  # replayed from the recording
+    assert state.step_count == 1000 and len(noted) == 1
+    assert session.done and session.result.reason == "step_budget_exhausted"

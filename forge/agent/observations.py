@@ -88,15 +88,28 @@ class LoopState:
         for observation in self.observations:
             self._note(observation.tool_name)
 
-    def prefix(self, observations: int, messages: int, terminal: bool) -> LoopState:
-        """A new state as this one was after its first `observations` observations and
-        `messages` messages (the debugger steps back with it; the action history follows)."""
-        state = LoopState(self.observations[:observations], terminal, list(self.messages[:messages]), self.turn_start)
-        state._names[:] = self._names[:observations]
-        state._counts.clear()
-        for name in state._names:
-            state._counts[name] = state._counts.get(name, 0) + 1
-        return state
+    def move_to(self, observations: int, messages: int, terminal: bool, history: Sequence[Observation],
+                actions: Sequence[str], conversation: Sequence[dict[str, Any]]) -> None:
+        """Make this state what it was after its first `observations` observations and
+        `messages` messages, cutting back or taking the missing ones from `history`,
+        `actions` and `conversation` (the furthest the run got). The cost is what changes,
+        not the length of the run: the debugger steps back and forth with it."""
+        have = len(self.observations)
+        if observations < have:
+            for name in self._names[observations:]:
+                self._counts[name] -= 1
+                if not self._counts[name]:
+                    del self._counts[name]
+            del self.observations[observations:], self._names[observations:]
+        else:
+            self.observations.extend(history[have:observations])
+            for name in actions[have:observations]:
+                self._note(name)
+        if messages < len(self.messages):
+            del self.messages[messages:]
+        else:
+            self.messages.extend(conversation[len(self.messages):messages])
+        self.terminal = terminal
 
     def continued(self, actions: Sequence[str] | None = None) -> LoopState:
         """A new state that goes on from this one: the same observations and messages (for a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +39,6 @@ class ReplaySession(Stepper):
     @property
     def state(self) -> str:
         return self._records[self._position - 1].dest if self._position else self.definition.initial
-
-    @property
-    def trace(self) -> Sequence[TransitionRecord]:
-        return self._records[: self._position]
 
     @property
     def done(self) -> bool:

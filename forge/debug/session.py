@@ -7,13 +7,12 @@ transition already taken restores the recorded outcome instead of running tools 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from forge.agent.observations import LoopState
+from forge.agent.observations import LoopState, Observation
 from forge.debug.stepper import Stepper
 from forge.machine.run import Run, RunSnapshot
-from forge.machine.trace import Trace, TransitionRecord
+from forge.machine.trace import TransitionRecord
 from forge.result import LoopResult
 
 if TYPE_CHECKING:
@@ -29,9 +28,12 @@ class DebugSession(Stepper):
         super().__init__(loop.definition)
         self.loop = loop
         self._run = run
+        # what the run recorded at its furthest: stepping back cuts the live state, stepping
+        # forward again takes from these
         self._records: list[TransitionRecord] = []
-        self._frontier: LoopState = run.loop_state  # the furthest the run has got; only it grows
-        self._frontier_trace: Trace = run.trace
+        self._observations: list[Observation] = list(run.loop_state.observations)
+        self._actions: list[str] = list(run.loop_state.action_history)
+        self._messages: list[dict[str, Any]] = list(run.loop_state.messages)
         self._snapshots: list[RunSnapshot] = [run.snapshot()]
         self._position = 0
 
@@ -53,10 +55,6 @@ class DebugSession(Stepper):
         return tuple(self._run.loop_state.messages)
 
     @property
-    def trace(self) -> Sequence[TransitionRecord]:
-        return self._run.trace
-
-    @property
     def run(self) -> Run:
         """The run being debugged (read it; stepping is the session's job)."""
         return self._run
@@ -74,11 +72,14 @@ class DebugSession(Stepper):
     def _forward(self) -> TransitionRecord:
         if self._position < len(self._records):
             self._position += 1
-            self._run.restore(self._snapshots[self._position], self._frontier, self._frontier_trace)
+            self._restore()
             return self._records[self._position - 1]
         record = self.loop.engine.fire(self._run)
         self._records.append(record)
-        self._frontier, self._frontier_trace = self._run.loop_state, self._run.trace
+        state = self._run.loop_state
+        self._observations.extend(state.observations[len(self._observations):])
+        self._actions.extend(state.action_history[len(self._actions):])
+        self._messages.extend(state.messages[len(self._messages):])
         self._snapshots.append(self._run.snapshot())
         self._position += 1
         if self.loop.engine.is_terminal(self._run):  # the frontier ends once: observers hear of it once
@@ -87,4 +88,8 @@ class DebugSession(Stepper):
 
     def _backward(self) -> None:
         self._position -= 1
-        self._run.restore(self._snapshots[self._position], self._frontier, self._frontier_trace)
+        self._restore()
+
+    def _restore(self) -> None:
+        self._run.restore(self._snapshots[self._position], self._observations, self._actions, self._messages,
+                          self._records)

@@ -40,6 +40,8 @@ class Stepper:
     `trace` and `definition`."""
 
     definition: MachineDefinition
+    _records: Sequence[TransitionRecord]  # every record known, taken or ahead
+    _position: int  # how many of them have been taken
 
     def __init__(self, definition: MachineDefinition) -> None:
         self.definition = definition
@@ -53,8 +55,9 @@ class Stepper:
         raise NotImplementedError
 
     @property
-    def trace(self) -> Sequence[TransitionRecord]:
-        raise NotImplementedError
+    def trace(self) -> tuple[TransitionRecord, ...]:
+        """The transitions taken so far, as a value (later steps do not change it)."""
+        return tuple(self._records[: self._position])
 
     @property
     def messages(self) -> tuple[dict[str, Any], ...]:
@@ -76,8 +79,7 @@ class Stepper:
     @property
     def step_number(self) -> int:
         """The loop iteration of the last transition taken (0 before the first)."""
-        trace = self.trace
-        return trace[-1].step if trace else 0
+        return self._records[self._position - 1].step if self._position else 0
 
     def step(self) -> TransitionRecord:
         """Fire exactly one transition and return its record.
@@ -95,11 +97,11 @@ class Stepper:
         Raises:
             AtStart: no transition has been taken.
         """
-        trace = self.trace
-        if not trace:
+        if not self._position:
             raise AtStart("at the start of the run; there is no transition to step back over")
+        record = self._records[self._position - 1]
         self._backward()
-        return trace[-1]
+        return record
 
     def continue_(self) -> ContinueResult:
         """Fire transitions until a breakpoint is hit or the run ends; at least one fires.

@@ -7,7 +7,7 @@ summary, and the trace so far.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -101,14 +101,16 @@ class Run:
             messages=len(self.loop_state.messages), messages_seen=self.messages_seen,
         )
 
-    def restore(self, snapshot: RunSnapshot, frontier: LoopState, trace: Trace) -> None:
-        """Put the run back as `snapshot` says: `frontier` (the furthest state the run has
-        reached) cut back to the snapshot's observations and messages, and the first
-        `snapshot.transitions` of `trace`."""
+    def restore(self, snapshot: RunSnapshot, history: Sequence[Observation], actions: Sequence[str],
+                conversation: Sequence[dict[str, Any]], records: Sequence[TransitionRecord]) -> None:
+        """Put the run back as `snapshot` says, moving its state and trace to the snapshot's
+        lengths with what the run recorded at its furthest (`history`, `actions`,
+        `conversation`, `records`): the cost is what one step changed."""
         for name in _SCALARS:
             setattr(self, name, getattr(snapshot, name))
-        self.loop_state = frontier.prefix(snapshot.observations, snapshot.messages, snapshot.terminal)
-        self.trace = trace.prefix(snapshot.transitions)
+        self.loop_state.move_to(snapshot.observations, snapshot.messages, snapshot.terminal, history, actions,
+                                conversation)
+        self.trace.move_to(snapshot.transitions, records)
 
 
 @dataclass(frozen=True, slots=True)

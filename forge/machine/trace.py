@@ -197,13 +197,14 @@ class Trace(Sequence[TransitionRecord]):
     def __iter__(self) -> Iterator[TransitionRecord]:
         return (self._record(i) for i in range(len(self)))
 
-    def prefix(self, count: int) -> Trace:
-        """A new trace of the first `count` transitions (the debugger steps back with it)."""
-        cut = Trace(machine=self.machine)
-        cut._edges, cut._edge_ids, cut._shared = list(self._edges), dict(self._edge_ids), dict(self._shared)
-        cut._edge, cut._step, cut._duration = self._edge[:count], self._step[:count], self._duration[:count]
-        cut._guards, cut._verdict, cut._detail = self._guards[:count], self._verdict[:count], self._detail[:count]
-        return cut
+    def move_to(self, count: int, records: Sequence[TransitionRecord]) -> None:
+        """Keep the first `count` transitions, cutting back or appending from `records` (the
+        furthest the run got); the cost is what changes (the debugger steps with it)."""
+        if count < len(self):
+            for column in (self._edge, self._step, self._duration, self._guards, self._verdict, self._detail):
+                del column[count:]
+        for record in records[len(self):count]:
+            self.append(record)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
