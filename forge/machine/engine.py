@@ -216,19 +216,23 @@ def _async_machine_class() -> type[Machine]:
     from transitions.extensions.asyncio import AsyncEvent, AsyncMachine, AsyncTransition
 
     class _AsyncTransition(AsyncTransition):
+        condition_cls = _Condition  # type: ignore[assignment]  # forge's guards are plain functions: no coroutine each
+
         def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.definition = definition
 
         async def _eval_conditions(self, event_data: Any) -> bool:  # type: ignore[override]
-            return getattr(event_data, "decided", None) is self or bool(await super()._eval_conditions(event_data))
+            if getattr(event_data, "decided", None) is self:
+                return True
+            return all(c.check(event_data) for c in self.conditions)
 
     class _AsyncEvent(AsyncEvent):
         async def _process(self, event_data: Any) -> bool:  # type: ignore[override]
             machine: Any = self.machine
             await machine.callbacks(machine.prepare_event, event_data)
             candidates: list[Any] = self.transitions[event_data.state.name]
-            enabled = [t for t in candidates if all([await c.check(event_data) for c in t.conditions])]
+            enabled = [t for t in candidates if all(c.check(event_data) for c in t.conditions)]
             chosen: Any = _only_enabled(event_data, enabled)
             event_data.transition = event_data.decided = chosen
             event_data.result = await chosen.execute(event_data)
@@ -243,6 +247,16 @@ def _async_machine_class() -> type[Machine]:
                 result = self.resolve_callable(func, event_data)(event_data)
                 if isinstance(result, Awaitable):
                     await result
+
+        # transitions tracks the task of every trigger per model, so that a new event can
+        # cancel a transition still running on the same model. A forge run fires one
+        # transition at a time (afire awaits each), so there is never one to cancel; the
+        # bookkeeping is skipped, and a cancelled arun task raises CancelledError directly.
+        async def process_context(self, func: Any, model: Any) -> Any:
+            return await self._process_async(func, model)
+
+        async def cancel_running_transitions(self, model: Any, msg: Any = None) -> None:
+            return None
 
     return _AsyncMachine
 
