@@ -26,7 +26,7 @@ from forge.machine.engine import (
 )
 from forge.machine.loader import catalog_of, load_definition
 from forge.machine.run import Run, RunConfig
-from forge.machine.trace import TransitionRecord
+from forge.machine.trace import Trace, TransitionRecord
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
 from forge.policy import Policy
@@ -189,7 +189,8 @@ class AgentLoop:
         loop_state = LoopState() if state is None else state.continued(state.action_history)
         return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
                    loop_state=loop_state, base_steps=loop_state.step_count, messages_seen=len(loop_state.messages),
-                   observers=self._observers + observers, machine=self.definition.name)
+                   observers=self._observers.for_run() + observers, machine=self.definition.name,
+                   trace=Trace(machine=self.definition.name))
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
@@ -211,7 +212,7 @@ class AgentLoop:
         run.observers.notify(run, "run_started")
         engine = self.engine
         while not engine.is_terminal(run):
-            engine.fire(run)
+            engine.advance(run)
         return self._finish(run)
 
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
@@ -228,7 +229,7 @@ class AgentLoop:
         run.observers.notify(run, "run_started")
         engine = self.async_engine
         while not engine.is_terminal(run):
-            await engine.afire(run)
+            await engine.aadvance(run)
         return self._finish(run)
 
     def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> DebugSession:

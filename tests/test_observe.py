@@ -123,3 +123,22 @@ def test_a_logging_observer_can_use_another_logger(caplog):
     caplog.set_level(logging.INFO, logger="myapp.agent")
     _flaky_loop(observers=[LoggingObserver(logging.getLogger("myapp.agent"))]).run("goal")
     assert sum(r.name == "myapp.agent" for r in caplog.records) == 2
+
+
+def test_a_run_nobody_watches_makes_no_record_per_transition(monkeypatch, caplog):
+    import forge.machine.engine as engine
+
+    made = []
+    real = engine.TransitionRecord
+
+    def counting(*args, **kwargs):
+        made.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "TransitionRecord", counting)
+    caplog.set_level(logging.INFO, logger="forge")
+    result = _flaky_loop().run("goal")
+    assert made == [] and len(result.trace) == 4 and result.trace[-1].dest == "verified_success"
+    caplog.set_level(logging.DEBUG, logger="forge")
+    _flaky_loop().run("goal")
+    assert len(made) == 4  # at DEBUG the logging observer reads every transition's record

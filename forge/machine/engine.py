@@ -366,10 +366,13 @@ class LoopEngine:
             RunFinished: `run` is already in a terminal state.
             NoTransitionEnabled: the verdict enables zero or several transitions.
         """
+        self.advance(run)
+        return run.record if run.record is not None else run.trace[-1]
+
+    def advance(self, run: Run) -> None:
+        """`fire`, without making the record when nobody asked for one (what `run()` uses)."""
         self._refuse_finished(run)
         self.event.trigger(run)
-        assert run.record is not None
-        return run.record
 
     def _refuse_finished(self, run: Run) -> None:
         if self._terminal[run.state]:
@@ -380,6 +383,7 @@ class LoopEngine:
         if any, is returned for the caller to drive; an action-less state's verdict is None."""
         run = event.model
         run.source, run.started, run.recorded, run.guard_values = run.state, self._clock(), False, {}
+        run.record = None
         if "transition_started" in run.observers.wanted:
             run.observers.notify(run, "transition_started", run.state)
         action = self._actions.get(run.state)
@@ -425,9 +429,13 @@ class LoopEngine:
 
     def _record(self, event: _Firing) -> None:
         run = event.model
-        record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail)
         if "transition_finished" in run.observers.wanted:
+            record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail)
             run.observers.notify(run, "transition_finished", record)
+        else:  # nobody reads this record now: the trace keeps its parts, and makes one when asked
+            run.trace.add(run.step, run.source, event.transition.definition.trigger, run.state, self._guards_of(run),
+                          run.verdict, self._clock() - run.started, run.detail)
+            run.recorded = True
 
     def _fail(self, event: _Firing) -> None:
         run = event.model
@@ -469,13 +477,19 @@ class AsyncLoopEngine(LoopEngine):
 
     async def afire(self, run: Run) -> TransitionRecord:
         """`fire`, awaited. Raises as `fire` does; a cancelled run re-raises CancelledError."""
+        await self.aadvance(run)
+        return run.record if run.record is not None else run.trace[-1]
+
+    def advance(self, run: Run) -> None:
+        raise TypeError("an AsyncLoopEngine advances with `await engine.aadvance(run)`")
+
+    async def aadvance(self, run: Run) -> None:
+        """`afire`, without making the record when nobody asked for one (what `arun()` uses)."""
         self._refuse_finished(run)
         await cast(Any, self.event).trigger(run)
         interrupted, run.interrupted = run.interrupted, None
         if interrupted is not None:
             raise interrupted
-        assert run.record is not None
-        return run.record
 
 
 def engine_for(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES,

@@ -154,17 +154,23 @@ class Trace(Sequence[TransitionRecord]):
             raise ValueError(f"record {record.sequence} cannot follow {len(self._step)} records")
         if not self.machine:
             self.machine = record.machine
-        edge = (record.source, record.trigger, record.dest)
+        self.add(record.step, record.source, record.trigger, record.dest, record.guards, record.verdict,
+                 record.duration_s, record.detail)
+
+    def add(self, step: int, source: str, trigger: str, dest: str, guards: tuple[GuardResult, ...],
+            verdict: str | None, duration_s: float, detail: Mapping[str, Any]) -> None:
+        """Add the next transition from its parts, making no record (the engine's path)."""
+        edge = (source, trigger, dest)
         index = self._edge_ids.get(edge)
         if index is None:
             index = self._edge_ids[edge] = len(self._edges)
             self._edges.append(edge)
         self._edge.append(index)
-        self._step.append(record.step)
-        self._duration.append(record.duration_s)
-        self._guards.append(record.guards)
-        self._verdict.append(sys.intern(record.verdict) if isinstance(record.verdict, str) else record.verdict)
-        self._detail.append(self._share(record.detail))
+        self._step.append(step)
+        self._duration.append(duration_s)
+        self._guards.append(guards)
+        self._verdict.append(sys.intern(verdict) if isinstance(verdict, str) else verdict)
+        self._detail.append(self._share(detail))
 
     def _share(self, detail: Mapping[str, Any]) -> Mapping[str, Any]:
         try:

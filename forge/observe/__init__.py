@@ -87,17 +87,19 @@ class Observers:
     failure is attributed to it; the caller decides what the failure means.
     """
 
-    __slots__ = ("_bound", "observers", "wanted")
+    __slots__ = ("_bound", "_dynamic", "_variants", "observers", "wanted")
 
-    def __init__(self, observers: Iterable[LoopObserver] = ()) -> None:
+    def __init__(self, observers: Iterable[LoopObserver] = (), skip: frozenset[tuple[int, str]] = frozenset()) -> None:
         self.observers = tuple(observers)
+        self._dynamic = tuple(i for i, o in enumerate(self.observers) if callable(getattr(o, "hooks_wanted", None)))
+        self._variants: dict[frozenset[tuple[int, str]], Observers] = {}
         for observer in self.observers:
             if not any(callable(getattr(observer, hook, None)) for hook in _HOOKS):
                 raise TypeError(f"{observer!r} is not a LoopObserver: it has none of {', '.join(_HOOKS)}")
         self._bound: dict[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
             hook: tuple(
                 (f"observer {type(o).__name__}.{hook}", getattr(o, hook))
-                for o in self.observers if _overrides(o, hook)
+                for i, o in enumerate(self.observers) if _overrides(o, hook) and (i, hook) not in skip
             )
             for hook in _HOOKS
         }
@@ -105,6 +107,19 @@ class Observers:
 
     def __bool__(self) -> bool:
         return bool(self.observers)
+
+    def for_run(self) -> Observers:
+        """These observers as they want to be told of one run starting now: an observer with
+        `hooks_wanted()` (the logging one: transitions only when its logger shows DEBUG) is
+        asked once, here, so a hook nobody wants costs a run nothing."""
+        if not self._dynamic:
+            return self
+        skip = frozenset((i, hook) for i in self._dynamic for hook in _HOOKS
+                         if hook not in self.observers[i].hooks_wanted())  # type: ignore[attr-defined]
+        variant = self._variants.get(skip)
+        if variant is None:
+            variant = self._variants.setdefault(skip, Observers(self.observers, skip))
+        return variant
 
     def __add__(self, more: Iterable[LoopObserver]) -> Observers:
         extra = tuple(more)

@@ -2,8 +2,9 @@
 
 Run start and end at INFO, one line per transition at DEBUG, a failed transition at
 WARNING. forge configures no handler or level: what is shown is the application's choice.
-Every loop has this observer first; when the logger is not enabled for a level, the cost
-is one `isEnabledFor` check.
+Every loop has this observer first. Whether the logger shows DEBUG is asked as each run
+starts: without it, the run neither calls this observer per transition nor makes the
+records for it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ class LoggingObserver(LoopObserver):
 
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger if logger is not None else logging.getLogger("forge")
+
+    def hooks_wanted(self) -> frozenset[str]:
+        """What this observer wants of a run starting now: a line per transition only while
+        its logger shows DEBUG (checked as each run starts), the rest always."""
+        wanted = {"run_started", "transition_failed", "run_finished"}
+        if self.logger.isEnabledFor(logging.DEBUG):
+            wanted.add("transition_finished")
+        return frozenset(wanted)
 
     def run_started(self, run: Run) -> None:
         if self.logger.isEnabledFor(logging.INFO):
