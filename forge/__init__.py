@@ -10,7 +10,7 @@ nothing here loads `forge check`, the diagrams, the debugger or the demo.
 
 from __future__ import annotations
 
-from importlib import import_module, metadata
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ __all__ = [
 
 
 def _version() -> str:
+    from importlib import metadata  # here: it is slow to import, and only --version asks
+
     try:
         return metadata.version("forge-fsm")
     except metadata.PackageNotFoundError:  # run from a source tree that is not installed

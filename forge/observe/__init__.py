@@ -92,7 +92,7 @@ class Observers:
     def __init__(self, observers: Iterable[LoopObserver] = (), skip: frozenset[tuple[int, str]] = frozenset()) -> None:
         self.observers = tuple(observers)
         self._dynamic = tuple(i for i, o in enumerate(self.observers) if callable(getattr(o, "hooks_wanted", None)))
-        self._variants: dict[frozenset[tuple[int, str]], Observers] = {}
+        self._variants: dict[tuple[frozenset[str], ...], Observers] = {}
         for observer in self.observers:
             if not any(callable(getattr(observer, hook, None)) for hook in _HOOKS):
                 raise TypeError(f"{observer!r} is not a LoopObserver: it has none of {', '.join(_HOOKS)}")
@@ -114,11 +114,12 @@ class Observers:
         asked once, here, so a hook nobody wants costs a run nothing."""
         if not self._dynamic:
             return self
-        skip = frozenset((i, hook) for i in self._dynamic for hook in _HOOKS
-                         if hook not in self.observers[i].hooks_wanted())  # type: ignore[attr-defined]
-        variant = self._variants.get(skip)
+        answers = tuple(self.observers[i].hooks_wanted() for i in self._dynamic)  # type: ignore[attr-defined]
+        variant = self._variants.get(answers)
         if variant is None:
-            variant = self._variants.setdefault(skip, Observers(self.observers, skip))
+            skip = frozenset((i, hook) for i, wanted in zip(self._dynamic, answers, strict=True)
+                             for hook in _HOOKS if hook not in wanted)
+            variant = self._variants.setdefault(answers, Observers(self.observers, skip))
         return variant
 
     def __add__(self, more: Iterable[LoopObserver]) -> Observers:

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LoggingObserver"]
 
+_QUIET = frozenset({"run_started", "transition_failed", "run_finished"})
+_EVERY = _QUIET | {"transition_finished"}
+
 
 class LoggingObserver(LoopObserver):
     """Log a run's life to `logger` (default: `logging.getLogger("forge")`)."""
@@ -32,10 +35,7 @@ class LoggingObserver(LoopObserver):
     def hooks_wanted(self) -> frozenset[str]:
         """What this observer wants of a run starting now: a line per transition only while
         its logger shows DEBUG (checked as each run starts), the rest always."""
-        wanted = {"run_started", "transition_failed", "run_finished"}
-        if self.logger.isEnabledFor(logging.DEBUG):
-            wanted.add("transition_finished")
-        return frozenset(wanted)
+        return _EVERY if self.logger.isEnabledFor(logging.DEBUG) else _QUIET
 
     def run_started(self, run: Run) -> None:
         if self.logger.isEnabledFor(logging.INFO):
