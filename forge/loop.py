@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect  # already loaded by dataclasses: importing it here costs nothing
 import time
+import types
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -286,7 +287,11 @@ def _takes_state(verify: Callable[..., Any]) -> bool:
 
 
 def _is_async(function: Any) -> bool:
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(type(function).__call__)
+    if inspect.iscoroutinefunction(function):
+        return True
+    if isinstance(function, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return False  # a plain function that is not `async def`: no __call__ to look into
+    return inspect.iscoroutinefunction(type(function).__call__)
 
 
 def _with_callback(observers: Iterable[LoopObserver],

@@ -99,10 +99,26 @@ def load_definition(name_or_path: str | Path = "single_agent",
         DefinitionError: the file is not valid TOML or breaks a rule; names every problem.
     """
     path = resolve_definition(name_or_path)
-    definition, problems = _parsed(str(path), path.read_bytes(), catalog_of(stages))
+    definition, problems = _parsed(str(path), _content(path), catalog_of(stages))
     if problems or definition is None:
         raise DefinitionError(str(path), problems)
     return definition
+
+
+_READ: dict[str, tuple[int, int, bytes]] = {}
+
+
+def _content(path: Path) -> bytes:
+    """The file's bytes, read again only when its size or modification time changed (a stat
+    instead of a read and a hash, for every loop built from an unchanged file)."""
+    key = str(path)
+    status = path.stat()
+    known = _READ.get(key)
+    if known is not None and known[:2] == (status.st_mtime_ns, status.st_size):
+        return known[2]
+    content = path.read_bytes()
+    _READ[key] = (status.st_mtime_ns, status.st_size, content)
+    return content
 
 
 def parse_definition(path: str | Path, stages: StageCatalog | Mapping[str, Stage] | None = None
