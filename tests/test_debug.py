@@ -161,3 +161,35 @@ def test_replay_steps_forwards_and_backwards_without_executing(tmp_path):
         replay.step()
     assert replay.trace == trace and replay.state == "verified_success"
     assert len(reader.calls) == 1
+
+
+def test_ctrl_c_stops_continue_at_the_transition_it_was_in_with_the_session_intact():
+    from builders import intent, scripted_loop, tool
+
+    calls = []
+
+    def slow(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as Ctrl-C would, inside the second tool call
+        return "ok"
+
+    loop = scripted_loop([tool("a", handler=slow)], [intent("a")] * 3, verify=lambda o: o.sequence == 2)
+    session = loop.debug("goal")
+    seen = []
+    outcome = session.continue_(seen.append)
+    assert outcome.interrupted and outcome.hit is None
+    assert [r.sequence for r in outcome.fired] == [1, 2, 3, 4, 5] == [r.sequence for r in seen]
+    assert session.state == "execute" and len(session.trace) == 5 and session.loop_state.step_count == 1
+    outcome = session.continue_()  # the interrupted transition runs again from where it was
+    assert not outcome.interrupted and session.done and session.result.reason == "verified_success"
+    assert len(calls) == 3
+
+
+def test_continue_reports_each_transition_as_it_goes():
+    from builders import intent, scripted_loop, tool
+
+    session = scripted_loop([tool("a")], [intent("a")] * 2, verify=lambda o: o.sequence == 2).debug("goal")
+    seen = []
+    outcome = session.continue_(lambda record: seen.append((record.sequence, session.state)))
+    assert seen == [(r.sequence, r.dest) for r in outcome.fired]

@@ -146,3 +146,11 @@ def test_a_module_without_loop_and_goal_is_refused(tmp_path):
 def test_an_unknown_scenario_names_the_options():
     with pytest.raises(ScenarioError, match="not a demo scenario"):
         load_scenario("no.such.module")
+
+
+def test_repl_mistakes_go_to_stderr_and_the_session_goes_on():
+    done = subprocess.run([sys.executable, "-m", "forge", "debug", "tests/scenarios/hello.py"],
+                          input="jump\nstep\nquit\n", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    assert "error: unknown command 'jump'" in done.stderr and "error:" not in done.stdout
+    assert "select ─choose→ execute" in done.stdout

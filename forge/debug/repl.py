@@ -10,6 +10,7 @@ from __future__ import annotations
 import cmd
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -48,7 +49,9 @@ class DebugShell(cmd.Cmd):
         self.stdout.write(text + "\n")
 
     def error(self, text: str) -> None:
-        self.say(self._paint(f"error: {text}", "31"))
+        """A mistake, on stderr (stdout keeps the session's own output)."""
+        sys.stderr.write(self._paint(f"error: {text}", "31") + "\n")
+        sys.stderr.flush()
 
     def _update_prompt(self) -> None:
         state = self._paint(self.session.state, "1;36")
@@ -91,14 +94,26 @@ class DebugShell(cmd.Cmd):
                 break
 
     def do_continue(self, arg: str) -> None:
-        """continue: run to the next breakpoint or the end of the run."""
+        """continue: run to the next breakpoint or the end of the run (Ctrl-C stops it)."""
         _no_argument("continue", arg)
-        outcome = self.session.continue_()
-        for record in outcome.fired[-20:] if len(outcome.fired) > 20 else outcome.fired:
-            self.say(describe(record))
+        shown, last = [0], [time.monotonic()]
+
+        def progress(record: Any) -> None:  # the first lines as they come, then a line a second
+            shown[0] += 1
+            if shown[0] <= 20:
+                self.say(describe(record))
+            elif time.monotonic() - last[0] >= 1.0:
+                last[0] = time.monotonic()
+                self.say(f"… {shown[0]} transitions so far, at {record.dest} in step {record.step}")
+            self.stdout.flush()
+
+        outcome = self.session.continue_(progress)
         if len(outcome.fired) > 20:
-            self.say(f"… {len(outcome.fired)} transitions in all; the last 20 shown")
-        if outcome.hit is not None:
+            self.say(f"… {len(outcome.fired)} transitions in all; the last: {describe(outcome.fired[-1]).strip()}")
+        if outcome.interrupted:
+            self.say(self._paint(f"interrupted after {len(outcome.fired)} transitions; the session is at "
+                                 f"{self.session.state}, step {self.session.step_number}", "33"))
+        elif outcome.hit is not None:
             self.say(self._paint(f"stopped at breakpoint {outcome.hit}", "33"))
         elif self.session.done:
             self.say(self._paint(f"run ended in {self.session.state}", "1"))

@@ -74,7 +74,12 @@ class DebugSession(Stepper):
             self._position += 1
             self._restore()
             return self._records[self._position - 1]
-        record = self.loop.engine.fire(self._run)
+        try:
+            record = self.loop.engine.fire(self._run)
+        except KeyboardInterrupt:  # Ctrl-C inside the transition: the session stays where it was
+            self._run.interrupted = None
+            self._restore()
+            raise
         self._records.append(record)
         state = self._run.loop_state
         self._observations.extend(state.observations[len(self._observations):])

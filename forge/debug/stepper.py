@@ -29,10 +29,11 @@ class AtStart(ForgeError, RuntimeError):
 @dataclass(frozen=True, slots=True)
 class ContinueResult:
     """The transitions `continue_()` fired, and the breakpoint that stopped it (None when
-    the run reached a terminal state)."""
+    the run reached a terminal state, or when Ctrl-C did: `interrupted`)."""
 
     fired: tuple[TransitionRecord, ...]
     hit: Breakpoint | None
+    interrupted: bool = False
 
 
 class Stepper:
@@ -103,18 +104,30 @@ class Stepper:
         self._backward()
         return record
 
-    def continue_(self) -> ContinueResult:
+    def continue_(self, on_step: Callable[[TransitionRecord], None] | None = None) -> ContinueResult:
         """Fire transitions until a breakpoint is hit or the run ends; at least one fires.
+
+        `on_step(record)` is called after each (progress as it goes). Ctrl-C
+        (KeyboardInterrupt) stops it at the transition it was in: that transition is undone
+        in the session (a tool it had already called has still run) and the result says
+        `interrupted`.
 
         Raises:
             SessionFinished: the run is already in a terminal state.
         """
-        fired = [self.step()]
-        while True:
-            hit = self._breakpoints.first_hit(fired[-1], self)
-            if hit is not None or self.done:
-                return ContinueResult(tuple(fired), hit)
-            fired.append(self._forward())
+        if self.done:
+            self.step()  # raises SessionFinished, saying why
+        fired: list[TransitionRecord] = []
+        try:
+            while True:
+                fired.append(self._forward())
+                if on_step is not None:
+                    on_step(fired[-1])
+                hit = self._breakpoints.first_hit(fired[-1], self)
+                if hit is not None or self.done:
+                    return ContinueResult(tuple(fired), hit)
+        except KeyboardInterrupt:
+            return ContinueResult(tuple(fired), None, interrupted=True)
 
     def break_at(self, state: str | None = None, *, trigger: str | None = None,
                  when: Callable[[TransitionRecord, Any], bool] | None = None) -> Breakpoint:
