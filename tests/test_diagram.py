@@ -19,7 +19,7 @@ from forge.diagram import (
     render,
     stale_diagrams,
 )
-from forge.diagram.dot import START_NODE
+from forge.diagram.dot import LEGEND_NODE, START_NODE
 
 ROOT = Path(__file__).resolve().parents[1]
 DOT_NODE = re.compile(r"^\t(\w+) \[", re.M)
@@ -27,8 +27,17 @@ DOT_EDGE = re.compile(r"^\t(\w+) -> (\w+) \[label=(?:\"([^\"]*)\"|(\w+))", re.M)
 MERMAID_EDGE = re.compile(r"^    (\S+) --> (\S+?)(?:: (.*))?$", re.M)
 
 
+def shown_guard(guard, dest):
+    """Diagrams leave out a guard that only repeats the state it leads to."""
+    return None if guard is None or guard.endswith(dest) else guard
+
+
+def _in_order(edges):
+    return sorted(edges, key=lambda edge: tuple(part or "" for part in edge))
+
+
 def definition_edges(definition):
-    return sorted((t.source, t.dest, t.trigger, t.guard) for t in definition.transitions)
+    return _in_order((t.source, t.dest, t.trigger, shown_guard(t.guard, t.dest)) for t in definition.transitions)
 
 
 def parse_label(label):
@@ -43,16 +52,16 @@ def known_run(tmp_path=None):
     return loop.run("goal")
 
 
-def test_dot_nodes_are_exactly_the_states_plus_the_start_marker():
+def test_dot_nodes_are_exactly_the_states_plus_the_start_marker_and_the_legend():
     definition = load_definition()
     nodes = [n for n in DOT_NODE.findall(diagram(definition).source) if n not in ("graph", "node", "edge")]
-    assert sorted(nodes) == sorted([s.name for s in definition.states] + [START_NODE])
+    assert sorted(nodes) == sorted([s.name for s in definition.states] + [START_NODE, LEGEND_NODE])
 
 
 def test_dot_edges_are_exactly_the_transitions_plus_the_start_edge():
     definition = load_definition()
     source = diagram(definition).source
-    edges = sorted((a, b, *parse_label(quoted or bare)) for a, b, quoted, bare in DOT_EDGE.findall(source))
+    edges = _in_order((a, b, *parse_label(quoted or bare)) for a, b, quoted, bare in DOT_EDGE.findall(source))
     assert edges == definition_edges(definition)
     assert f"\t{START_NODE} -> {definition.initial}\n" in source
 
@@ -67,7 +76,7 @@ def test_mermaid_edges_are_exactly_the_transitions_plus_the_initial_marker():
             continue
         trigger, _, guard = label.partition(" [")
         parsed.append((a, b, trigger, guard.rstrip("]") or None))
-    assert sorted(parsed) == definition_edges(definition)
+    assert _in_order(parsed) == definition_edges(definition)
 
 
 def test_mermaid_names_every_state_in_exactly_one_class():
@@ -88,7 +97,7 @@ def test_every_transition_in_a_recorded_trace_is_an_edge_of_the_diagram():
     edges = {(a, b, *parse_label(q or bare)) for a, b, q, bare in DOT_EDGE.findall(diagram().source)}
     for record in known_run().trace:
         guard = next((g.name for g in record.guards if g.value), None)
-        assert (record.source, record.dest, record.trigger, guard) in edges
+        assert (record.source, record.dest, record.trigger, shown_guard(guard, record.dest)) in edges
 
 
 def test_overlay_counts_a_known_run():
@@ -213,3 +222,24 @@ def test_stale_check_finds_missing_outdated_and_orphaned_diagrams(tmp_path):
         ("loop.mmd", "differs from the definition"),
         ("ghost.mmd", "no definition in machines/ draws it"),
     }
+
+
+def test_shipped_diagrams_fit_800_pixels_wide():
+    for svg in sorted((ROOT / "diagrams").glob("*.svg")):
+        width = float(re.search(r'<svg width="([\d.]+)pt"', svg.read_text()).group(1))
+        assert width * 96 / 72 <= 800, svg.name
+
+
+def test_a_diagram_has_a_legend_and_no_guard_that_repeats_its_destination():
+    source = diagram(load_definition()).source
+    assert "ends in" in source and "needs input" in source and "working state" in source
+    assert "[decided_verified_success]" not in source and "[decided_repeated_action]" not in source
+    assert "[decided_continue]" in source and "[verify_raised]" in source  # these say something the arrow does not
+
+
+def test_an_overlay_shows_which_tools_ran_on_the_edges_they_took():
+    result = known_run()
+    overlay = overlay_of(load_definition(), result)
+    (call,) = [t for t in load_definition().transitions if t.trigger == "call"]
+    assert overlay.edge_tools[call.index] == {"fetch": 1, "read": 1}
+    assert "fetch 1 · read 1" in diagram(load_definition(), trace=result).source

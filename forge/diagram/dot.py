@@ -1,24 +1,28 @@
 """The machine as a `graphviz.Digraph`, drawn from the very definition that runs.
 
-Working states flow left to right; terminal states are double-bordered and coloured by
-outcome; every edge carries its trigger and guard. With an overlay, visited states and
-taken edges are drawn strong (edges labelled with how often they fired), the state where
+Working states flow top to bottom, so a loop fits a page 800 px wide; terminal states are
+double-bordered and coloured by outcome; every edge carries its trigger and its guard,
+unless the guard only repeats the name of the state it leads to. A legend says what the
+colours and lines mean. With an overlay, visited states and taken edges are drawn strong
+(edges labelled with how often they fired, and the tools that ran on them), the state where
 the run ended is marked, and everything never reached is faded.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import graphviz
 
 from forge.diagram.overlay import RunOverlay
-from forge.diagram.style import FADED, FAILED, LINE_BREAK, OUTCOME_COLOURS, TAKEN, WORKING, edge_label
+from forge.diagram.style import FADED, FAILED, LINE_BREAK, OUTCOME_COLOURS, TAKEN, WORKING, edge_label, shown_guard
 from forge.machine.definition import MachineDefinition
 
-__all__ = ["START_NODE", "to_digraph"]
+__all__ = ["LEGEND_NODE", "START_NODE", "to_digraph"]
 
 START_NODE = "__start__"
+LEGEND_NODE = "__legend__"
 _FONT = "Helvetica"
 
 
@@ -32,8 +36,8 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None)
     graph = graphviz.Digraph(
         name=definition.name,
         graph_attr={
-            "rankdir": "LR", "label": title, "labelloc": "t", "fontname": _FONT, "fontsize": "16",
-            "nodesep": "0.45", "ranksep": "0.9", "pad": "0.3",
+            "rankdir": "TB", "label": title, "labelloc": "t", "fontname": _FONT, "fontsize": "16",
+            "nodesep": "0.35", "ranksep": "0.55", "pad": "0.3", "size": "8.3,30",
         },
         node_attr={"fontname": _FONT, "fontsize": "12", "style": "filled", "penwidth": "1.4"},
         edge_attr={"fontname": _FONT, "fontsize": "10", "arrowsize": "0.8"},
@@ -74,16 +78,45 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None)
                 attrs.update(color=FADED.line, fontcolor="#9e9e9e", style="dashed")
         dest_terminal = definition.state(transition.dest).terminal
         if _is_back_edge(definition, transition.source, transition.dest):
-            attrs.update(tailport="s", headport="s")
+            attrs.update(tailport="e", headport="e", constraint="false")
         elif not dest_terminal:
             attrs["weight"] = "8"
-        graph.edge(transition.source, transition.dest, label=edge_label(transition.trigger, transition.guard, count),
-                   **attrs)
+        label = edge_label(transition.trigger, shown_guard(transition.guard, transition.dest), count)
+        tools = overlay.edge_tools.get(transition.index) if overlay is not None else None
+        if tools:
+            label += LINE_BREAK + _tool_counts(tools)
+        graph.edge(transition.source, transition.dest, label=label, **attrs)
     for source, count in (overlay.failures if overlay is not None else {}).items():
         failure = definition.failure_edge(source)
         graph.edge(source, failure.dest, label=edge_label(failure.trigger, None, count), color=FAILED,
                    fontcolor=FAILED, style="dashed", penwidth="2")
+    _legend(graph, overlay is not None)
     return graph
+
+
+def _tool_counts(tools: Mapping[str, int], per_line: int = 2) -> str:
+    """`read_note 3 · analyse 4` lines: the tools that ran on an edge, most used first."""
+    ranked = sorted(tools.items(), key=lambda item: (-item[1], item[0]))
+    parts = [f"{name} {count}" for name, count in ranked]
+    return LINE_BREAK.join(" · ".join(parts[i:i + per_line]) for i in range(0, len(parts), per_line))
+
+
+def _legend(graph: graphviz.Digraph, overlay: bool) -> None:
+    """A small key at the bottom: what the colours and lines mean."""
+    swatch = "".join(
+        f'<td bgcolor="{palette.fill}" border="1" color="{palette.line}">{outcome.replace("_", " ")}</td>'
+        for outcome, palette in OUTCOME_COLOURS.items()
+    )
+    lines = ("taken ×N, with the tools that ran · dashed: never reached · red: a hook failed" if overlay
+             else "edge: trigger [guard], the guard left out where it names the state it leads to")
+    graph.node(LEGEND_NODE, shape="plaintext", fontsize="9", fillcolor="white", label=(
+        f'<<table border="0" cellspacing="2" cellpadding="3"><tr><td>ends in</td>{swatch}'
+        f'<td bgcolor="{WORKING.fill}" border="1" color="{WORKING.line}">working state</td></tr>'
+        f'<tr><td colspan="5">{lines}</td></tr></table>>'
+    ))
+    with graph.subgraph() as bottom:
+        bottom.attr(rank="sink")
+        bottom.node(LEGEND_NODE)
 
 
 def _is_back_edge(definition: MachineDefinition, source: str, dest: str) -> bool:

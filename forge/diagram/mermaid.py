@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from forge.diagram.overlay import RunOverlay
-from forge.diagram.style import FADED, OUTCOME_COLOURS, TAKEN, WORKING
+from forge.diagram.style import FADED, OUTCOME_COLOURS, TAKEN, WORKING, shown_guard
 from forge.machine.definition import MachineDefinition
 
 __all__ = ["to_mermaid"]
@@ -18,7 +18,8 @@ def to_mermaid(definition: MachineDefinition, overlay: RunOverlay | None = None)
     lines = ["---", f"title: {title}", "---", "stateDiagram-v2", "    direction LR"]
     lines.append(f"    [*] --> {definition.initial}")
     for t in definition.transitions:
-        label = t.trigger if not t.guard else f"{t.trigger} [{t.guard}]"
+        guard = shown_guard(t.guard, t.dest)
+        label = t.trigger if not guard else f"{t.trigger} [{guard}]"
         if overlay is not None and overlay.edge_counts.get(t.index):
             label += f" ×{overlay.edge_counts[t.index]}"
         lines.append(f"    {t.source} --> {t.dest}: {label}")

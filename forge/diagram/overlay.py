@@ -33,6 +33,8 @@ class RunOverlay:
     finished: bool
     transitions: int
     failures: Mapping[str, int] = field(default_factory=dict)
+    edge_tools: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    """Per transition index, how often each tool ran on it (from the records' details)."""
 
 
 def records_of(trace: Any) -> tuple[TransitionRecord, ...]:
@@ -74,6 +76,7 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
     records = records_of(trace)
     counts: Counter[int] = Counter()
     failures: Counter[str] = Counter()
+    tools: dict[int, Counter[str]] = {}
     position = definition.initial
     visited = {position}
     for record in records:
@@ -87,7 +90,11 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
             failures[edge.source] += 1
         else:
             counts[edge.index] += 1
+            tool = record.detail.get("tool")
+            if isinstance(tool, str) and "status" in record.detail:  # a call: the tool ran on this edge
+                tools.setdefault(edge.index, Counter())[tool] += 1
         position = record.dest
         visited.add(position)
     finished = definition.state(position).terminal if records else False
-    return RunOverlay(frozenset(visited), dict(counts), position, finished, len(records), dict(failures))
+    return RunOverlay(frozenset(visited), dict(counts), position, finished, len(records), dict(failures),
+                      {index: dict(ran) for index, ran in tools.items()})

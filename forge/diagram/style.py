@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FADED", "FAILED", "LINE_BREAK", "OUTCOME_COLOURS", "TAKEN", "WORKING", "Palette", "edge_label"]
+__all__ = ["FADED", "FAILED", "LINE_BREAK", "shown_guard", "OUTCOME_COLOURS", "TAKEN", "WORKING", "Palette", "edge_label"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +31,9 @@ def edge_label(trigger: str, guard: str | None, count: int | None = None) -> str
     """`choose ×3` over `[tool_selected]` (DOT text); the count only on an overlay."""
     head = trigger if count is None else f"{trigger} ×{count}"
     return f"{head}{LINE_BREAK}[{guard}]" if guard else head
+
+
+def shown_guard(guard: str | None, dest: str) -> str | None:
+    """The guard an edge shows: none when it only repeats the state it leads to
+    (decided_repeated_action into repeated_action), since the arrow already says so."""
+    return None if guard is None or guard.endswith(dest) else guard
