@@ -187,7 +187,7 @@ class AgentLoop:
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-blank string")
         registry = self.registry if self.registry is not None else IdempotencyRegistry()
-        loop_state = LoopState() if state is None else state.continued(state.action_history)
+        loop_state = LoopState() if state is None else state.continued()
         return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
                    loop_state=loop_state, base_steps=loop_state.step_count, messages_seen=len(loop_state.messages),
                    observers=self._observers.for_run() + observers, machine=self.definition.name,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from forge.agent.observations import LoopState
-from forge.machine.trace import TransitionRecord  # at run time: get_type_hints(LoopResult) resolves
+from forge.machine.trace import TransitionRecord, error_text  # at run time: get_type_hints(LoopResult) resolves
 
 __all__ = ["LoopResult", "Outcome"]
 
@@ -51,18 +51,10 @@ class LoopResult:
         if tied:
             return f"{text}: {', '.join(tied)} tie for the intent's capabilities; name one (Intent.call) or clarify"
         if self.error is not None:
-            return f"{text}: {_said(self.error)}"
+            return f"{text}: {error_text(self.error, 500)}"
         last = self.state.observations[-1] if self.state.observations else None
         if last is not None and last.status != "ok":
-            return f"{text}; the last call, {last.tool_name}, failed: {_said(last.payload)}"
+            return f"{text}; the last call, {last.tool_name}, failed: {error_text(last.payload, 500)}"
         return text
-
-
-def _said(error: object) -> str:
-    try:
-        text = f"{type(error).__name__}: {error}"
-    except Exception:
-        text = type(error).__name__
-    return text if len(text) <= 500 else text[:500] + "…"
 
 

@@ -111,9 +111,9 @@ class LoopState:
             self.messages.extend(conversation[len(self.messages):messages])
         self.terminal = terminal
 
-    def continued(self, actions: Sequence[str] | None = None) -> LoopState:
-        """A new state that goes on from this one: the same observations and messages (for a
-        conversation's next turn), with `actions` as the action history when given.
+    def continued(self) -> LoopState:
+        """A new state that goes on from this one, for a conversation's next turn: the same
+        observations, messages and action history (kept as recorded, call keys included).
 
         Raises:
             ValueError: this state is terminal (a fatal error ended it).
@@ -121,11 +121,9 @@ class LoopState:
         if self.terminal:
             raise ValueError("the previous run ended in a fatal error; a conversation cannot go on from it")
         state = LoopState(list(self.observations), messages=list(self.messages), turn_start=len(self.observations))
-        if actions is not None:
-            state._names[:] = []
-            state._counts.clear()
-            for action in actions:
-                state._note(action)
+        state._names[:] = self._names
+        state._counts.clear()
+        state._counts.update(self._counts)
         return state
 
     def _note(self, tool_name: str) -> None:

@@ -38,8 +38,8 @@ from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps, run_async, run_sync
 from forge.machine.run import Run
-from forge.machine.stages import BUILTIN_STAGES, error_text
-from forge.machine.trace import GuardResult, TransitionRecord
+from forge.machine.stages import BUILTIN_STAGES
+from forge.machine.trace import GuardResult, TransitionRecord, error_text
 
 __all__ = [
     "ADVANCE",
@@ -131,12 +131,27 @@ class TransitionCallbacks:
 NO_CALLBACKS = TransitionCallbacks()
 
 
-def _only_enabled(event_data: EventData, enabled: list[Any]) -> Any:
-    if len(enabled) == 1:
-        return enabled[0]
-    run = cast(Run, event_data.model)
-    guards = tuple(GuardResult(name, value) for name, value in run.guard_values.items())
-    raise NoTransitionEnabled(run.state, run.verdict, guards, tuple(t.definition.entry for t in enabled))
+def _choose(event_data: Any, candidates: Iterable[Any]) -> Any:
+    """forge's one rule on top of transitions' search, for the sync and async events alike:
+    evaluate every condition of every candidate (guards are plain functions) and require
+    exactly one enabled; mark it as the event's transition, decided.
+
+    Raises:
+        NoTransitionEnabled: zero or several are enabled.
+    """
+    enabled = []
+    for transition in candidates:  # loops rather than all(...): no generator per candidate on the hot path
+        for condition in transition.conditions:
+            if not condition.check(event_data):
+                break
+        else:
+            enabled.append(transition)
+    if len(enabled) != 1:
+        run = cast(Run, event_data.model)
+        guards = tuple(GuardResult(name, value) for name, value in run.guard_values.items())
+        raise NoTransitionEnabled(run.state, run.verdict, guards, tuple(t.definition.entry for t in enabled))
+    event_data.transition = event_data.decided = enabled[0]
+    return enabled[0]
 
 
 class _Firing(Protocol):
@@ -174,16 +189,7 @@ class _Event(Event):
 
     def _process(self, event_data: EventData) -> bool:
         self.machine.callbacks(self.machine.prepare_event, event_data)
-        enabled = []
-        for transition in self.transitions[event_data.state.name]:
-            for condition in transition.conditions:
-                if not condition.check(event_data):
-                    break
-            else:
-                enabled.append(transition)
-        chosen = _only_enabled(event_data, enabled)
-        event_data.transition = chosen
-        setattr(event_data, "decided", chosen)  # noqa: B010 - EventData declares no such attribute; ours rides along
+        chosen = _choose(event_data, self.transitions[event_data.state.name])
         event_data.result = chosen.execute(event_data)
         return event_data.result
 
@@ -231,10 +237,7 @@ def _async_machine_class() -> type[Machine]:
         async def _process(self, event_data: Any) -> bool:  # type: ignore[override]
             machine: Any = self.machine
             await machine.callbacks(machine.prepare_event, event_data)
-            candidates: list[Any] = self.transitions[event_data.state.name]
-            enabled = [t for t in candidates if all(c.check(event_data) for c in t.conditions)]
-            chosen: Any = _only_enabled(event_data, enabled)
-            event_data.transition = event_data.decided = chosen
+            chosen = _choose(event_data, self.transitions[event_data.state.name])
             event_data.result = await chosen.execute(event_data)
             return bool(event_data.result)
 
@@ -418,24 +421,27 @@ class LoopEngine:
         return guards
 
     def _append(self, run: Run, trigger: str, dest: str, guards: tuple[GuardResult, ...],
-                detail: Mapping[str, Any], source: str | None = None) -> TransitionRecord:
-        record = TransitionRecord(  # positionally: this is on every transition's path
-            len(run.trace) + 1, run.step, run.source if source is None else source, trigger, dest, guards,
-            run.verdict, self._clock() - run.started, detail, self._name,
+                detail: Mapping[str, Any], source: str | None = None, record: bool = True) -> TransitionRecord | None:
+        """Add the transition to the run's trace; make its record too when `record` (an
+        observer reads it), else the trace makes one when asked."""
+        source = run.source if source is None else source
+        duration = self._clock() - run.started
+        run.trace.add(run.step, source, trigger, dest, guards, run.verdict, duration, detail)
+        run.recorded = True
+        if not record:
+            return None
+        run.record = TransitionRecord(  # positionally: this is on every observed transition's path
+            len(run.trace), run.step, source, trigger, dest, guards, run.verdict, duration, detail, self._name,
         )
-        run.trace.append(record)
-        run.record, run.recorded = record, True
-        return record
+        return run.record
 
     def _record(self, event: _Firing) -> None:
         run = event.model
-        if "transition_finished" in run.observers.wanted:
-            record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail)
+        wanted = "transition_finished" in run.observers.wanted
+        record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail,
+                              record=wanted)
+        if record is not None:
             run.observers.notify(run, "transition_finished", record)
-        else:  # nobody reads this record now: the trace keeps its parts, and makes one when asked
-            run.trace.add(run.step, run.source, event.transition.definition.trigger, run.state, self._guards_of(run),
-                          run.verdict, self._clock() - run.started, run.detail)
-            run.recorded = True
 
     def _fail(self, event: _Firing) -> None:
         run = event.model
@@ -449,12 +455,14 @@ class LoopEngine:
         if isinstance(error, (NoTransitionEnabled, RunFinished, MachineError)):
             raise error  # a definition or usage error, not something the run did
         if not run.recorded and run.state != run.source:  # it failed after the state changed
-            self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail)
+            self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail,
+                         record=False)
         failed_in = run.state
         self._machine.set_state(FAILURE_STATE, model=run)
         run.error = error
         record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
                               source=failed_in)
+        assert record is not None  # fire() returns it, and transition_failed observers read it
         if "transition_failed" in run.observers.wanted:
             try:
                 run.observers.notify(run, "transition_failed", record, error)

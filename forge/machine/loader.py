@@ -26,6 +26,7 @@ from forge.machine.definition import (
     TransitionDef,
 )
 from forge.machine.stages import BUILTIN_STAGES
+from forge.machine.trace import quoted
 from forge.result import Outcome
 
 __all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "resolve_definition"]
@@ -143,7 +144,7 @@ def _parsed(path: str, content: bytes, stages: StageCatalog) -> tuple[MachineDef
     except UnicodeDecodeError as error:
         return None, (Problem("file", f"not UTF-8 text: {error}", "toml"),)
     except tomllib.TOMLDecodeError as error:
-        return None, (Problem("file", f"not valid TOML: {_quoted(str(error))}", "toml"),)
+        return None, (Problem("file", f"not valid TOML: {quoted(str(error))}", "toml"),)
     except RecursionError:
         return None, (Problem("file", "nested too deeply to read (tables or arrays inside each other "
                                       "thousands of levels deep)", "toml"),)
@@ -311,11 +312,6 @@ def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "a table" if isinstance(value, dict) else type(value).__name__
-
-
-def _quoted(text: str, limit: int = 300) -> str:
-    """`text` cut to `limit` characters: an error message never echoes a huge input."""
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters)"
 
 
 def _listing(names: Any) -> str:

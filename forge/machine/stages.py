@@ -24,7 +24,7 @@ from forge.errors import ForgeError
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
 from forge.machine.run import Run
-from forge.machine.trace import quoted
+from forge.machine.trace import ERROR_TEXT_LIMIT, error_text, quoted
 from forge.observe import ToolAttempt
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
@@ -115,7 +115,7 @@ def _select_tool(run: Run) -> Steps[str]:
         run.intent = None
         run.action = Action(FINISH, "the policy gave its answer")
         run.status, run.payload = "ok", intent
-        run.detail["finish"] = _short(repr(intent.answer))
+        run.detail["finish"] = quoted(repr(intent.answer), 200)
         return "finished"
     run.intent = intent
     try:
@@ -152,24 +152,6 @@ def _new_messages(run: Run) -> dict[str, Any]:
     return {"messages": json.loads(json.dumps(fresh, default=str))}
 
 
-def _short(text: str, width: int = 200) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-ERROR_TEXT_LIMIT = 2000
-"""How much of an error's text a trace keeps: a tool failing with a 50 MB message must not
-write a 50 MB trace line (the exception itself, in result.error or the observation, is whole)."""
-
-
-def error_text(error: BaseException) -> str:
-    """`Type: message`, capped at ERROR_TEXT_LIMIT characters; never raises."""
-    try:
-        text = f"{type(error).__name__}: {error}"
-    except Exception:  # an exception whose __str__ raises still gets recorded
-        text = f"{type(error).__name__} (its message could not be made: str() raised)"
-    return quoted(text, ERROR_TEXT_LIMIT)
-
-
 def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[int]) -> Steps[Any]:
     """The handler called under bounded retry (`retry_delay` decides, as in
     `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts.
@@ -203,7 +185,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[in
             yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay)),
                          "tool_attempt")
         if tool.is_error is not None and tool.is_error(value):
-            failure = ToolError(_short(repr(value)))
+            failure = ToolError(quoted(repr(value), 200))
             failure.value = value  # type: ignore[attr-defined]
             raise failure
         return value

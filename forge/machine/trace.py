@@ -26,11 +26,13 @@ from typing import Any, overload
 from forge.errors import ForgeError
 
 __all__ = [
+    "ERROR_TEXT_LIMIT",
     "TRACE_VERSION",
     "GuardResult",
     "Trace",
     "TraceFormatError",
     "TransitionRecord",
+    "error_text",
     "quoted",
     "read_trace",
     "write_trace",
@@ -277,6 +279,20 @@ def quoted(text: str, limit: int = 300) -> str:
     """`text` cut to `limit` characters, saying how much was cut: an error message never
     echoes a huge input whole."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+ERROR_TEXT_LIMIT = 2000
+"""How much of an error's text a trace keeps: a tool failing with a 50 MB message must not
+write a 50 MB trace line (the exception itself, in result.error or the observation, is whole)."""
+
+
+def error_text(error: object, limit: int = ERROR_TEXT_LIMIT) -> str:
+    """`Type: message`, capped at `limit` characters; never raises."""
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except Exception:  # an exception whose __str__ raises still gets recorded
+        text = f"{type(error).__name__} (its message could not be made: str() raised)"
+    return quoted(text, limit)
 
 
 def _int(value: Any) -> int:
