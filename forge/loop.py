@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect  # already loaded by dataclasses: importing it here costs nothing
+import os
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +28,7 @@ from forge.machine.engine import (
 )
 from forge.machine.loader import catalog_of, load_definition
 from forge.machine.run import Run, RunConfig
-from forge.machine.trace import Trace, TransitionRecord
+from forge.machine.trace import Redact, Trace, TransitionRecord
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
 from forge.policy import Policy
@@ -63,7 +64,9 @@ class AgentLoop:
     attaches ordinary transitions callbacks (`TransitionCallbacks`); `approver(request) ->
     True | False | None` answers the `request_approval` stage of `machines/approval.toml`.
     `observers` are told of every run, transition and tool attempt (`forge.observe`); a
-    `LoggingObserver` on the logger `forge` is always first.
+    `LoggingObserver` on the logger `forge` is always first. `redact(tool, field, value)`
+    sees every call's arguments (`field` "arguments") and observation's payload ("payload")
+    before the trace keeps a capped summary of what it returns (see `forge.machine.trace`).
 
     Raises:
         ValueError: no tools, duplicate tool names, a non-Tool in `tools`, a non-callable
@@ -97,6 +100,7 @@ class AgentLoop:
         observers: Iterable[LoopObserver] = (),
         approver: Callable[..., Any] | None = None,
         repeat_by: str = "call",
+        redact: Redact | None = None,
     ) -> None:
         tools = tuple(tools)
         if not tools:
@@ -116,6 +120,8 @@ class AgentLoop:
             raise ValueError("verify must be callable as verify(observation) -> bool")
         if repeat_by not in ("call", "tool"):
             raise ValueError(f"repeat_by must be 'call' or 'tool', got {repeat_by!r}")
+        if redact is not None and not callable(redact):
+            raise ValueError("redact must be callable as redact(tool, field, value) -> value")
         if approver is not None and not callable(approver):
             raise ValueError("approver must be callable as approver(request) -> True | False | None")
         check_count("max_steps", max_steps)
@@ -169,6 +175,7 @@ class AgentLoop:
             approver=approver,
             verify_takes_state=_takes_state(verify),
             repeat_by=repeat_by,
+            redact=redact,
         )
 
     @property
@@ -176,30 +183,40 @@ class AgentLoop:
         """The same definition, stages and callbacks on transitions' AsyncMachine."""
         return async_engine_for(self.definition, self.stages, self.callbacks)
 
-    def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> Run:
+    def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+              run_id: str | None = None) -> Run:
         """A new run of `goal` in the initial state; nothing has fired yet. With `state` (an
         earlier run's `result.state`), it goes on from that run's observations and messages:
-        the next turn of a conversation, with a step budget of its own.
+        the next turn of a conversation, with a step budget of its own. `run_id` names the
+        run in its trace (default: 32 random hex digits).
 
         Raises:
-            ValueError: `goal` is blank, or `state` ended in a fatal error.
+            ValueError: `goal` is blank, `run_id` is not a non-blank string, or `state`
+                ended in a fatal error.
         """
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-blank string")
+        if run_id is None:
+            run_id = os.urandom(16).hex()
+        elif not isinstance(run_id, str) or not run_id.strip():
+            raise ValueError(f"run_id must be a non-blank string, got {run_id!r}")
         registry = self.registry if self.registry is not None else IdempotencyRegistry()
         loop_state = LoopState() if state is None else state.continued()
         return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
                    loop_state=loop_state, base_steps=loop_state.step_count, messages_seen=len(loop_state.messages),
                    observers=self._observers.for_run() + observers, machine=self.definition.name,
-                   trace=Trace(machine=self.definition.name))
+                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
+                               redact=self._config.redact))
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
-            observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
+            observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+            run_id: str | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
         `on_transition(record)` is called after each fired transition (live progress);
         `observers` are told of this run only, after the loop's own; `state`, an earlier
-        run's `result.state`, continues that conversation (see `start`). Never raises for what
+        run's `result.state`, continues that conversation (see `start`); `run_id` names the
+        run in its trace (default: 32 random hex digits). Never raises for what
         tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
@@ -209,7 +226,7 @@ class AgentLoop:
                 an `async def`, which only `arun` can await; nothing has run.
         """
         self._refuse_async()
-        run = self.start(goal, _with_callback(observers, on_transition), state)
+        run = self.start(goal, _with_callback(observers, on_transition), state, run_id)
         run.observers.notify(run, "run_started")
         engine = self.engine
         while not engine.is_terminal(run):
@@ -217,7 +234,8 @@ class AgentLoop:
         return self._finish(run)
 
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
-                   observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
+                   observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+                   run_id: str | None = None) -> LoopResult:
         """`run`, awaited, on transitions' AsyncMachine: tools, policy, verify, the approver,
         user stages and callbacks may each be sync or `async def`; retries wait with
         `async_sleep`. The trace equals `run`'s on the same script.
@@ -226,14 +244,15 @@ class AgentLoop:
             ValueError: `goal` is blank.
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
         """
-        run = self.start(goal, _with_callback(observers, on_transition), state)
+        run = self.start(goal, _with_callback(observers, on_transition), state, run_id)
         run.observers.notify(run, "run_started")
         engine = self.async_engine
         while not engine.is_terminal(run):
             await engine.aadvance(run)
         return self._finish(run)
 
-    def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> DebugSession:
+    def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+              run_id: str | None = None) -> DebugSession:
         """A session that steps a new run of `goal` one transition at a time; nothing has run.
 
         Raises:
@@ -243,7 +262,7 @@ class AgentLoop:
         from forge.debug.session import DebugSession
 
         self._refuse_async()
-        run = self.start(goal, observers, state)
+        run = self.start(goal, observers, state, run_id)
         run.observers.notify(run, "run_started")
         return DebugSession(self, run)
 

@@ -45,13 +45,14 @@ def summarise_detail(detail: Mapping[str, Any], step: int | None = None) -> str:
             text += f" — {shorten(get('error'))}"
         return text
     if "tool" in detail:
-        return f"chose {get('tool')}"
+        return shorten(f"chose {get('tool')} {detail['arguments']}" if "arguments" in detail else f"chose {get('tool')}")
     if "tied" in detail:
         return f"tie between {', '.join(map(str, detail.get('tied') or ()))}"
     if "capabilities" in detail:
         return f"no tool offers any of {', '.join(map(str, detail.get('capabilities') or ()))}"
-    if "sequence" in detail or (set(detail) <= {"status"} and step is not None and "status" in detail):
-        return f"observation #{detail.get('sequence', step)}: {get('status')}"
+    if "sequence" in detail or (set(detail) <= {"status", "payload"} and step is not None and "status" in detail):
+        text = f"observation #{detail.get('sequence', step)}: {get('status')}"
+        return shorten(f"{text} · {detail['payload']}") if "payload" in detail else text
     if "decision" in detail:
         return f"verified={get('verified')} → {get('decision')}"
     if "error" in detail:

@@ -36,6 +36,16 @@ def test_prompt_shows_the_state_and_step(debugger):
     assert debugger.match.groups() == ("execute", "1")
 
 
+def test_where_at_execute_shows_the_arguments_about_to_be_sent(debugger):
+    command(debugger, "step")
+    assert 'call: greet {"name": "ada"}' in command(debugger, "where")
+
+
+def test_where_after_an_observation_shows_its_payload(debugger):
+    command(debugger, "step 3")
+    assert "payload: hello ada" in command(debugger, "where")
+
+
 def test_a_person_steps_breaks_continues_and_goes_back(debugger):
     assert "select ─choose→ execute" in command(debugger, "step")
     assert "breakpoint #1 state verify" in command(debugger, "break verify")
@@ -44,7 +54,7 @@ def test_a_person_steps_breaks_continues_and_goes_back(debugger):
     assert "stopped at breakpoint #1 state verify" in screen and debugger.match.group(1) == "verify"
     screen = command(debugger, "where")
     assert "at verify · step 1" in screen and "last: observe ─record→ verify" in screen
-    assert "#1 greet: ok · 'hello ada'" in command(debugger, "obs")
+    assert '#1 greet {"name": "ada"}: ok · hello ada' in command(debugger, "obs")
     assert "now in observe" in command(debugger, "back")
     assert "ahead recorded" in command(debugger, "where")
     command(debugger, "delete all")
@@ -110,7 +120,7 @@ def test_replay_without_a_tty_has_no_colour_codes(tmp_path):
     assert "\x1b" not in out.stdout
     assert "replay of a recorded run (nothing executes)" in out.stdout
     assert "stopped at breakpoint #1 state verify" in out.stdout
-    assert "#2 b: ok" in out.stdout
+    assert "#2 b: ok · done" in out.stdout  # the tool, its status and a summary of its payload
 
 
 def test_replay_of_a_malformed_trace_is_one_line(tmp_path):

@@ -124,7 +124,8 @@ def test_intent_call_with_an_unknown_name_ends_in_capability_gap_naming_the_clos
     assert result.reason == "capability_gap"
     assert isinstance(result.error, UnknownTool) and result.error.suggestions[0] == "read_file"
     assert "no tool named 'raed_file'; the closest known tools are: read_file" in str(result.error)
-    assert result.trace[0].detail == {"unknown_tool": "raed_file", "suggestions": list(result.error.suggestions)}
+    assert result.trace[0].detail == {"unknown_tool": "raed_file", "suggestions": list(result.error.suggestions),
+                                      "arguments": '{"path": "a"}'}
 
 
 def test_the_tool_decorator_keeps_the_function_callable_and_takes_options():

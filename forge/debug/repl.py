@@ -18,6 +18,7 @@ from forge.debug.replay import ReplaySession
 from forge.debug.session import DebugSession
 from forge.debug.stepper import AtStart, SessionFinished, Stepper
 from forge.diagram import GraphvizNotInstalled, render
+from forge.machine.trace import TransitionRecord, summary
 from forge.narrate import decided_by, describe, shorten
 
 __all__ = ["DebugShell"]
@@ -166,6 +167,11 @@ class DebugShell(cmd.Cmd):
             self.say(f"last: {last.source} ─{last.trigger}→ {last.dest} ({why})")
             for guard in last.guards:
                 self.say(f"  {guard.name:<32} {self._paint(str(guard.value), '32' if guard.value else '2')}")
+            call = _call_of_step(session.trace, last.step)
+            if call is not None and not session.done:
+                self.say(f"call: {shorten(call, 200)}")
+            if "payload" in last.detail:
+                self.say(f"payload: {shorten(str(last.detail['payload']), 200)}")
         if isinstance(session, DebugSession) and session.replayable:
             ahead = session.replayable
             plural = "s" if ahead != 1 else ""
@@ -182,10 +188,14 @@ class DebugShell(cmd.Cmd):
             rows = session.observations
         if not rows:
             self.say("no observations yet")
+        arguments = {r.step: r.detail["arguments"] for r in session.trace if "arguments" in r.detail}
         for row in rows:
             payload = getattr(row, "payload", None)
-            shown = "" if payload is None else f" · {shorten(repr(payload), 80)}"
-            self.say(f"#{row.sequence} {row.tool_name}: {row.status}{shown}")
+            shown = "" if payload is None else f" · {shorten(summary(payload, 200), 80)}"
+            called = arguments.get(row.sequence)
+            called = None if called == '{}' else called
+            self.say(f"#{row.sequence} {row.tool_name}{'' if called is None else ' ' + shorten(called, 60)}: "
+                     f"{row.status}{shown}")
 
     def do_messages(self, arg: str) -> None:
         """messages: the policy's conversation so far (an LLM policy's chat history)."""
@@ -243,3 +253,13 @@ def _count(text: str) -> int:
 def _no_argument(command: str, arg: str) -> None:
     if arg.strip():
         raise ValueError(f"{command} takes no argument")
+
+
+def _call_of_step(trace: Sequence[TransitionRecord], step: int) -> str | None:
+    """`tool {arguments}` as the select record of `step` chose it, if the trace has one."""
+    for record in reversed(trace):
+        if record.step != step:
+            return None
+        if "arguments" in record.detail:
+            return f"{record.detail.get('tool', '?')} {record.detail['arguments']}"
+    return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from forge.debug.stepper import Stepper
@@ -16,11 +16,14 @@ __all__ = ["RecordedObservation", "ReplaySession"]
 
 @dataclass(frozen=True, slots=True)
 class RecordedObservation:
-    """What a trace says about an observation: no payload is recorded."""
+    """What a trace says about an observation. A v2 trace has the call's `arguments` (JSON
+    text) and a summary of its `payload`; a v1 trace has neither (None)."""
 
     sequence: int
     tool_name: str
     status: str
+    arguments: str | None = None
+    payload: str | None = None
 
 
 class ReplaySession(Stepper):
@@ -50,11 +53,17 @@ class ReplaySession(Stepper):
         """Observations recorded so far, from the execute records' details (and the
         answers a policy finished with)."""
         out: list[RecordedObservation] = []
+        arguments: str | None = None
         for record in self.trace:
-            if record.source == "execute" and "tool" in record.detail and "status" in record.detail:
-                out.append(RecordedObservation(len(out) + 1, record.detail["tool"], record.detail["status"]))
-            elif record.trigger == "finish" and "finish" in record.detail:
-                out.append(RecordedObservation(len(out) + 1, "finish", "ok"))
+            detail = record.detail
+            if "arguments" in detail:
+                arguments = detail["arguments"]
+            if record.source == "execute" and "tool" in detail and "status" in detail:
+                out.append(RecordedObservation(len(out) + 1, detail["tool"], detail["status"], arguments))
+            elif record.trigger == "finish" and "finish" in detail:
+                out.append(RecordedObservation(len(out) + 1, "finish", "ok", None, detail["finish"]))
+            elif "payload" in detail and out and out[-1].payload is None:
+                out[-1] = replace(out[-1], payload=detail["payload"])
         return tuple(out)
 
     @property

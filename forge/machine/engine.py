@@ -55,6 +55,8 @@ __all__ = [
 ADVANCE = "advance"
 """The transitions event every transition hangs on; a definition's triggers label the edges."""
 
+_wall_clock = time.time
+
 _log = logging.getLogger("forge")
 
 
@@ -386,7 +388,7 @@ class LoopEngine:
         if any, is returned for the caller to drive; an action-less state's verdict is None."""
         run = event.model
         run.source, run.started, run.recorded, run.guard_values = run.state, self._clock(), False, {}
-        run.record = None
+        run.record = run.subject = None
         if "transition_started" in run.observers.wanted:
             run.observers.notify(run, "transition_started", run.state)
         action = self._actions.get(run.state)
@@ -425,14 +427,13 @@ class LoopEngine:
         """Add the transition to the run's trace; make its record too when `record` (an
         observer reads it), else the trace makes one when asked."""
         source = run.source if source is None else source
-        duration = self._clock() - run.started
-        run.trace.add(run.step, source, trigger, dest, guards, run.verdict, duration, detail)
+        trace = run.trace
+        trace.add(run.step, source, trigger, dest, guards, run.verdict, self._clock() - run.started, detail,
+                  _wall_clock() - trace.started_at, run.subject)
         run.recorded = True
         if not record:
             return None
-        run.record = TransitionRecord(  # positionally: this is on every observed transition's path
-            len(run.trace), run.step, source, trigger, dest, guards, run.verdict, duration, detail, self._name,
-        )
+        run.record = trace[-1]
         return run.record
 
     def _record(self, event: _Firing) -> None:

@@ -15,7 +15,7 @@ from forge.agent.actions import Action, ToolSpec
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.stopping import StopController, StopDecision
-from forge.machine.trace import Trace
+from forge.machine.trace import Redact, Trace
 from forge.observe import Observers
 from forge.policy import Intent, Policy
 from forge.tools import Tool
@@ -46,6 +46,7 @@ class RunConfig:
     """select_action's choice per capability set: a pure function of the set and the tools,
     which are fixed for the loop, so each distinct set is decided once per loop."""
     repeat_by: str = "call"  # "call": repetition counts identical calls; "tool": uses of a tool
+    redact: Redact | None = None  # what the trace may keep of arguments and payloads
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
@@ -88,6 +89,7 @@ class Run:
     started: float = 0.0
     recorded: bool = True
     interrupted: BaseException | None = None
+    subject: Any = None  # what the trace keeps of this firing beyond its detail (see Trace)
 
     def snapshot(self) -> RunSnapshot:
         """Everything needed to put this run back exactly as it is now, given the

@@ -24,7 +24,7 @@ from forge.errors import ForgeError
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
 from forge.machine.run import Run
-from forge.machine.trace import ERROR_TEXT_LIMIT, error_text, quoted
+from forge.machine.trace import ARGUMENTS_LIMIT, ERROR_TEXT_LIMIT, error_text, quoted, summary
 from forge.observe import ToolAttempt
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
@@ -118,6 +118,7 @@ def _select_tool(run: Run) -> Steps[str]:
         run.detail["finish"] = quoted(repr(intent.answer), 200)
         return "finished"
     run.intent = intent
+    refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
         if intent.tool is not None:
             run.action = select_named(intent.tool, config.specs)
@@ -126,20 +127,33 @@ def _select_tool(run: Run) -> Steps[str]:
             if chosen is None:  # failures are not kept: they end the run
                 chosen = config.chosen[intent.capabilities] = select_action(run.goal, intent.capabilities, config.specs)
             run.action = chosen
-    except UnknownTool as error:
-        run.error = error
-        run.detail.update(unknown_tool=error.name, suggestions=list(error.suggestions))
+    except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
+        refused = run.error = error
+    run.subject = yield from _arguments_text(run, run.action.tool_name if run.action else intent.tool or "", intent)
+    if isinstance(refused, UnknownTool):
+        run.detail.update(unknown_tool=refused.name, suggestions=list(refused.suggestions))
         return "no_tool"
-    except AmbiguousToolChoice as error:
-        run.error = error
-        run.detail["tied"] = list(error.tied)
+    if isinstance(refused, AmbiguousToolChoice):
+        run.detail["tied"] = list(refused.tied)
         return "ambiguous"
-    except NoMatchingTool as error:
-        run.error = error
-        run.detail["capabilities"] = sorted(error.required)
+    if isinstance(refused, NoMatchingTool):
+        run.detail["capabilities"] = sorted(refused.required)
         return "no_tool"
+    assert run.action is not None
     run.detail["tool"] = run.action.tool_name
     return "selected"
+
+
+def _arguments_text(run: Run, tool: str, intent: Intent) -> Steps[str]:
+    """What the trace keeps of the intent's arguments: JSON text capped at ARGUMENTS_LIMIT,
+    after the loop's `redact` hook (user code: its failure ends the run, recorded as "redact")."""
+    arguments: Any = intent.arguments
+    redact = run.config.redact
+    if redact is not None:
+        action, run.hook = run.hook, "redact"
+        arguments = yield Call(redact, (tool, "arguments", arguments), "redact")
+        run.hook = action
+    return summary(arguments, ARGUMENTS_LIMIT)
 
 
 def _new_messages(run: Run) -> dict[str, Any]:
@@ -152,9 +166,10 @@ def _new_messages(run: Run) -> dict[str, Any]:
     return {"messages": json.loads(json.dumps(fresh, default=str))}
 
 
-def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[int]) -> Steps[Any]:
+def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[Any]) -> Steps[Any]:
     """The handler called under bounded retry (`retry_delay` decides, as in
-    `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts.
+    `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts;
+    each failed attempt adds `(error text, delay before the next)` to `tally[1:]`.
     A tool that reports its errors has every non-transient failure become a `ToolError`,
     and a value its `is_error` flags is one too."""
     config, observers, contract = run.config, run.observers, tool.contract
@@ -174,6 +189,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[in
                 raise
             waited = retry_delay(number, error, max_attempts=config.max_attempts, elapsed=config.clock() - started,
                                  **config.retry_options)
+            tally.append((error_text(error), waited))
             if waited is None:
                 raise
             run.retries += 1
@@ -201,7 +217,7 @@ def _call_tool(run: Run) -> Steps[str]:
     assert intent is not None and action is not None, "call_tool fires only after select_tool"
     tool = config.tools[action.tool_name]
     arguments = intent.arguments
-    tally = [0]
+    tally: list[Any] = [0]
     replayed = False
     try:
         if tool.side_effect:
@@ -225,7 +241,20 @@ def _call_tool(run: Run) -> Steps[str]:
         run.detail["replayed"] = replayed
     if run.status != "ok":
         run.detail["error"] = error_text(run.payload)
+    if tally[0] > 1:
+        run.detail["tries"] = _tries(tally)
     return run.status
+
+
+def _tries(tally: list[Any]) -> list[dict[str, Any]]:
+    """Each attempt with the wait before it and what it raised (None: it returned)."""
+    failures = tally[1:]
+    tries, delay = [], 0.0
+    for number in range(1, tally[0] + 1):
+        error, waited = failures[number - 1] if number <= len(failures) else (None, None)
+        tries.append({"attempt": number, "delay_s": delay, "error": error})
+        delay = waited or 0.0
+    return tries
 
 
 def _request_approval(run: Run) -> Steps[str]:
@@ -273,6 +302,7 @@ def _record_observation(run: Run) -> Steps[str]:
         except NotFingerprintable:  # no canonical form: each such call counts as its own
             action = f"{name}#{id(run.payload):x}.{run.loop_state.step_count}"
     observation = run.loop_state.record(name, run.status, run.payload, action=action)
+    run.subject = observation  # the trace summarises its payload when read
     run.detail = {"status": observation.status}  # its sequence is the record's step: nothing unique per step
     return "recorded"
     yield  # a generator like every action, though it needs nothing from outside

@@ -1,16 +1,34 @@
 """The trace: one `TransitionRecord` per fired transition, and its JSON Lines form.
 
-JSON Lines schema, version 1 — one object per line, in firing order::
+JSON Lines schema, version 2 — one object per line, in firing order::
 
-    {"v": 1, "machine": "single_agent", "sequence": 1, "step": 1,
-     "source": "select", "trigger": "choose", "dest": "execute", "verdict": "selected",
-     "guards": [{"name": "tool_selected", "value": true}, …],
-     "duration_s": 0.000012, "detail": {"tool": "read_file"}}
+    {"v": 2, "run_id": "3f2a…", "at": "2026-12-03T08:30:00.123456Z", "machine": "single_agent",
+     "sequence": 1, "step": 1, "source": "select", "trigger": "choose", "dest": "execute",
+     "verdict": "selected", "guards": [{"name": "tool_selected", "value": true}, …],
+     "duration_s": 0.000012, "detail": {"tool": "read_file", "arguments": "{\"path\": \"notes.md\"}"}}
 
-`sequence` counts fired transitions from 1; `step` is the loop iteration (tool execution)
-the transition belongs to; `guards` lists every guard evaluated on the way out of `source`
-with its value; `detail` holds JSON-safe facts about the stage's work (tool, status,
-attempts, replayed, error text). Readers accept exactly `"v": 1`.
+- `run_id` names the run (the same on every line of a run); `at` is the wall-clock time
+  (UTC, ISO 8601) when the transition finished.
+- `sequence` counts fired transitions from 1; `step` is the loop iteration (tool
+  execution) the transition belongs to; `guards` lists every guard evaluated on the way
+  out of `source` with its value.
+- `detail` holds JSON-safe facts about the stage's work. Keys by stage:
+  - select: `tool`; `arguments` (the intent's arguments as JSON text, capped at
+    `ARGUMENTS_LIMIT` characters); `finish` (the answer); `messages` (the policy's new
+    messages); on failure `error`, `unknown_tool` + `suggestions`, `tied`, `capabilities`.
+  - execute: `tool`, `status`, `attempts`, `replayed` (side-effecting tools), `error`
+    (the failure's text, capped at `ERROR_TEXT_LIMIT`), and when the tool was tried more
+    than once `tries`: one `{"attempt", "delay_s", "error"}` per attempt, where `delay_s`
+    is the wait before it and `error` is what it raised (null for the one that succeeded).
+  - approve: `tool`, `approval` (approved / rejected / refused / no answer / not needed).
+  - observe: `status`, and `payload`: a summary of the observation's payload (a string is
+    itself, anything else its JSON or repr; an error its `Type: message`), capped at
+    `PAYLOAD_LIMIT` characters.
+  - verify: `verified`, `decision`; a failure of any stage: `failed`, `error`.
+- Arguments and payloads pass through the loop's `redact(tool, field, value)` hook, when
+  set, before they are summarised: what it returns is what the trace keeps.
+
+Readers accept `"v": 1` (no `run_id`, `at`, arguments or payloads) and `"v": 2`.
 """
 
 from __future__ import annotations
@@ -18,16 +36,20 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
 from forge.errors import ForgeError
 
 __all__ = [
+    "ARGUMENTS_LIMIT",
     "ERROR_TEXT_LIMIT",
+    "PAYLOAD_LIMIT",
     "TRACE_VERSION",
+    "Redact",
     "GuardResult",
     "Trace",
     "TraceFormatError",
@@ -35,10 +57,23 @@ __all__ = [
     "error_text",
     "quoted",
     "read_trace",
+    "summary",
     "write_trace",
 ]
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+ARGUMENTS_LIMIT = 1000
+"""How much of a call's arguments (as JSON text) a trace keeps."""
+
+PAYLOAD_LIMIT = 1000
+"""How much of an observation's payload summary a trace keeps."""
+
+Redact = Callable[[str, str, Any], Any]
+"""`redact(tool, field, value) -> value`: called with `field` "arguments" or "payload"
+before the trace keeps a summary of `value`; return what may be kept (a copy with secrets
+masked, a placeholder, or `value` itself). It must not change `value` in place."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +104,15 @@ class TransitionRecord:
     duration_s: float = field(default=0.0, compare=False)
     detail: Mapping[str, Any] = field(default_factory=dict)
     machine: str = ""
+    run_id: str = field(default="", compare=False)
+    at: float = field(default=0.0, compare=False)
+    """Wall-clock seconds since the epoch when the transition finished (0.0: not known, a v1 trace)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "v": TRACE_VERSION,
+            "run_id": self.run_id,
+            "at": _iso(self.at) if self.at else None,
             "machine": self.machine,
             "sequence": self.sequence,
             "step": self.step,
@@ -87,9 +127,9 @@ class TransitionRecord:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TransitionRecord:
-        """Build a record from one decoded line. Raises ValueError naming the bad field."""
-        if data.get("v") != TRACE_VERSION:
-            raise ValueError(f"unsupported trace version {data.get('v')!r}; this forge reads v{TRACE_VERSION}")
+        """Build a record from one decoded line (v1 or v2). Raises ValueError naming the bad field."""
+        if data.get("v") not in READABLE_VERSIONS or isinstance(data.get("v"), bool):
+            raise ValueError(f"unsupported trace version {data.get('v')!r}; this forge reads v1 and v2")
         try:
             guards = tuple(GuardResult(str(g["name"]), _bool(g["value"])) for g in data.get("guards", []))
             return cls(
@@ -103,6 +143,8 @@ class TransitionRecord:
                 duration_s=float(data.get("duration_s", 0.0)),
                 detail=dict(data.get("detail", {})),
                 machine=str(data.get("machine", "")),
+                run_id=_str(data.get("run_id") or ""),
+                at=_epoch(data.get("at")),
             )
         except KeyError as missing:
             raise ValueError(f"missing field {missing}") from None
@@ -114,16 +156,19 @@ class Trace(Sequence[TransitionRecord]):
     """A run's trace: its records, kept as columns and made into `TransitionRecord`s when read.
 
     A long run keeps one trace entry per transition, so the entry is small: the edge
-    (source, trigger, destination) as an index into the edges seen, the step, the duration,
-    and references to the guard results, the verdict and the detail, which are shared
-    between entries with equal content (a state has a handful of distinct guard tuples and
-    details; a detail holding something unhashable, like messages, is kept as it is).
-    About 40 bytes a transition, against several hundred for a record object and its dict;
-    and no entry refers to another, so the collector has nothing to chase. `sequence` is
-    the position (1..n), as in every trace. Equal to any sequence of equal records.
+    (source, trigger, destination) as an index into the edges seen, the step, the duration
+    and the finishing time (float32 seconds since `started_at`: 0.25 ms resolution an hour in), references to the guard
+    results, the verdict and the detail, which are shared between entries with equal content
+    (a state has a handful of distinct guard tuples and details; a detail holding something
+    unhashable, like messages, is kept as it is), and the entry's subject: the capped
+    arguments text of a select, or the observation a record made, whose payload is
+    summarised (through `redact`) only when the record is read. No entry refers to another,
+    so the collector has nothing to chase. `sequence` is the position (1..n), as in every
+    trace. Equal to any sequence of equal records.
     """
 
     __slots__ = (
+        "_at",
         "_detail",
         "_duration",
         "_edge",
@@ -132,20 +177,28 @@ class Trace(Sequence[TransitionRecord]):
         "_guards",
         "_shared",
         "_step",
+        "_subject",
         "_verdict",
         "machine",
+        "redact",
+        "run_id",
+        "started_at",
     )
 
-    def __init__(self, records: Iterable[TransitionRecord] = (), machine: str = "") -> None:
-        self.machine = machine
+    def __init__(self, records: Iterable[TransitionRecord] = (), machine: str = "", run_id: str = "",
+                 started_at: float = 0.0, redact: Redact | None = None) -> None:
+        self.machine, self.run_id, self.redact = machine, run_id, redact
+        self.started_at = started_at  # wall-clock seconds since the epoch at the run's start
         self._edges: list[tuple[str, str, str]] = []
         self._edge_ids: dict[tuple[str, str, str], int] = {}
         self._edge = array("i")
         self._step = array("i")
         self._duration = array("d")
+        self._at = array("f")
         self._guards: list[tuple[GuardResult, ...]] = []
         self._verdict: list[str | None] = []
         self._detail: list[Mapping[str, Any]] = []
+        self._subject: list[Any] = []
         self._shared: dict[Any, Mapping[str, Any]] = {}
         for record in records:
             self.append(record)
@@ -156,12 +209,19 @@ class Trace(Sequence[TransitionRecord]):
             raise ValueError(f"record {record.sequence} cannot follow {len(self._step)} records")
         if not self.machine:
             self.machine = record.machine
+        if not self.run_id:
+            self.run_id = record.run_id
+        if not self.started_at and record.at:
+            self.started_at = record.at - record.duration_s
         self.add(record.step, record.source, record.trigger, record.dest, record.guards, record.verdict,
-                 record.duration_s, record.detail)
+                 record.duration_s, record.detail, record.at - self.started_at if record.at else 0.0)
 
     def add(self, step: int, source: str, trigger: str, dest: str, guards: tuple[GuardResult, ...],
-            verdict: str | None, duration_s: float, detail: Mapping[str, Any]) -> None:
-        """Add the next transition from its parts, making no record (the engine's path)."""
+            verdict: str | None, duration_s: float, detail: Mapping[str, Any], at: float = 0.0,
+            subject: Any = None) -> None:
+        """Add the next transition from its parts, making no record (the engine's path).
+        `at` is seconds since `started_at`; `subject` is the select's arguments text or the
+        observation recorded (see the class)."""
         edge = (source, trigger, dest)
         index = self._edge_ids.get(edge)
         if index is None:
@@ -170,9 +230,11 @@ class Trace(Sequence[TransitionRecord]):
         self._edge.append(index)
         self._step.append(step)
         self._duration.append(duration_s)
+        self._at.append(at)
         self._guards.append(guards)
         self._verdict.append(sys.intern(verdict) if isinstance(verdict, str) else verdict)
         self._detail.append(self._share(detail))
+        self._subject.append(subject)
 
     def _share(self, detail: Mapping[str, Any]) -> Mapping[str, Any]:
         try:
@@ -183,8 +245,24 @@ class Trace(Sequence[TransitionRecord]):
 
     def _record(self, index: int) -> TransitionRecord:
         source, trigger, dest = self._edges[self._edge[index]]
+        detail = self._detail[index]
+        subject = self._subject[index]
+        if subject is not None:
+            detail = {**detail, **self._facts(subject)}
+        at = self.started_at + self._at[index] if self.started_at else 0.0
         return TransitionRecord(index + 1, self._step[index], source, trigger, dest, self._guards[index],
-                                self._verdict[index], self._duration[index], self._detail[index], self.machine)
+                                self._verdict[index], self._duration[index], detail, self.machine, self.run_id, at)
+
+    def _facts(self, subject: Any) -> dict[str, str]:
+        if isinstance(subject, str):
+            return {"arguments": subject}
+        payload = subject.payload
+        if self.redact is not None:
+            try:
+                payload = self.redact(subject.tool_name, "payload", payload)
+            except Exception as error:  # never show what could not be redacted
+                return {"payload": f"<not shown: redact raised {error_text(error, 200)}>"}
+        return {"payload": summary(payload, PAYLOAD_LIMIT)}
 
     def __len__(self) -> int:
         return len(self._step)
@@ -209,7 +287,8 @@ class Trace(Sequence[TransitionRecord]):
         """Keep the first `count` transitions, cutting back or appending from `records` (the
         furthest the run got); the cost is what changes (the debugger steps with it)."""
         if count < len(self):
-            for column in (self._edge, self._step, self._duration, self._guards, self._verdict, self._detail):
+            for column in (self._edge, self._step, self._duration, self._at, self._guards, self._verdict,
+                           self._detail, self._subject):
                 del column[count:]
         for record in records[len(self):count]:
             self.append(record)
@@ -293,6 +372,45 @@ def error_text(error: object, limit: int = ERROR_TEXT_LIMIT) -> str:
     except Exception:  # an exception whose __str__ raises still gets recorded
         text = f"{type(error).__name__} (its message could not be made: str() raised)"
     return quoted(text, limit)
+
+
+def summary(value: Any, limit: int) -> str:
+    """What a trace keeps of `value`: a string as it is, an exception as `Type: message`,
+    plain data (dicts, lists, numbers …) as JSON, anything else its repr; capped at `limit`
+    characters. Never raises."""
+    if isinstance(value, str):
+        return quoted(value, limit)
+    if isinstance(value, BaseException):
+        return error_text(value, limit)
+    try:
+        if isinstance(value, (dict, list, tuple, int, float, bool)) or value is None:
+            text = json.dumps(value, ensure_ascii=False, default=repr)
+        else:
+            text = repr(value)
+    except Exception:  # a cycle, or a repr that raises
+        try:
+            text = repr(value)
+        except Exception:
+            text = f"<{type(value).__name__} that cannot be shown>"
+    return quoted(text, limit)
+
+
+def _iso(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _epoch(value: Any) -> float:
+    if value is None:
+        return 0.0
+    if not isinstance(value, str):
+        raise TypeError(f"expected an ISO 8601 time for 'at', got {value!r}")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise TypeError(f"expected an ISO 8601 time for 'at', got {value!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 def _int(value: Any) -> int:
