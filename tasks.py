@@ -8,6 +8,8 @@ Debian's `graphviz` package when running as root where apt-get exists, otherwise
 how), and for the tests, where npm exists, the reference filesystem MCP server into
 `.mcp-servers/`; then it runs the job inside the environment. Extra arguments are passed
 through: `python3 tasks.py test -k retry`, `python3 tasks.py demo --scenario mcp`.
+`python3 tasks.py screenshot` remakes docs/inspector.png, the README's picture of the run
+inspector, in headless Chromium (installed with Debian's chromium and chromium-driver).
 """
 
 from __future__ import annotations
@@ -42,17 +44,27 @@ def ensure_environment() -> None:
     STAMP.touch()
 
 
+def apt_install(*packages: str) -> bool:
+    """Install Debian packages when running as root where apt-get exists; False otherwise."""
+    apt = shutil.which("apt-get")
+    if not (apt and hasattr(os, "geteuid") and os.geteuid() == 0):
+        return False
+    print(f"tasks: installing {' '.join(packages)} (apt-get install -y)", flush=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if not APT_UPDATED:
+        subprocess.run([apt, "update", "-qq"], check=True, env=env)
+        APT_UPDATED.append(True)
+    return subprocess.run([apt, "install", "-y", "-qq", *packages], env=env).returncode == 0
+
+
+APT_UPDATED: list[bool] = []
+
+
 def ensure_graphviz(required: bool) -> None:
     if shutil.which("dot"):
         return
-    apt = shutil.which("apt-get")
-    if apt and hasattr(os, "geteuid") and os.geteuid() == 0:
-        print("tasks: installing Graphviz (apt-get install -y graphviz)", flush=True)
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        subprocess.run([apt, "update", "-qq"], check=True, env=env)
-        subprocess.run([apt, "install", "-y", "-qq", "graphviz"], check=True, env=env)
-        if shutil.which("dot"):
-            return
+    if apt_install("graphviz") and shutil.which("dot"):
+        return
     message = (
         "Graphviz's `dot` binary is not on PATH. Install it with your package manager "
         "(Debian/Ubuntu: sudo apt-get install graphviz; macOS: brew install graphviz), "
@@ -61,6 +73,16 @@ def ensure_graphviz(required: bool) -> None:
     if required:
         sys.exit(f"tasks: {message}")
     print(f"tasks: note: {message} Diagrams are written as DOT until then.", flush=True)
+
+
+def ensure_chromium() -> None:
+    """Debian's headless-capable Chromium and its driver, for the run inspector's browser
+    tests (they skip, saying why, without them)."""
+    if shutil.which("chromium") and shutil.which("chromedriver"):
+        return
+    if not apt_install("chromium", "chromium-driver"):
+        print("tasks: note: chromium/chromedriver not installed (needs root and apt-get); "
+              "the inspector's browser tests will skip", flush=True)
 
 
 NODE_SERVERS = ROOT / ".mcp-servers"
@@ -86,6 +108,7 @@ def main(argv: list[str]) -> int:
     jobs = {
         "demo": ([str(BIN / "forge"), "demo"], False),
         "test": ([str(PYTHON), "-m", "pytest"], True),
+        "screenshot": ([str(PYTHON), str(ROOT / "tests" / "browser.py")], True),
     }
     if not argv or argv[0] not in jobs:
         print(f"usage: python3 tasks.py {{{'|'.join(jobs)}}} [ARGS...]", file=sys.stderr)
@@ -95,6 +118,8 @@ def main(argv: list[str]) -> int:
     ensure_graphviz(required=needs_dot)
     if argv[0] == "test":
         ensure_node_servers()
+    if argv[0] in ("test", "screenshot"):
+        ensure_chromium()
     return subprocess.run([*command, *argv[1:]], cwd=ROOT).returncode
 
 

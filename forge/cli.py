@@ -166,6 +166,16 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    from forge.inspect import write
+    from forge.machine.trace import read_trace
+
+    records = read_trace(args.trace)
+    written = write(records, args.output, _machine_of(args.machine, records))
+    print(f"wrote {written} ({written.stat().st_size:,} bytes, {len(records)} transitions): open it in a browser")
+    return 0
+
+
 def _tools(args: argparse.Namespace) -> int:
     from forge.mcp import MCPError, MCPServer
 
@@ -229,6 +239,12 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("trace", metavar="RUN.jsonl")
     replay.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
     replay.set_defaults(handler=_replay)
+
+    inspect = commands.add_parser("inspect", help="write a self-contained HTML page that replays a recorded run")
+    inspect.add_argument("trace", metavar="RUN.jsonl")
+    inspect.add_argument("-o", "--output", required=True, metavar="PAGE.html", help="where to write the page")
+    inspect.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
+    inspect.set_defaults(handler=_inspect)
 
     check = commands.add_parser("check", help="prove loop definitions sound before they run")
     check.add_argument("definitions", nargs="*", metavar="DEFINITION",

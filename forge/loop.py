@@ -289,6 +289,7 @@ class AgentLoop:
             retries=run.retries,
             side_effects_run=run.side_effects_run,
             side_effects_replayed=run.side_effects_replayed,
+            definition=self.definition,
         )
 
 

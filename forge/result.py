@@ -8,16 +8,13 @@ outcome, the counters.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
 
 from forge.agent.observations import LoopState
+from forge.machine.definition import MachineDefinition, Outcome
 from forge.machine.trace import TransitionRecord, error_text  # at run time: get_type_hints(LoopResult) resolves
 
 __all__ = ["LoopResult", "Outcome"]
-
-Outcome = Literal["success", "failure", "needs_input"]
-"""What a terminal state means; each definition's terminal states name one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +25,8 @@ class LoopResult:
     per fired transition (a compact `forge.machine.trace.Trace`, equal to any sequence of
     the same records); `error`, the exception that ended the run, if any; `outcome`, the
     terminal state's success / failure / needs_input; and the counters of retries and of
-    side effects run and replayed. `run_agent` leaves them at their defaults.
+    side effects run and replayed; `definition`, the machine it ran. `run_agent` leaves them
+    at their defaults. In Jupyter a result shows as the run inspector (`forge.inspect`).
     """
 
     reason: str
@@ -40,6 +38,15 @@ class LoopResult:
     retries: int = 0
     side_effects_run: int = 0
     side_effects_replayed: int = 0
+    definition: MachineDefinition | None = field(default=None, compare=False, repr=False)
+
+    def _repr_html_(self) -> str | None:
+        """The run inspector, for Jupyter (None, so it shows as text, without a trace)."""
+        if not self.trace:
+            return None
+        from forge.inspect import html  # here: only a notebook pays for the inspector's import
+
+        return html(self, fragment=True)
 
     @property
     def summary(self) -> str:

@@ -17,6 +17,7 @@ from typing import TextIO
 from forge.demo.scenarios import SCENARIOS, Scenario, build_scenario
 from forge.diagram import GraphvizNotInstalled, render
 from forge.errors import UsageError
+from forge.inspect import write as write_inspector
 from forge.machine.trace import write_trace
 from forge.narrate import describe
 from forge.policy import Policy
@@ -35,6 +36,7 @@ class DemoReport:
     trace_path: Path
     diagram_path: Path
     expected: str
+    inspector_path: Path | None = None
 
 
 def prepare_workspace(path: str | Path | None) -> Path:
@@ -90,6 +92,7 @@ def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: 
     except GraphvizNotInstalled:
         diagram_path = render(built.loop.definition, run_dir / "loop.dot", trace=result.trace)
         drawn = f"{diagram_path} (Graphviz's dot is not installed, so DOT source instead of SVG)"
+    inspector_path = write_inspector(result, run_dir / "run.html")
     print(file=out)
     print(f"stopped: {result.reason} ({result.outcome}) after {result.steps} steps, "
           f"{len(result.trace)} transitions", file=out)
@@ -103,4 +106,5 @@ def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: 
         print(f"index: {root / 'INDEX.md'} (read back and verified against the notes)", file=out)
     print(f"trace: {trace_path}", file=out)
     print(f"diagram: {drawn}", file=out)
-    return DemoReport(scenario, result, root, trace_path, diagram_path, built.expected)
+    print(f"inspector: {inspector_path} (open it in a browser: the run on its diagram, step by step)", file=out)
+    return DemoReport(scenario, result, root, trace_path, diagram_path, built.expected, inspector_path)

@@ -26,9 +26,11 @@ LEGEND_NODE = "__legend__"
 _FONT = "Helvetica"
 
 
-def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None) -> graphviz.Digraph:
+def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None, ids: bool = False) -> graphviz.Digraph:
     """Build the diagram. The only node that is not a state is `START_NODE`, whose one edge
-    points at the initial state."""
+    points at the initial state. With `ids`, each state, transition and drawn `fail` edge
+    carries an id its SVG element keeps (`state-NAME`, `edge-INDEX`, `fail-SOURCE`), so a
+    page can find what a record moved along (the run inspector)."""
     title = definition.title or definition.name
     if overlay is not None:
         where = "ended in" if overlay.finished else "now in"
@@ -65,6 +67,8 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None)
             if state.name == overlay.position:
                 attrs["penwidth"] = "3.5"
                 label += f"{LINE_BREAK}■ run ended here" if overlay.finished else f"{LINE_BREAK}▶ run is here"
+        if ids:
+            attrs["id"] = f"state-{state.name}"
         graph.node(state.name, label=label, **attrs)
 
     for transition in definition.transitions:
@@ -85,11 +89,13 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None)
         tools = overlay.edge_tools.get(transition.index) if overlay is not None else None
         if tools:
             label += LINE_BREAK + _tool_counts(tools)
+        if ids:
+            attrs["id"] = f"edge-{transition.index}"
         graph.edge(transition.source, transition.dest, label=label, **attrs)
     for source, count in (overlay.failures if overlay is not None else {}).items():
         failure = definition.failure_edge(source)
         graph.edge(source, failure.dest, label=edge_label(failure.trigger, None, count), color=FAILED,
-                   fontcolor=FAILED, style="dashed", penwidth="2")
+                   fontcolor=FAILED, style="dashed", penwidth="2", **({"id": f"fail-{source}"} if ids else {}))
     _legend(graph, overlay is not None)
     return graph
 

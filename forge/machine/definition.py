@@ -27,20 +27,25 @@ File format (see machines/single_agent.toml)::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from forge.errors import ForgeError
-from forge.result import Outcome
 
 __all__ = [
     "FAILURE_STATE",
     "FAILURE_TRIGGER",
     "OUTCOMES",
     "DefinitionError",
+    "Outcome",
     "MachineDefinition",
     "Problem",
     "StateDef",
     "TransitionDef",
 ]
+
+Outcome = Literal["success", "failure", "needs_input"]
+"""What a terminal state means; each definition's terminal states name one (`forge.result`
+shows it on every result)."""
 
 OUTCOMES: frozenset[str] = frozenset({"success", "failure", "needs_input"})
 

@@ -1,0 +1,189 @@
+"""The run inspector: one self-contained HTML page (inline SVG, script and style; nothing
+fetched) that replays a run on its diagram, transition by transition.
+
+The page carries the trace as compact JSON: each distinct edge, guard tuple, verdict and
+detail is written once and records refer to them by index, so a 10,000-transition run is a
+few hundred kilobytes, and the script draws only the rows of the timeline that are visible.
+"""
+
+from __future__ import annotations
+
+import html as html_text
+import json
+import os
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from forge.diagram.dot import to_digraph
+from forge.diagram.overlay import overlay_of, records_of, transition_of
+from forge.diagram.render import GraphvizNotInstalled, image_of
+from forge.errors import UsageError
+from forge.machine.definition import MachineDefinition
+from forge.machine.loader import load_definition
+from forge.machine.trace import TransitionRecord, quoted
+
+__all__ = ["html", "page_data", "write"]
+
+
+def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, title: str | None = None,
+         fragment: bool = False) -> str:
+    """The inspector page of `run`: a `LoopResult`, a trace (records, as `read_trace` gives),
+    or anything with a `.trace` (a debug session).
+
+    `definition` is the machine the run went through; by default the result's own, else the
+    built-in definition the trace names. `fragment` gives a `<div>` to embed in another page
+    (what Jupyter shows) instead of a whole document. Without Graphviz's `dot` the page has
+    everything but the diagram, and says why.
+
+    Raises:
+        UsageError: the run has no transitions, or its machine cannot be told.
+        FileNotFoundError, DefinitionError: the definition cannot be loaded.
+        TraceMismatch: the trace is not a run of the definition.
+    """
+    records = records_of(run)
+    if not records:
+        raise UsageError("the run has no transitions to inspect")
+    machine = _definition_of(run, records, definition)
+    data = page_data(machine, records, summary=getattr(run, "summary", None))
+    root = f"fi-{os.urandom(4).hex()}"
+    body = _body(root, data, _svg(machine, records))
+    if fragment:
+        return body
+    heading = title or f"forge · {data['machine']} · run {data['run_id'] or '(no id)'}"
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{html_text.escape(heading)}</title></head><body class=\"fi-page\">{body}</body></html>\n")
+
+
+def write(run: Any, path: str | Path, definition: str | Path | MachineDefinition | None = None,
+          title: str | None = None) -> Path:
+    """Write `html(run, definition)` to `path` (parents created) and return the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(html(run, definition, title=title), encoding="utf-8")
+    return target
+
+
+def _definition_of(run: Any, records: Sequence[TransitionRecord],
+                   definition: str | Path | MachineDefinition | None) -> MachineDefinition:
+    if isinstance(definition, MachineDefinition):
+        return definition
+    if definition is not None:
+        return load_definition(definition)
+    own = getattr(run, "definition", None)
+    if isinstance(own, MachineDefinition):
+        return own
+    name = records[0].machine
+    if not name:
+        raise UsageError("the trace does not name its machine; pass the definition it ran (--definition PATH)")
+    return load_definition(name)
+
+
+def page_data(definition: MachineDefinition, records: Sequence[TransitionRecord],
+              summary: str | None = None) -> dict[str, Any]:
+    """What the page's script reads: tables of distinct edges, guard tuples, verdicts and
+    details, and one short row per record referring to them (see the module)."""
+    overlay = overlay_of(definition, records)
+    edges: _Table = _Table()
+    guards: _Table = _Table()
+    verdicts: _Table = _Table()
+    details: _Table = _Table()
+    rows: list[list[Any]] = []
+    first = next((r.at for r in records if r.at), 0.0)
+    for record in records:
+        transition = transition_of(definition, record)
+        element = f"fail-{record.source}" if transition.index < 0 else f"edge-{transition.index}"
+        edge = edges.index([record.source, record.trigger, record.dest, element])
+        rows.append([
+            edge, record.step, verdicts.index(record.verdict), guards.index([[g.name, g.value] for g in record.guards]),
+            details.index(_capped(dict(record.detail))), round(record.duration_s * 1000, 3),
+            round((record.at - first) * 1000, 1) if record.at and first else None,
+        ])
+    end = definition.state(overlay.position)
+    last = records[-1]
+    return {
+        "machine": definition.title or definition.name,
+        "run_id": last.run_id,
+        "started": _iso(first),
+        "end": {"state": overlay.position, "finished": overlay.finished, "outcome": end.outcome,
+                "summary": summary or _summary(overlay.position, end.outcome, overlay.finished, last)},
+        "steps": max(r.step for r in records),
+        "edges": edges.items, "guards": guards.items, "verdicts": verdicts.items, "details": details.items,
+        "records": rows,
+    }
+
+
+PAGE_TEXT_LIMIT = 400
+"""How much of any one text in a detail (arguments, payload, error, a message) the page
+shows: a 10,000-transition run stays under 5 MB even when every call sends and returns the
+trace's full 1,000 characters; the trace file itself keeps them."""
+
+
+def _capped(value: Any) -> Any:
+    if isinstance(value, str):
+        return quoted(value, PAGE_TEXT_LIMIT)
+    if isinstance(value, dict):
+        return {key: _capped(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_capped(item) for item in value]
+    return value
+
+
+class _Table:
+    """Distinct values in first-seen order; `index` gives a value's position."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._positions: dict[str, int] = {}
+
+    def index(self, value: Any) -> int:
+        key = json.dumps(value, sort_keys=True, default=str)
+        position = self._positions.get(key)
+        if position is None:
+            position = self._positions[key] = len(self.items)
+            self.items.append(json.loads(key))
+        return position
+
+
+def _summary(state: str, outcome: str | None, finished: bool, last: TransitionRecord) -> str:
+    if not finished:
+        return f"the trace stops in {state}, before the run ended"
+    text = f"ended in {state}" + (f" ({outcome})" if outcome else "")
+    error = last.detail.get("error")
+    return f"{text}: {error}" if error else text
+
+
+def _iso(at: float) -> str | None:
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds").replace("+00:00", "Z") if at else None
+
+
+def _svg(definition: MachineDefinition, records: Iterable[TransitionRecord]) -> str:
+    try:
+        image = image_of(to_digraph(definition, overlay_of(definition, records), ids=True).source, "svg")
+    except GraphvizNotInstalled as missing:
+        return f'<p class="fi-missing">No diagram: {html_text.escape(str(missing))}</p>'
+    text = image.decode("utf-8")
+    return text[text.index("<svg"):]
+
+
+def _asset(name: str) -> str:
+    return files("forge.inspect").joinpath(name).read_text(encoding="utf-8")
+
+
+def _body(root: str, data: dict[str, Any], svg: str) -> str:
+    """The inspector's markup, its style and script, and the data, all inline. The data is
+    JSON inside a script element, with `<` escaped so no value can end that element."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).replace("<", "\\u003c")
+    return (
+        f'<div class="forge-inspector" id="{root}" tabindex="-1">'
+        f"<style>{_asset('inspector.css')}</style>"
+        f'<div class="fi-diagram-source" hidden>{svg}</div>'
+        "</div>"
+        f'<script type="application/json" id="{root}-data">{payload}</script>'
+        f"<script>{_asset('inspector.js')}\n"
+        f"forgeInspector(document.getElementById({json.dumps(root)}), "
+        f"JSON.parse(document.getElementById({json.dumps(root + '-data')}).textContent));</script>"
+    )

@@ -1,0 +1,199 @@
+"""The run inspector in a real headless Chromium (Debian's chromium + chromium-driver, driven
+by selenium). Without them these tests skip, and the reason is printed."""
+
+import io
+import struct
+import zlib
+
+import pytest
+from browser import console_errors, load, open_browser, screenshot_inspector, why_no_browser
+from builders import intent, scripted_loop, tool
+
+from forge.demo import run_demo
+from forge.inspect import write
+
+REASON = why_no_browser()
+if REASON is not None:
+    print(f"\ninspector browser tests skipped: {REASON}")
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    report = run_demo(tmp_path_factory.mktemp("demo") / "workspace", out=io.StringIO())
+    assert report.result.reason == "verified_success" and report.inspector_path is not None
+    return report
+
+
+@pytest.fixture(scope="module")
+def driver():
+    browser = open_browser()
+    yield browser
+    browser.quit()
+
+
+@pytest.fixture
+def page(driver, demo):
+    load(driver, demo.inspector_path)
+    console_errors(driver)  # start each test with an empty console
+    return driver
+
+
+def press(driver, key, times=1):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    ActionChains(driver).send_keys(*([key] * times)).perform()
+
+
+def highlighted_state(driver):
+    return driver.execute_script(
+        "var g = document.querySelectorAll('.forge-inspector svg g.node.fi-current');"
+        "return g.length === 1 ? g[0].querySelector('title').textContent : g.length + ' highlighted';")
+
+
+def panel_guards(driver):
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll('.fi-panel .fi-guards tr')).map(function (tr) {"
+        "  return [tr.dataset.guard, tr.querySelector('.fi-guard-value').textContent === 'true']; });")
+
+
+def visible_rows(driver):
+    return driver.execute_script("return Array.from(document.querySelectorAll('.fi-row')).map(r => r.textContent);")
+
+
+def test_five_presses_of_the_right_arrow_highlight_the_sixth_records_state_and_show_its_guards(page, demo):
+    from selenium.webdriver.common.keys import Keys
+
+    press(page, Keys.ARROW_RIGHT, 5)
+    record = demo.result.trace[5]
+    assert highlighted_state(page) == record.dest
+    assert panel_guards(page) == [[g.name, g.value] for g in record.guards]
+    assert page.find_element("css selector", ".fi-panel h2").text.startswith(f"#{record.sequence} ")
+
+
+def test_each_press_moves_one_transition_and_the_panel_shows_its_guards(page, demo):
+    from selenium.webdriver.common.keys import Keys
+
+    for index in range(1, 12):
+        press(page, Keys.ARROW_RIGHT)
+        record = demo.result.trace[index]
+        assert highlighted_state(page) == record.dest, index
+        assert panel_guards(page) == [[g.name, g.value] for g in record.guards], index
+    press(page, Keys.ARROW_LEFT, 3)
+    assert highlighted_state(page) == demo.result.trace[8].dest
+
+
+def test_the_edge_the_record_took_is_highlighted(page, demo):
+    from selenium.webdriver.common.keys import Keys
+
+    press(page, Keys.ARROW_RIGHT, 2)
+    edge = page.execute_script("var e = document.querySelector('.forge-inspector svg g.edge.fi-current-edge');"
+                               "return e && e.querySelector('title').textContent;")
+    record = demo.result.trace[2]
+    assert edge is not None and edge.replace("&#45;", "-") == f"{record.source}->{record.dest}"
+
+
+def test_the_panel_shows_the_arguments_and_the_payload(page, demo):
+    from selenium.webdriver.common.keys import Keys
+
+    assert '{"folder": "notes"}' in page.find_element("css selector", ".fi-panel .fi-field-arguments").text
+    press(page, Keys.ARROW_RIGHT, 2)
+    assert "notes/forge.md" in page.find_element("css selector", ".fi-panel .fi-field-payload").text
+
+
+def test_filtering_by_a_tool_lists_only_the_steps_that_used_it(page, demo):
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.find_element("css selector", ".fi-tool")).select_by_value("read_note")
+    steps = {r.step for r in demo.result.trace if r.detail.get("tool") == "read_note"}
+    expected = [r for r in demo.result.trace if r.step in steps]
+    rows = visible_rows(page)
+    assert len(rows) == len(expected) and len(steps) == 3
+    assert [row.split()[0] for row in rows] == [f"#{r.sequence}" for r in expected]
+    assert page.find_element("css selector", ".fi-count").text == f"{len(expected)} of {len(demo.result.trace)} transitions"
+
+
+def test_filtering_by_status_keeps_the_steps_whose_call_failed(page, demo):
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.find_element("css selector", ".fi-status")).select_by_value("retryable_error")
+    failed = {r.step for r in demo.result.trace if r.detail.get("status") == "retryable_error"}
+    assert failed and {int(row.split()[2]) for row in visible_rows(page)} == failed
+
+
+def test_with_a_filter_the_arrows_move_between_matching_transitions(page, demo):
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.find_element("css selector", ".fi-tool")).select_by_value("write_file")
+    page.find_element("css selector", ".fi-list").click()
+    press(page, Keys.ARROW_RIGHT)
+    current = int(page.execute_script("return document.querySelector('.forge-inspector').dataset.current"))
+    assert demo.result.trace[current - 1].step in {r.step for r in demo.result.trace if r.detail.get("tool") == "write_file"}
+
+
+def test_play_advances_and_pause_stops(page):
+    import time
+
+    page.find_element("css selector", ".fi-play").click()
+    time.sleep(1.2)
+    page.find_element("css selector", ".fi-play").click()
+    stopped_at = page.execute_script("return document.querySelector('.forge-inspector').dataset.current")
+    assert int(stopped_at) > 1
+    time.sleep(0.8)
+    assert page.execute_script("return document.querySelector('.forge-inspector').dataset.current") == stopped_at
+
+
+def test_the_end_state_and_reason_are_the_banner(page, demo):
+    banner = page.find_element("css selector", ".fi-banner")
+    assert "verified_success" in banner.find_element("css selector", ".fi-end-state").text
+    assert "fi-success" in banner.get_attribute("class")
+    assert demo.result.summary in banner.text
+
+
+def test_the_page_logs_no_console_errors(driver, demo):
+    from selenium.webdriver.common.keys import Keys
+
+    load(driver, demo.inspector_path)
+    press(driver, Keys.ARROW_RIGHT, 40)
+    press(driver, Keys.END)
+    press(driver, Keys.HOME)
+    assert console_errors(driver) == []
+
+
+def test_a_screenshot_of_the_demo_page_is_not_blank(demo, tmp_path):
+    png = screenshot_inspector(demo.inspector_path, tmp_path / "inspector.png")
+    width, height, colours = png_summary(png.read_bytes())
+    assert (width, height) == (1280, 1100)
+    assert colours > 50, f"only {colours} distinct byte values: the page looks blank"
+
+
+def test_a_ten_thousand_transition_page_opens_and_draws_only_the_visible_rows(driver, tmp_path):
+    from selenium.webdriver.common.keys import Keys
+
+    loop = scripted_loop([tool(f"t{i}", required={"n"}) for i in range(3)],
+                         [intent(f"t{i % 3}", n=i) for i in range(2500)], max_steps=2500, repeat_limit=2500)
+    result = loop.run("goal")
+    page = write(result, tmp_path / "big.html")
+    load(driver, page)
+    assert len(visible_rows(driver)) < 60
+    press(driver, Keys.END)
+    assert driver.execute_script("return document.querySelector('.forge-inspector').dataset.current") == "10000"
+    assert highlighted_state(driver) == result.trace[-1].dest
+    assert len(visible_rows(driver)) < 60
+    assert console_errors(driver) == []
+
+
+def png_summary(data):
+    """Width, height and how many distinct byte values the decoded pixels hold."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    position, idat, width, height = 8, b"", 0, 0
+    while position < len(data):
+        (length,) = struct.unpack(">I", data[position:position + 4])
+        kind, body = data[position + 4:position + 8], data[position + 8:position + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        position += 12 + length
+    return width, height, len(set(zlib.decompress(idat)))
