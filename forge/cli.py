@@ -147,6 +147,8 @@ def _debug(args: argparse.Namespace) -> int:
     from forge.debug.repl import DebugShell
     from forge.scenario import load_scenario
 
+    if args.db:  # a stored run: stepped through as recorded, never executed again
+        return _replay_stored(args.scenario, args.db, args.turn, args.machine)
     scenario = load_scenario(args.scenario)
     try:
         DebugShell(scenario.loop.debug(scenario.goal)).cmdloop()
@@ -161,8 +163,113 @@ def _replay(args: argparse.Namespace) -> int:
     from forge.machine.loader import load_definition
     from forge.machine.trace import read_trace
 
+    if args.db:
+        return _replay_stored(args.trace, args.db, args.turn, args.machine)
     records = read_trace(args.trace)
     DebugShell(ReplaySession(load_definition(_machine_of(args.machine, records)), records)).cmdloop()
+    return 0
+
+
+def _replay_stored(run_id: str, db: str, turn: int | None, machine: str | None) -> int:
+    from forge.debug.repl import DebugShell
+    from forge.debug.replay import ReplaySession
+    from forge.durable.runs import StoredRuns
+    from forge.machine.loader import load_definition
+
+    with StoredRuns(db) as runs:
+        stored = runs.get(run_id)
+    if not stored.turns:
+        raise UsageError(f"run {run_id!r} is {stored.status} and has no finished turn to replay yet")
+    number = len(stored.turns) if turn is None else turn
+    if not 1 <= number <= len(stored.turns):
+        raise UsageError(f"run {run_id!r} has turns 1 to {len(stored.turns)}, not {number}")
+    records = stored.turns[number - 1]
+    print(f"run {run_id} · {stored.status} · turn {number} of {len(stored.turns)}")
+    DebugShell(ReplaySession(load_definition(_machine_of(machine, records)), records)).cmdloop()
+    return 0
+
+
+def _answer_of(args: argparse.Namespace) -> Any:
+    import json
+
+    from forge.durable.answers import Answer
+
+    given = [(kind, value) for kind, value in (("approve", args.approve), ("reject", args.reject), ("tool", args.tool),
+                                                ("add_tool", args.add_tool), ("did_run", args.did_run))
+             if value is not None]
+    if args.run_again:
+        given.append(("run_again", None))
+    if len(given) != 1:
+        raise UsageError("give exactly one answer: --approve FP, --reject FP, --tool NAME, --add-tool NAME, "
+                         "--did-run JSON or --run-again")
+    kind, value = given[0]
+    if kind == "did_run":
+        try:
+            value = json.loads(value)
+        except ValueError as error:
+            raise UsageError(f"--did-run takes the call's result as JSON: {error}") from None
+    return Answer(kind, value)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from forge.durable.runs import StoredRuns
+    from forge.narrate import describe
+
+    with StoredRuns(args.db) as runs:
+        if args.action == "list":
+            rows = runs.list(args.limit)
+            if not rows:
+                print(f"no runs in {runs.url}")
+            for row in rows:
+                when = datetime.fromtimestamp(row.created_at).isoformat(" ", "seconds") if row.created_at else "?"
+                print(f"{row.run_id:<34} {row.workflow_status:<10} {when}  {row.loop}: {row.goal}")
+            return 0
+        if not args.run_id:
+            raise UsageError(f"forge runs {args.action} needs a RUN_ID")
+        if args.action == "show":
+            stored = runs.get(args.run_id)
+            print(f"run {stored.run_id} · {stored.loop} · {stored.status}" +
+                  (f" · {stored.reason} ({stored.outcome})" if stored.reason else ""))
+            print(f"goal: {stored.goal}")
+            for number, turn in enumerate(stored.turns, start=1):
+                print(f"turn {number}:")
+                for record in turn:
+                    print(describe(record))
+            if stored.waiting is not None:
+                print(f"waiting in {stored.waiting.state}: {stored.waiting.question}")
+            if stored.error:
+                print(f"error: {stored.error}")
+            return 0
+        if args.action == "cancel":
+            runs.cancel(args.run_id)
+            print(f"cancelled {args.run_id}")
+            return 0
+        runs.resume(args.run_id, _answer_of(args))
+        print(f"answered {args.run_id}")
+        if args.wait:
+            stored = runs.wait(args.run_id, args.wait, answers=runs.get(args.run_id).answers + 1)
+            print(f"{stored.status}" + (f": {stored.summary}" if stored.summary else ""))
+        return 0
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from forge.durable.runs import StoredRuns
+
+    with StoredRuns(args.db) as runs:
+        run_id = runs.submit(args.loop, args.goal, args.run_id)
+    print(run_id)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from forge.durable.worker import work
+    from forge.scenario import import_target
+
+    for target in args.loops:
+        import_target(target)  # makes the DurableLoops the runs name
+    work(args.db, args.concurrency)
     return 0
 
 
@@ -232,13 +339,46 @@ def _parser() -> argparse.ArgumentParser:
 
     debug = commands.add_parser("debug", help="step through a scenario's run, transition by transition")
     debug.add_argument("scenario", metavar="SCENARIO",
-                       help="a .py file or module defining `loop` and `goal`, or a demo scenario name")
+                       help="a .py file or module defining `loop` and `goal`, a demo scenario name, or with --db a RUN_ID")
+    debug.add_argument("--db", help="open the stored durable run SCENARIO from this database (nothing runs again)")
+    debug.add_argument("--turn", type=_positive, help="with --db: which turn of the run (default: the last)")
+    debug.add_argument("--machine", help="with --db: definition the run ran on (default: the one its trace names)")
     debug.set_defaults(handler=_debug)
 
     replay = commands.add_parser("replay", help="step forwards and backwards through a recorded trace")
-    replay.add_argument("trace", metavar="RUN.jsonl")
+    replay.add_argument("trace", metavar="RUN.jsonl|RUN_ID")
     replay.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
+    replay.add_argument("--db", help="replay the stored durable run RUN_ID from this database")
+    replay.add_argument("--turn", type=_positive, help="with --db: which turn of the run (default: the last)")
     replay.set_defaults(handler=_replay)
+
+    runs = commands.add_parser("runs", help="list, show, answer or cancel durable runs in a database")
+    runs.add_argument("action", choices=("list", "show", "resume", "cancel"))
+    runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
+    runs.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
+    runs.add_argument("--limit", type=_positive, default=50, help="list: how many runs, newest first (default 50)")
+    runs.add_argument("--approve", metavar="FINGERPRINT", help="resume: approve the waiting call")
+    runs.add_argument("--reject", metavar="FINGERPRINT", help="resume: reject the waiting call (the policy replans)")
+    runs.add_argument("--tool", metavar="NAME", help="resume: run the waiting call with this tool")
+    runs.add_argument("--add-tool", metavar="NAME", help="resume: add this extra tool of the loop to the run")
+    runs.add_argument("--did-run", metavar="JSON", help="resume: the call in doubt ran, and returned JSON")
+    runs.add_argument("--run-again", action="store_true", help="resume: call the call in doubt again")
+    runs.add_argument("--wait", type=float, metavar="SECONDS", help="resume: wait this long for what the run does next")
+    runs.set_defaults(handler=_runs)
+
+    submit = commands.add_parser("submit", help="queue a durable run for the workers")
+    submit.add_argument("goal", metavar="GOAL")
+    submit.add_argument("--loop", required=True, help="the DurableLoop's name, as the workers make it")
+    submit.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
+    submit.add_argument("--run-id", help="the run's id (default: random)")
+    submit.set_defaults(handler=_submit)
+
+    worker = commands.add_parser("worker", help="take durable runs from the queue until stopped")
+    worker.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
+    worker.add_argument("--loops", action="append", required=True, metavar="MODULE",
+                        help="a .py file or module that makes the DurableLoops (repeatable)")
+    worker.add_argument("--concurrency", type=_positive, default=4, help="runs at once in this worker (default 4)")
+    worker.set_defaults(handler=_worker)
 
     inspect = commands.add_parser("inspect", help="write a self-contained HTML page that replays a recorded run")
     inspect.add_argument("trace", metavar="RUN.jsonl")

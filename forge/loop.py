@@ -102,6 +102,13 @@ class AgentLoop:
         repeat_by: str = "call",
         redact: Redact | None = None,
     ) -> None:
+        self._options: dict[str, Any] = {
+            "policy": policy, "verify": verify, "max_steps": max_steps, "repeat_limit": repeat_limit,
+            "max_attempts": max_attempts, "registry": registry, "definition": definition, "base_delay": base_delay,
+            "max_delay": max_delay, "deadline": deadline, "sleep": sleep, "async_sleep": async_sleep, "clock": clock,
+            "random": random, "stages": stages, "callbacks": callbacks, "observers": tuple(observers),
+            "approver": approver, "repeat_by": repeat_by, "redact": redact,
+        }
         tools = tuple(tools)
         if not tools:
             raise ValueError("AgentLoop needs at least one tool")
@@ -177,6 +184,22 @@ class AgentLoop:
             repeat_by=repeat_by,
             redact=redact,
         )
+
+    def replace(self, **changes: Any) -> AgentLoop:
+        """A new loop with the same arguments as this one except `changes` (any of
+        `__init__`'s, by name): how a durable run wraps the policy, tools and verify of a
+        loop in checkpointed steps. The policy is the one this loop was given (before a
+        `with_tools` hook saw the tools), so a new tool list reaches it too.
+
+        Raises:
+            TypeError: a change names no argument of AgentLoop.
+            ValueError, DefinitionError: as `AgentLoop(...)`.
+        """
+        unknown = set(changes) - {"tools", *self._options}
+        if unknown:
+            raise TypeError(f"AgentLoop.replace() got unknown arguments: {', '.join(sorted(unknown))}")
+        tools = changes.pop("tools", self.tools)
+        return AgentLoop(tools, **{**self._options, **changes})
 
     @property
     def async_engine(self) -> AsyncLoopEngine:

@@ -24,7 +24,7 @@ from types import ModuleType
 from forge.errors import ForgeError
 from forge.loop import AgentLoop
 
-__all__ = ["LoadedScenario", "ScenarioError", "load_scenario"]
+__all__ = ["LoadedScenario", "ScenarioError", "import_target", "load_scenario"]
 
 
 class ScenarioError(ForgeError, ValueError):
@@ -70,6 +70,18 @@ def load_scenario(spec: str) -> LoadedScenario:
     if spec in SCENARIOS:
         built = build_scenario(spec, prepare_workspace(None))
         return LoadedScenario(spec, built.loop, built.goal, built.close)
+    return _from_module(spec, import_target(spec))
+
+
+def import_target(spec: str) -> ModuleType:
+    """Import a Python file (`path/to/agents.py`) or a module (`agents.filing`): what
+    scenarios and `forge worker --loops` name.
+
+    Raises:
+        ScenarioError: no such file or module, or it failed to import (the error named).
+    """
+    from forge.demo.scenarios import SCENARIOS
+
     path = Path(spec)
     if path.suffix == ".py" or path.is_file():
         if not path.is_file():
@@ -82,7 +94,7 @@ def load_scenario(spec: str) -> LoadedScenario:
             module_spec.loader.exec_module(module)
         except Exception as error:
             raise ScenarioError(f"scenario file {spec!r} failed to load: {type(error).__name__}: {error}") from error
-        return _from_module(spec, module)
+        return module
     if not spec or spec.startswith(".") or not all(part.isidentifier() for part in spec.split(".")):
         raise ScenarioError(f"no scenario {spec!r}: not a demo scenario ({', '.join(SCENARIOS)}), a .py file, "
                             "or a module name (dotted identifiers, not relative)")
@@ -96,4 +108,4 @@ def load_scenario(spec: str) -> LoadedScenario:
         raise ScenarioError(f"scenario module {spec!r} failed to load: {type(error).__name__}: {error}") from error
     except Exception as error:
         raise ScenarioError(f"scenario module {spec!r} failed to load: {type(error).__name__}: {error}") from error
-    return _from_module(spec, module)
+    return module

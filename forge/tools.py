@@ -38,10 +38,15 @@ class Tool:
     exception ends the run in `fatal_error`). `is_error(value)`, when given, classifies a
     returned value (`{"error": ...}`) as a `retryable_error` too.
 
+    `on_crash` matters to durable runs (`forge.durable`) only: a call that was running when
+    the process died is called again with the same idempotency key (`"retry"`, the
+    default: at-least-once, made safe by the key), or, with `"ask"`, the run waits in
+    `in_doubt` for a person to say whether it ran.
+
     Raises:
         ValueError: blank name, no capabilities, a non-callable handler, an argument that is
-            both required and optional, a schema that is not valid JSON Schema, or `errors`
-            other than "raise" or "report".
+            both required and optional, a schema that is not valid JSON Schema, `errors`
+            other than "raise" or "report", or `on_crash` other than "retry" or "ask".
     """
 
     name: str
@@ -54,6 +59,7 @@ class Tool:
     schema: Mapping[str, Any] | None = field(default=None, hash=False)
     errors: str = "raise"
     is_error: Callable[[Any], bool] | None = None
+    on_crash: str = "retry"
     _contract: ToolContract | None = field(default=None, repr=False, compare=False)
 
     def __init__(
@@ -69,6 +75,7 @@ class Tool:
         schema: Mapping[str, Any] | None = None,
         errors: str = "raise",
         is_error: Callable[[Any], bool] | None = None,
+        on_crash: str = "retry",
     ) -> None:
         object.__setattr__(self, "name", name)
         if handler is None:
@@ -87,6 +94,9 @@ class Tool:
         object.__setattr__(self, "schema", schema)
         object.__setattr__(self, "errors", errors)
         object.__setattr__(self, "is_error", is_error)
+        object.__setattr__(self, "on_crash", on_crash)
+        if on_crash not in ("retry", "ask"):
+            raise ValueError(f"tool {name!r}: on_crash must be 'retry' or 'ask', got {on_crash!r}")
         if errors not in ("raise", "report"):
             raise ValueError(f"tool {name!r}: errors must be 'raise' or 'report', got {errors!r}")
         if is_error is not None and not callable(is_error):
@@ -115,7 +125,7 @@ class Tool:
     @classmethod
     def from_function(cls, function: Callable[..., Any], capabilities: Iterable[str] | None = None,
                       side_effect: bool = False, name: str | None = None, *, errors: str = "raise",
-                      is_error: Callable[[Any], bool] | None = None) -> Tool:
+                      is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry") -> Tool:
         """A tool whose name, arguments, JSON Schema and description come from `function`.
 
         Parameters without a default are required, the others optional; each one's type hint
@@ -136,7 +146,7 @@ class Tool:
         doc = inspect.getdoc(function) or ""
         return cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
                    required, optional, side_effect, description=doc.split("\n\n", 1)[0].replace("\n", " "),
-                   schema=schema, errors=errors, is_error=is_error)
+                   schema=schema, errors=errors, is_error=is_error, on_crash=on_crash)
 
     @property
     def spec(self) -> ToolSpec:
@@ -171,10 +181,11 @@ class Tool:
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, capabilities: Iterable[str] | None = None, side_effect: bool = False, name: str | None = None,
-         errors: str = "raise", is_error: Callable[[Any], bool] | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+         errors: str = "raise", is_error: Callable[[Any], bool] | None = None,
+         on_crash: str = "retry") -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterable[str] | None = None,
          side_effect: bool = False, name: str | None = None, errors: str = "raise",
-         is_error: Callable[[Any], bool] | None = None) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry") -> Tool | Callable[[Callable[..., Any]], Tool]:
     """`@tool` or `@tool(capabilities=..., side_effect=True, name=..., errors="report")`:
     `Tool.from_function` as a decorator. The decorated name is the Tool, still callable as
     the function."""
@@ -182,7 +193,8 @@ def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterabl
         return Tool.from_function(function)
 
     def decorate(inner: Callable[..., Any]) -> Tool:
-        return Tool.from_function(inner, capabilities, side_effect, name, errors=errors, is_error=is_error)
+        return Tool.from_function(inner, capabilities, side_effect, name, errors=errors, is_error=is_error,
+                                  on_crash=on_crash)
 
     return decorate
 

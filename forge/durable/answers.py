@@ -1,0 +1,130 @@
+"""What a waiting durable run waits for, and the answers that continue it.
+
+A run that ends in a needs-input state (`clarification_required`, `capability_gap`,
+`approval_required`) or stops in `in_doubt` waits durably; `Waiting` says what it needs, and
+an `Answer` gives it. Both are plain JSON-able dicts in the database, so any process (another
+worker, `forge runs resume`) can read the question and answer it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from forge.errors import UsageError
+
+__all__ = ["Answer", "AnswerRefused", "Waiting", "WAITING_STATES"]
+
+WAITING_STATES = ("clarification_required", "capability_gap", "approval_required", "in_doubt")
+
+
+class AnswerRefused(UsageError):
+    """An answer that does not fit what the run waits for (another call's fingerprint, a
+    tool the loop does not have, a run that is not waiting); nothing was sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """What a waiting run needs: `state` (one of WAITING_STATES), the `tool` and
+    `arguments` of the call in question, the call's `fingerprint` (approvals are bound to
+    it), the tools that `tied` for a clarification or the `capabilities` no tool offers."""
+
+    state: str
+    tool: str | None = None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    fingerprint: str | None = None
+    tied: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()
+    key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
+                "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
+                "key": self.key}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Waiting:
+        return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),
+                   tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"))
+
+    @property
+    def question(self) -> str:
+        """The question a person is asked, in one line."""
+        if self.state == "clarification_required":
+            return f"which tool should run? {' or '.join(self.tied)} (answer: Answer.tool(NAME))"
+        if self.state == "capability_gap":
+            wanted = self.tool or ", ".join(self.capabilities)
+            return f"no tool for {wanted}: add one (Answer.add_tool(NAME)) or name another (Answer.tool(NAME))"
+        if self.state == "approval_required":
+            return (f"approve {self.tool} {dict(self.arguments)} (fingerprint {self.fingerprint})? "
+                    "(Answer.approve(FINGERPRINT) or Answer.reject(FINGERPRINT))")
+        return (f"{self.tool} {dict(self.arguments)} was running when the process died (key {self.key}): did it "
+                "run? (Answer.did_run(RESULT) or Answer.run_again())")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer to a waiting run. Make one with the class methods; `kind` and `value` are
+    what is stored."""
+
+    kind: str
+    value: Any = None
+
+    @classmethod
+    def tool(cls, name: str) -> Answer:
+        """Run the waiting call with this tool (a clarification, or a capability gap)."""
+        return cls("tool", name)
+
+    @classmethod
+    def add_tool(cls, name: str) -> Answer:
+        """Give the run this tool, one of the DurableLoop's `extra_tools` (a capability gap)."""
+        return cls("add_tool", name)
+
+    @classmethod
+    def approve(cls, fingerprint: str) -> Answer:
+        """Approve the waiting call whose fingerprint this is; it runs next."""
+        return cls("approve", fingerprint)
+
+    @classmethod
+    def reject(cls, fingerprint: str) -> Answer:
+        """Reject the waiting call; the policy is told and replans."""
+        return cls("reject", fingerprint)
+
+    @classmethod
+    def did_run(cls, result: Any = None) -> Answer:
+        """The call in doubt did run, and returned `result`: it is not called again."""
+        return cls("did_run", result)
+
+    @classmethod
+    def run_again(cls) -> Answer:
+        """The call in doubt did not run (or may safely run again): call it again."""
+        return cls("run_again")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "value": self.value}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Answer:
+        return cls(str(data["kind"]), data.get("value"))
+
+    def check(self, waiting: Waiting, tools: set[str], extra_tools: set[str]) -> None:
+        """Refuse an answer that does not fit `waiting`.
+
+        Raises:
+            AnswerRefused: naming what the run waits for and what was wrong.
+        """
+        allowed = {"clarification_required": ("tool",), "capability_gap": ("tool", "add_tool"),
+                   "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again")}[waiting.state]
+        if self.kind not in allowed:
+            raise AnswerRefused(f"the run waits in {waiting.state}; answer with {' or '.join(allowed)}, not {self.kind}")
+        if self.kind == "tool" and self.value not in tools | extra_tools:
+            raise AnswerRefused(f"the loop has no tool named {self.value!r}; its tools are {', '.join(sorted(tools))}")
+        if self.kind == "tool" and waiting.tied and self.value not in waiting.tied:
+            raise AnswerRefused(f"{self.value!r} is not one of the tools that tied: {', '.join(waiting.tied)}")
+        if self.kind == "add_tool" and self.value not in extra_tools:
+            known = ", ".join(sorted(extra_tools)) or "none"
+            raise AnswerRefused(f"{self.value!r} is not one of the DurableLoop's extra_tools ({known})")
+        if self.kind in ("approve", "reject") and self.value != waiting.fingerprint:
+            raise AnswerRefused(f"the run waits for an approval of {waiting.tool} with fingerprint "
+                                f"{waiting.fingerprint}, not {self.value!r}: an approval is bound to the exact call")

@@ -1,0 +1,118 @@
+"""The runs' database: where it is, and the two small tables forge keeps in it beside
+DBOS's own (which hold the runs, their steps, events and queues).
+
+- `forge_idempotency`: the idempotency registry's records (see `StoredRegistry`); DBOS
+  records each step's outcome per workflow, but has no store shared by workflows.
+- `forge_workers`: a heartbeat per `forge worker`, so that a live worker can tell a dead
+  one and hand its runs to DBOS's recovery (which open-source DBOS leaves to its hosted
+  control plane otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from forge.errors import UsageError
+
+__all__ = ["DEFAULT_DATABASE", "RunsDatabase", "database_url"]
+
+DEFAULT_DATABASE = "forge-runs.sqlite"
+"""The SQLite file a durable loop uses when given no database: in the working directory."""
+
+
+def database_url(db: str | os.PathLike[str] | None) -> str:
+    """A database URL for DBOS: `None` is `DEFAULT_DATABASE` in the working directory, a
+    path is a SQLite file (made absolute, so every process finds the same one), a
+    `sqlite://` or `postgresql://` URL is used as it is.
+
+    Raises:
+        UsageError: a URL of another kind.
+    """
+    if db is None:
+        db = DEFAULT_DATABASE
+    text = os.fspath(db)
+    if "://" not in text:
+        return f"sqlite:///{Path(text).resolve()}"
+    scheme = text.split("://", 1)[0]
+    if scheme.startswith("sqlite") or scheme.startswith("postgres"):
+        return text
+    raise UsageError(f"database {text!r}: forge runs on SQLite (a path or sqlite:///PATH) or PostgreSQL "
+                     "(postgresql://USER@HOST/DB)")
+
+
+def _engine_url(url: str) -> str:
+    """SQLAlchemy's spelling of `url`, with the psycopg 3 driver DBOS installs."""
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            return "postgresql+psycopg://" + url[len(plain):]
+    return url
+
+
+class RunsDatabase:
+    """forge's tables in the runs' database, made when first opened."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        options: dict[str, Any] = {"pool_pre_ping": True}
+        if url.startswith("sqlite"):
+            options["connect_args"] = {"timeout": 30}
+        self.engine = sa.create_engine(_engine_url(url), **options)
+        metadata = sa.MetaData()
+        self.idempotency = sa.Table(
+            "forge_idempotency", metadata,
+            sa.Column("key", sa.Text, primary_key=True),
+            sa.Column("fingerprint", sa.Text, nullable=False),
+            sa.Column("value", sa.LargeBinary, nullable=False),
+            sa.Column("run_id", sa.Text, nullable=False),
+            sa.Column("stored_at", sa.Float, nullable=False),
+        )
+        self.workers = sa.Table(
+            "forge_workers", metadata,
+            sa.Column("executor_id", sa.Text, primary_key=True),
+            sa.Column("beat_at", sa.Float, nullable=False),
+        )
+        metadata.create_all(self.engine, checkfirst=True)
+
+    def lookup(self, key: str) -> tuple[str, bytes] | None:
+        """The stored `(fingerprint, pickled value)` of `key`, or None."""
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.select(self.idempotency.c.fingerprint, self.idempotency.c.value)
+                                     .where(self.idempotency.c.key == key)).first()
+        return None if row is None else (row[0], bytes(row[1]))
+
+    def store(self, key: str, fingerprint: str, value: bytes, run_id: str) -> None:
+        """Store `key` once; a second store of the same key (a recovered run storing again)
+        keeps the first."""
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(self.idempotency.insert().values(
+                    key=key, fingerprint=fingerprint, value=value, run_id=run_id, stored_at=time.time()))
+        except sa.exc.IntegrityError:
+            pass
+
+    def beat(self, executor_id: str) -> None:
+        """Say that the worker `executor_id` is alive now."""
+        with self.engine.begin() as connection:
+            done = connection.execute(self.workers.update().where(self.workers.c.executor_id == executor_id)
+                                      .values(beat_at=time.time()))
+            if done.rowcount == 0:
+                connection.execute(self.workers.insert().values(executor_id=executor_id, beat_at=time.time()))
+
+    def silent_workers(self, older_than: float, besides: str) -> list[str]:
+        """Workers other than `besides` whose last beat is more than `older_than` seconds old."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(self.workers.c.executor_id).where(
+                self.workers.c.beat_at < time.time() - older_than, self.workers.c.executor_id != besides))
+            return [row[0] for row in rows]
+
+    def forget_worker(self, executor_id: str) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(self.workers.delete().where(self.workers.c.executor_id == executor_id))
+
+    def close(self) -> None:
+        self.engine.dispose()

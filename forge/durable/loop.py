@@ -1,0 +1,290 @@
+"""`DurableLoop`: an `AgentLoop` whose runs survive the process.
+
+    durable = DurableLoop(loop, name="indexer")          # SQLite file forge-runs.sqlite here
+    result = durable.run("index the notes", run_id="index-1")
+
+Each run is a DBOS workflow (`forge.durable.workflow`); DBOS, a library, keeps its steps in
+the database and, when this process starts again, recovers the runs it left unfinished.
+There is one DBOS per process, so every DurableLoop of a process shares one database;
+each is known by its `name`, which a recovered or queued run uses to find it again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dbos import DBOS, Queue, SetWorkflowID
+
+from forge.durable.answers import Answer, AnswerRefused, Waiting
+from forge.durable.database import RunsDatabase, database_url
+from forge.durable.steps import StepPolicy, StoredRegistry, step_approver, step_tool, step_verify
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, LOOPS, QUEUE_NAME, Plan, forge_run
+from forge.errors import UsageError
+from forge.loop import AgentLoop
+from forge.machine.trace import TransitionRecord
+from forge.tools import Tool
+
+__all__ = ["DurableLoop", "DurableResult", "executor_name", "launch", "shutdown", "wait_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class DurableResult:
+    """A durable run as its database has it now.
+
+    `status` is `running`, `waiting` (see `waiting` for what for), `finished`, `cancelled`
+    or `error` (the workflow itself failed: `error` says why); when finished, `reason`,
+    `outcome` and `summary` are the last turn's. `turns` holds each turn's trace (a run
+    that was answered has one turn per answer), `trace` the last turn's."""
+
+    run_id: str
+    status: str
+    turns: tuple[tuple[TransitionRecord, ...], ...] = ()
+    reason: str | None = None
+    outcome: str | None = None
+    summary: str | None = None
+    waiting: Waiting | None = None
+    error: str | None = None
+    answers: int = 0
+    goal: str | None = None
+    loop: str | None = None
+
+    @property
+    def trace(self) -> tuple[TransitionRecord, ...]:
+        return self.turns[-1] if self.turns else ()
+
+    @classmethod
+    def of(cls, run_id: str, workflow_status: str | None, event: Mapping[str, Any] | None,
+           error: str | None = None) -> DurableResult:
+        """From DBOS's status of the workflow and the run's last published event."""
+        event = event or {}
+        turns = tuple(tuple(TransitionRecord.from_json(line) for line in turn) for turn in event.get("turns", ()))
+        status = str(event.get("status", "running"))
+        if workflow_status == "CANCELLED":
+            status = "cancelled"
+        elif workflow_status == "ERROR":
+            status = "error"
+        elif workflow_status in ("ENQUEUED", "PENDING") and status == "finished":
+            status = "running"
+        waiting = Waiting.from_json(event["waiting"]) if status == "waiting" and event.get("waiting") else None
+        return cls(run_id, status, turns, event.get("reason"), event.get("outcome"), event.get("summary"), waiting,
+                   error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"))
+
+
+_LAUNCHED: dict[str, Any] = {}
+_QUEUE: list[Queue] = []
+
+
+def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None = None,
+           concurrency: int | None = None, worker: bool = False) -> str:
+    """Start this process's DBOS on the database `db` (see `database_url`), once; later
+    calls with the same database do nothing. A `worker` takes runs from forge's queue, at
+    most `concurrency` at a time; other processes only submit to it. Launching recovers
+    the runs this executor (`executor_id`, default "local") left unfinished, so make every
+    DurableLoop the runs may name before calling it.
+
+    Raises:
+        UsageError: DBOS was launched here already, on another database.
+    """
+    url = database_url(db)
+    if _LAUNCHED:
+        if _LAUNCHED["url"] != url:
+            raise UsageError(f"this process runs durable loops on {_LAUNCHED['url']}; one process has one runs "
+                             f"database (DBOS is one per process), not also {url}")
+        return url
+    config: dict[str, Any] = {"name": "forge", "system_database_url": url, "log_level": "WARNING",
+                              "notification_listener_polling_interval_sec": 0.05}
+    if executor_id is not None:
+        config["executor_id"] = executor_id
+    DBOS(config=config)  # type: ignore[arg-type]
+    DBOS.listen_queues([QUEUE_NAME] if worker else [])
+    DBOS.launch()
+    if worker:  # a worker says how many runs each worker takes at once (kept with the queue)
+        _QUEUE.append(DBOS.register_queue(QUEUE_NAME, worker_concurrency=concurrency, polling_interval_sec=0.2,
+                                          on_conflict="always_update"))
+    else:
+        _QUEUE.append(DBOS.retrieve_queue(QUEUE_NAME) or DBOS.register_queue(QUEUE_NAME, polling_interval_sec=0.2,
+                                                                             on_conflict="never_update"))
+    _LAUNCHED.update(url=url, database=RunsDatabase(url))
+    return url
+
+
+def shutdown() -> None:
+    """Stop this process's DBOS (runs in flight stay pending, to be recovered later)."""
+    if _LAUNCHED:
+        _LAUNCHED["database"].close()
+        _LAUNCHED.clear()
+        _QUEUE.clear()
+        DBOS.destroy(destroy_registry=False)
+
+
+def executor_name() -> str:
+    """A name for this process as a DBOS executor: host, process id."""
+    return f"forge-worker-{socket.gethostname()}-{os.getpid()}"
+
+
+class DurableLoop:
+    """Runs of `loop` that survive the process: `run`, `start`, `submit` (to workers),
+    `resume` a waiting run with an `Answer`, `status`, `cancel`.
+
+    `name` identifies the loop to recovered and queued runs: every process that may run
+    them (this one after a restart, each `forge worker`) makes a DurableLoop of that name.
+    `db` is the runs' database: a SQLite path (default `forge-runs.sqlite` in the working
+    directory) or a `postgresql://` URL. `extra_tools` are tools a person may add to a run
+    waiting in `capability_gap` (`Answer.add_tool(name)`).
+
+    A durable run's policy must decide from what it is given (goal and LoopState): on
+    recovery its recorded decisions are handed back without calling it, so a policy that
+    counts its own calls (ScriptedPolicy) would lose its place. Intents, tool results and
+    errors are stored with pickle.
+
+    Raises:
+        UsageError: a blank name, a name already taken in this process, or an extra tool
+            whose name the loop already has.
+    """
+
+    def __init__(self, loop: AgentLoop, name: str = "forge", db: str | os.PathLike[str] | None = None, *,
+                 extra_tools: Iterable[Tool] = ()) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise UsageError("a DurableLoop needs a non-blank name: recovered runs find their loop by it")
+        if name in LOOPS:
+            raise UsageError(f"a DurableLoop named {name!r} exists in this process already")
+        self.loop, self.name, self.db = loop, name, database_url(db)
+        self.extra_tools: dict[str, Tool] = {}
+        for tool in extra_tools:
+            if tool.name in {t.name for t in loop.tools}:
+                raise UsageError(f"extra tool {tool.name!r}: the loop has a tool of that name already")
+            self.extra_tools[tool.name] = tool
+        LOOPS[name] = self
+
+    def close(self) -> None:
+        """Forget this loop in this process (its stored runs stay)."""
+        LOOPS.pop(self.name, None)
+
+    def __enter__(self) -> DurableLoop:
+        self.launch()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def launch(self) -> None:
+        """Start DBOS on this loop's database (see `launch`); run, start and the rest call it."""
+        launch(self.db)
+
+    def turn_loop(self, run_id: str, plan: Plan, in_doubt: Any) -> AgentLoop:
+        """The loop of one turn of run `run_id`: the user's loop with every outcome a step."""
+        options = self.loop._options
+        tools = [*self.loop.tools, *(self.extra_tools[name] for name in plan.extra_tools)]
+        return self.loop.replace(
+            tools=[step_tool(tool, run_id, in_doubt) for tool in tools],
+            policy=StepPolicy(options["policy"], plan.pinned),
+            verify=step_verify(options["verify"]),
+            approver=step_approver(options["approver"], plan.approvals),
+            registry=StoredRegistry(_LAUNCHED["database"], run_id),
+            sleep=DBOS.sleep,
+        )
+
+    def start(self, goal: str, run_id: str | None = None) -> str:
+        """Start a durable run of `goal` in this process and return its id at once. Starting
+        an id that exists does not start it again: it is the same run.
+
+        Raises:
+            ValueError: a blank goal or run id.
+        """
+        run_id = _checked(goal, run_id)
+        self.launch()
+        if DBOS.get_workflow_status(run_id) is None:
+            with SetWorkflowID(run_id):
+                DBOS.start_workflow(forge_run, self.name, goal)
+        return run_id
+
+    def submit(self, goal: str, run_id: str | None = None) -> str:
+        """Put a run of `goal` on forge's queue, for a `forge worker` to take; return its id."""
+        run_id = _checked(goal, run_id)
+        self.launch()
+        with SetWorkflowID(run_id):
+            _QUEUE[0].enqueue(forge_run, self.name, goal)
+        return run_id
+
+    def run(self, goal: str, run_id: str | None = None, timeout: float | None = None) -> DurableResult:
+        """Run `goal` durably until it finishes or waits for an answer (see `resume`). With
+        the `run_id` of a run that exists, wait for that run instead of starting another.
+
+        Raises:
+            TimeoutError: `timeout` seconds passed first (the run goes on).
+        """
+        return self.wait(self.start(goal, run_id), timeout)
+
+    def status(self, run_id: str) -> DurableResult:
+        """The run as stored now. Raises LookupError for an unknown run id."""
+        self.launch()
+        status = DBOS.get_workflow_status(run_id)
+        if status is None:
+            raise LookupError(f"no durable run {run_id!r} in {self.db}")
+        event = DBOS.get_event(run_id, EVENT, timeout_seconds=0)
+        return DurableResult.of(run_id, status.status, event, _error_of(status))
+
+    def wait(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
+        """Wait until the run finishes, or waits having had at least `answers` answers.
+
+        Raises:
+            TimeoutError: `timeout` seconds passed first.
+            LookupError: no such run.
+        """
+        return wait_for(self.status, run_id, timeout, answers)
+
+    def resume(self, run_id: str, answer: Answer, timeout: float | None = None) -> DurableResult:
+        """Answer a waiting run and wait for what it does next (finish, or wait again).
+
+        Raises:
+            AnswerRefused: the run is not waiting, or the answer does not fit what it waits
+                for (another call's fingerprint, an unknown tool); nothing was sent.
+        """
+        result = self.status(run_id)
+        if result.status != "waiting" or result.waiting is None:
+            raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
+        answer.check(result.waiting, {t.name for t in self.loop.tools}, set(self.extra_tools))
+        DBOS.send(run_id, answer.to_json(), ANSWER_TOPIC)
+        return self.wait(run_id, timeout, answers=result.answers + 1)
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel a run: it stops at its next step and runs no more tools."""
+        self.launch()
+        DBOS.cancel_workflow(run_id)
+
+
+def wait_for(status: Callable[[str], DurableResult], run_id: str, timeout: float | None, answers: int = 0,
+             every: float = 0.02) -> DurableResult:
+    """Poll `status(run_id)` until the run finishes, or waits having had `answers` answers.
+
+    Raises:
+        TimeoutError: `timeout` seconds passed first.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        result = status(run_id)
+        if result.status in ("finished", "cancelled", "error") or (result.status == "waiting" and result.answers >= answers):
+            return result
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"run {run_id!r} is still {result.status} after {timeout} s")
+        time.sleep(every)
+
+
+def _checked(goal: str, run_id: str | None) -> str:
+    if not isinstance(goal, str) or not goal.strip():
+        raise ValueError("goal must be a non-blank string")
+    if run_id is None:
+        return os.urandom(16).hex()
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise ValueError(f"run_id must be a non-blank string, got {run_id!r}")
+    return run_id
+
+
+def _error_of(status: Any) -> str | None:
+    error = getattr(status, "error", None)
+    return None if error is None else f"{type(error).__name__}: {error}"

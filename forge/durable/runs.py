@@ -1,0 +1,106 @@
+"""Stored runs, seen from any process: list, show, answer, cancel, submit, wait.
+
+`StoredRuns(db)` talks to the runs' database through `DBOSClient`, so it needs neither the
+loops' code nor a running DBOS: what `forge runs`, `forge submit`, `forge replay RUN_ID`
+and `forge debug RUN_ID` use. Answers are checked against what the run published it waits
+for (its state, the call's fingerprint, the loop's tools) before anything is sent.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from dbos import DBOSClient
+
+from forge.durable.answers import Answer, AnswerRefused
+from forge.durable.database import database_url
+from forge.durable.loop import DurableResult, wait_for
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, WORKFLOW_NAME
+
+__all__ = ["RunRow", "StoredRuns"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One line of `forge runs list`."""
+
+    run_id: str
+    workflow_status: str
+    loop: str
+    goal: str
+    created_at: float | None
+
+
+class StoredRuns:
+    """The runs in the database `db` (a SQLite path or a postgresql:// URL)."""
+
+    def __init__(self, db: str | os.PathLike[str]) -> None:
+        self.url = database_url(db)
+        self.client = DBOSClient(system_database_url=self.url, application_name="forge")
+
+    def close(self) -> None:
+        self.client.destroy()
+
+    def __enter__(self) -> StoredRuns:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def list(self, limit: int = 50) -> list[RunRow]:
+        """The latest `limit` runs, newest first."""
+        rows = []
+        for status in self.client.list_workflows(name=WORKFLOW_NAME, limit=limit, sort_desc=True, load_output=False):
+            arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
+            loop, goal = ([*list(arguments), "?", "?"])[:2]
+            created = status.created_at / 1000 if status.created_at else None
+            rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created))
+        return rows
+
+    def get(self, run_id: str) -> DurableResult:
+        """The run as stored now. Raises LookupError for an unknown id."""
+        found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        if not found:
+            raise LookupError(f"no durable run {run_id!r} in {self.url}")
+        event = self.client.get_event(run_id, EVENT, timeout_seconds=0)
+        error = found[0].error
+        return DurableResult.of(run_id, str(found[0].status), event,
+                                None if error is None else f"{type(error).__name__}: {error}")
+
+    def resume(self, run_id: str, answer: Answer) -> None:
+        """Send `answer` to the waiting run (it goes on wherever it runs, or when recovered).
+
+        Raises:
+            AnswerRefused: the run is not waiting, or the answer does not fit.
+            LookupError: no such run.
+        """
+        result = self.get(run_id)
+        if result.status != "waiting" or result.waiting is None:
+            raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
+        event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
+        answer.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
+        self.client.send(run_id, answer.to_json(), ANSWER_TOPIC)
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel the run: it stops at its next step. Raises LookupError for an unknown id."""
+        self.get(run_id)
+        self.client.cancel_workflow(run_id)
+
+    def submit(self, loop: str, goal: str, run_id: str | None = None) -> str:
+        """Queue a run of `goal` on the loop named `loop`, for a worker; return its id."""
+        if not goal.strip():
+            raise ValueError("goal must be a non-blank string")
+        options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
+        options["workflow_id"] = run_id or os.urandom(16).hex()
+        self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
+        return str(options["workflow_id"])
+
+    def wait(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
+        """Wait until the run finishes, or waits having had at least `answers` answers.
+
+        Raises:
+            TimeoutError: `timeout` seconds passed first.
+        """
+        return wait_for(self.get, run_id, timeout, answers, every=0.05)

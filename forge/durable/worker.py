@@ -1,0 +1,65 @@
+"""`forge worker`: a process that takes durable runs from forge's queue.
+
+Every worker is a DBOS executor with its own id. DBOS hands each queued run to one worker
+and, when a worker restarts, recovers that worker's unfinished runs; a worker that never
+comes back is noticed here: each worker beats in `forge_workers`, and a live worker that
+sees a peer silent for `dead_after` seconds asks DBOS to recover the peer's runs (DBOS's
+recovery is idempotent: when two live workers both try, one gets each run).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from typing import Any
+
+from dbos import DBOS
+
+from forge.durable.loop import _LAUNCHED, executor_name, launch, shutdown
+from forge.durable.workflow import LOOPS
+
+__all__ = ["work"]
+
+_log = logging.getLogger("forge.durable")
+
+
+def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id: str | None = None,
+         beat_every: float = 1.0, dead_after: float = 5.0, stop: threading.Event | None = None) -> None:
+    """Take runs from the queue until `stop` is set or the process gets SIGTERM/SIGINT.
+    The durable loops the runs name must exist in this process (made before calling).
+
+    Raises:
+        UsageError: no DurableLoop exists in this process, or DBOS runs on another database.
+    """
+    from forge.errors import UsageError
+
+    if not LOOPS:
+        raise UsageError("a worker needs the durable loops its runs name: make them (DurableLoop(...)) first")
+    if concurrency < 1:
+        raise UsageError(f"concurrency must be at least 1, got {concurrency}")
+    me = executor_id or executor_name()
+    launch(db, executor_id=me, concurrency=concurrency, worker=True)
+    database = _LAUNCHED["database"]
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    _log.info("worker %s taking runs of %s from %s", me, ", ".join(sorted(LOOPS)), _LAUNCHED["url"])
+    try:
+        while not stop.is_set():
+            database.beat(me)
+            for silent in database.silent_workers(dead_after, besides=me):
+                _recover(silent)
+                database.forget_worker(silent)
+            stop.wait(beat_every)
+    finally:
+        database.forget_worker(me)
+        shutdown()
+
+
+def _recover(executor: str) -> Any:
+    """Hand the runs of the silent worker `executor` to this one."""
+    _log.warning("worker %s is silent; recovering its runs", executor)
+    return DBOS._recover_pending_workflows([executor])

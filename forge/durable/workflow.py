@@ -1,0 +1,166 @@
+"""The durable run itself: one DBOS workflow per run, `forge_run(loop_name, goal)`.
+
+The workflow runs the loop's machine turn by turn. A turn is an ordinary `AgentLoop.run`
+whose policy, tools, verify, approver, sleeps and idempotency records are DBOS steps
+(`forge.durable.steps`). A turn that ends in a needs-input state DBOS can wait in
+(`clarification_required`, `capability_gap`, `approval_required`) publishes what it needs
+and waits durably (`DBOS.recv`) for an `Answer`; the answer shapes the next turn, which
+goes on from the same observations (a conversation's next turn). A tool that was running
+at a crash and says `on_crash="ask"` waits the same way, in `in_doubt`, inside its turn.
+
+What the workflow publishes, as the DBOS event `run` (read by any process): `status`
+(running / waiting / finished), the turns' traces as v2 JSON, and when waiting, what for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from dbos import DBOS
+
+from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool
+from forge.durable.answers import Answer, AnswerRefused, Waiting
+from forge.durable.steps import CURRENT_RUN
+from forge.machine.stages import NotFingerprintable, request_fingerprint
+from forge.machine.trace import error_text
+from forge.observe import LoopObserver
+from forge.policy import Intent
+from forge.tools import Tool
+
+if TYPE_CHECKING:
+    from forge.durable.loop import DurableLoop
+    from forge.machine.run import Run
+    from forge.result import LoopResult
+
+__all__ = ["ANSWER_TOPIC", "EVENT", "LOOPS", "QUEUE_NAME", "WORKFLOW_NAME", "Plan", "forge_run"]
+
+WORKFLOW_NAME = "forge_run"
+QUEUE_NAME = "forge"
+EVENT = "run"
+ANSWER_TOPIC = "forge_answer"
+LOOPS: dict[str, DurableLoop] = {}
+"""The durable loops this process can run, by name: a recovered or dequeued run names its loop."""
+
+_WAITS = ("clarification_required", "capability_gap", "approval_required")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the answers so far change in the next turn: an intent to start with, tools
+    added, approvals given (fingerprint → approved)."""
+
+    pinned: Intent | None = None
+    extra_tools: tuple[str, ...] = ()
+    approvals: Mapping[str, bool] = field(default_factory=dict)
+
+
+class _Turn(LoopObserver):
+    """Keeps the turn's Run: its intent is what a waiting run asks about, and the tools'
+    idempotency keys are made from its step."""
+
+    def __init__(self) -> None:
+        self.run: Run | None = None
+
+    def run_started(self, run: Run) -> None:
+        self.run = run
+        CURRENT_RUN.set(run)
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+def forge_run(loop_name: str, goal: str) -> dict[str, Any]:
+    """A durable run of `goal` on the loop registered as `loop_name` in this process."""
+    durable = LOOPS.get(loop_name)
+    if durable is None:
+        raise LookupError(f"this process has no DurableLoop named {loop_name!r} (it has: "
+                          f"{', '.join(sorted(LOOPS)) or 'none'}); make it before launching, in every worker")
+    return _Workflow(durable, goal).run()
+
+
+class _Workflow:
+    def __init__(self, durable: DurableLoop, goal: str) -> None:
+        self.durable, self.goal = durable, goal
+        run_id = DBOS.workflow_id
+        assert run_id is not None, "forge_run runs as a DBOS workflow"
+        self.run_id = run_id
+        self.turns: list[list[dict[str, Any]]] = []
+        self.answers = 0
+
+    def publish(self, status: str, **more: Any) -> dict[str, Any]:
+        event = {"status": status, "loop": self.durable.name, "goal": self.goal, "turns": self.turns,
+                 "answers": self.answers, **more}
+        DBOS.set_event(EVENT, event)
+        return event
+
+    def run(self) -> dict[str, Any]:
+        plan, state = Plan(), None
+        while True:
+            turn = _Turn()
+            loop = self.durable.turn_loop(self.run_id, plan, self.in_doubt)
+            result = loop.run(self.goal, observers=[turn], state=state, run_id=self.run_id)
+            self.turns.append([record.to_json() for record in result.trace])
+            assert turn.run is not None
+            waiting = _waiting_of(result, turn.run) if result.reason in _WAITS else None
+            if waiting is None:
+                return self.publish("finished", reason=result.reason, outcome=result.outcome, summary=result.summary,
+                                    error=None if result.error is None else error_text(result.error))
+            answer = self.wait(waiting, reason=result.reason, outcome=result.outcome, summary=result.summary)
+            plan = _plan_after(plan, answer, waiting, turn.run.intent)
+            state = result.state
+
+    def wait(self, waiting: Waiting, **more: Any) -> Answer:
+        """Publish what the run waits for and wait, durably, for a fitting answer."""
+        tools = {tool.name for tool in self.durable.loop.tools}
+        self.publish("waiting", waiting=waiting.to_json(), tools=sorted(tools), extra_tools=sorted(self.durable.extra_tools),
+                     **more)
+        while True:
+            data = DBOS.recv(ANSWER_TOPIC, timeout_seconds=3600)
+            if data is None:
+                continue
+            try:
+                answer = Answer.from_json(data)
+                answer.check(waiting, tools, set(self.durable.extra_tools))
+            except (AnswerRefused, KeyError, TypeError):
+                continue  # resume() checks before sending; a hand-made message that does not fit is dropped
+            self.answers += 1
+            self.publish("running")
+            return answer
+
+    def in_doubt(self, tool: Tool, arguments: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+        """A call of `tool` was running when the process died: ask whether it ran."""
+        waiting = Waiting("in_doubt", tool.name, dict(arguments), _fingerprint(tool.name, arguments), key=key)
+        answer = self.wait(waiting)
+        return (True, answer.value) if answer.kind == "did_run" else (False, None)
+
+
+def _fingerprint(tool: str, arguments: Mapping[str, Any]) -> str | None:
+    try:
+        return request_fingerprint(tool, arguments)
+    except NotFingerprintable:
+        return None
+
+
+def _waiting_of(result: LoopResult, run: Run) -> Waiting:
+    intent = run.intent
+    arguments = dict(intent.arguments) if intent is not None else {}
+    tool = run.action.tool_name if run.action is not None else (intent.tool if intent is not None else None)
+    error = run.error
+    tied = tuple(error.tied) if isinstance(error, AmbiguousToolChoice) else ()
+    capabilities = tuple(sorted(error.required)) if isinstance(error, NoMatchingTool) else ()
+    if isinstance(error, UnknownTool):
+        tool = error.name
+    fingerprint = _fingerprint(tool, arguments) if tool else None
+    return Waiting(result.reason, tool, arguments, fingerprint, tied, capabilities)
+
+
+def _plan_after(plan: Plan, answer: Answer, waiting: Waiting, intent: Intent | None) -> Plan:
+    """The next turn: the waiting call again, as the answer says."""
+    pinned = intent if intent is not None else Intent.call(waiting.tool or "", **waiting.arguments)
+    if answer.kind == "tool":
+        pinned = Intent(pinned.capabilities, pinned.arguments, pinned.idempotency_key, tool=str(answer.value))
+    if answer.kind == "add_tool":
+        return replace(plan, pinned=pinned, extra_tools=(*plan.extra_tools, str(answer.value)))
+    if answer.kind in ("approve", "reject"):
+        return replace(plan, pinned=pinned, approvals={**plan.approvals, str(answer.value): answer.kind == "approve"})
+    return replace(plan, pinned=pinned)
