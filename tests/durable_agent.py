@@ -81,7 +81,8 @@ def planner(goal: str, state: Any) -> Intent | Finish:
     return Finish(f"filed {len(listed)} items")
 
 
-def make_loop(ledger: Ledger, goal_items: tuple[str, ...] = ITEMS) -> AgentLoop:
+def make_loop(ledger: Ledger, goal_items: tuple[str, ...] = ITEMS, ask: bool = False,
+              definition: str = "single_agent") -> AgentLoop:
     def read_item(item: str) -> dict[str, str]:
         key = ledger.called("read_item").replace("/", "_")
         busy = ledger.path.with_name(f"{ledger.path.name}.{key}.busy")  # the service's state
@@ -97,9 +98,12 @@ def make_loop(ledger: Ledger, goal_items: tuple[str, ...] = ITEMS) -> AgentLoop:
     tools = [
         Tool("list_items", {"list"}, lambda: ledger.called("list_items") and list(goal_items)),
         Tool("read_item", {"read"}, read_item, required={"item"}),
-        Tool("write_entry", {"write"}, ledger.write, required={"item", "text"}, side_effect=True),
+        Tool("write_entry", {"write"}, ledger.write, required={"item", "text"}, side_effect=True,
+             on_crash="ask" if ask else "retry"),
     ]
-    return AgentLoop(tools, planner, verify, max_steps=12, repeat_limit=3, sleep=lambda s: None)
+    approver = (lambda request: None) if definition != "single_agent" else None
+    return AgentLoop(tools, planner, verify, max_steps=12, repeat_limit=3, sleep=lambda s: None, definition=definition,
+                     approver=approver)
 
 
 class CrashAt(LoopObserver):
@@ -121,10 +125,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--crash-at", type=int)
     parser.add_argument("--in-tool", action="store_true")
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--ask", action="store_true", help="write_entry says on_crash='ask'")
+    parser.add_argument("--answers", type=int, default=0, help="wait until the run has had this many answers")
+    parser.add_argument("--approvals", action="store_true", help="run machines/approval.toml: every write waits")
     args = parser.parse_args(argv)
     crash_in_write = args.crash_at if args.in_tool else None
     ledger = Ledger(Path(args.ledger), crash_in_write)
-    loop = make_loop(ledger)
+    loop = make_loop(ledger, ask=args.ask, definition="approval" if args.approvals else "single_agent")
     if args.crash_at and not args.in_tool:
         loop = loop.replace(observers=[CrashAt(args.crash_at)])
     durable = DurableLoop(loop, name="filing", db=args.db)
@@ -134,11 +141,14 @@ def main(argv: list[str]) -> int:
         work(args.db, concurrency=args.concurrency)
         return 0
     durable.launch()
-    result = durable.run("file every item", run_id=args.run_id, timeout=120)
+    result = durable.wait(durable.start("file every item", run_id=args.run_id), timeout=120, answers=args.answers)
     for record in result.trace:
         print(json.dumps(record.to_json()))
-    print(json.dumps({"status": result.status, "reason": result.reason}))
-    return 0
+    end: dict[str, Any] = {"status": result.status, "reason": result.reason}
+    if result.waiting is not None:
+        end["waiting"] = result.waiting.to_json()
+    print(json.dumps(end), flush=True)
+    os._exit(0)  # a run left waiting holds a DBOS thread in DBOS.recv; it is stored, so leave it
 
 
 if __name__ == "__main__":

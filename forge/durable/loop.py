@@ -114,7 +114,10 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
 
 
 def shutdown() -> None:
-    """Stop this process's DBOS (runs in flight stay pending, to be recovered later)."""
+    """Stop this process's DBOS. Runs in flight stay pending in the database, to be
+    recovered by the next process of this executor (or a worker). A run waiting for an
+    answer holds a DBOS thread in `DBOS.recv` that Python waits for at exit: a process that
+    hosts waiting runs ends with `os._exit` after this (what `forge worker` does)."""
     if _LAUNCHED:
         _LAUNCHED["database"].close()
         _LAUNCHED.clear()

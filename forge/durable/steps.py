@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import threading
 import time
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -118,7 +119,7 @@ def step_tool(tool: Tool, run_id: str, in_doubt: Callable[[Tool, Mapping[str, An
             marker = f"started {tool.name} at step {step} #{attempts[step]}"  # unique in the workflow
             ran: list[bool] = []
             DBOS.run_step({"name": marker}, _executed(time.time, ran))
-            if not ran and _nothing_after(marker):
+            if not ran and _step_after(marker) != f"tool {tool.name}":  # it was running at a crash
                 done, value = in_doubt(tool, arguments, key)
                 if done:
                     return value
@@ -133,14 +134,21 @@ def step_tool(tool: Tool, run_id: str, in_doubt: Callable[[Tool, Mapping[str, An
                 on_crash=tool.on_crash)
 
 
-def _nothing_after(marker: str) -> bool:
-    """Whether the step named `marker` (a name used once per workflow) is the workflow's
-    last recorded step: the call it announced was running when the process died."""
+def _step_after(marker: str) -> str | None:
+    """The name of the step recorded right after the step named `marker` (a name used
+    once per workflow), or None when it is the workflow's last: then the call it announced
+    was running when the process died; after an in-doubt question, what follows it is the
+    question's own record, not the call's."""
     workflow = DBOS.workflow_id
     assert workflow is not None, "durable tools run inside a forge workflow"
-    steps = DBOS.list_workflow_steps(workflow)
+    steps: list[Any] = []
+    # read in a thread of its own: called from the workflow, DBOS would record the reading as a step
+    reader = threading.Thread(target=lambda: steps.extend(DBOS.list_workflow_steps(workflow)))
+    reader.start()
+    reader.join()
     ids = [s["function_id"] for s in steps if s["function_name"] == marker]
-    return bool(ids) and not any(s["function_id"] > ids[-1] for s in steps)
+    later = sorted((s["function_id"], s["function_name"]) for s in steps if ids and s["function_id"] > ids[-1])
+    return str(later[0][1]) if later else None
 
 
 class StoredRegistry(IdempotencyRegistry):

@@ -1,0 +1,284 @@
+"""Durable runs on DBOS with SQLite: the same trace as a run in memory, waiting runs and
+their answers, approvals bound to the call, idempotency records in the database, the CLI.
+One DBOS per process: this module launches it on a temporary database."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("dbos")
+
+import sqlalchemy as sa  # noqa: E402
+from builders import Recorder  # noqa: E402
+
+from forge import AgentLoop, Finish, Intent, Tool  # noqa: E402
+from forge.durable import Answer, AnswerRefused, DurableLoop, database_url, launch, shutdown  # noqa: E402
+from forge.errors import UsageError  # noqa: E402
+
+AGENT = str(Path(__file__).with_name("durable_agent.py"))
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("durable") / "runs.sqlite"
+    launch(path)
+    yield path
+    shutdown()
+
+
+@pytest.fixture
+def make(db, request):
+    made = []
+
+    def durable(loop, **options):
+        name = f"{request.node.name}-{len(made)}"
+        made.append(DurableLoop(loop, name=name, db=db, **options))
+        return made[-1]
+
+    yield durable
+    for loop in made:
+        loop.close()
+
+
+def scripted(*plan):
+    """A policy that decides from the observations alone: the n-th step does plan[n]."""
+    def policy(goal, state):
+        step = state.step_count
+        return plan[step] if step < len(plan) else Finish("done")
+    return policy
+
+
+def finished(observation):
+    return observation.tool_name == "finish"
+
+
+def test_a_durable_run_has_the_trace_of_the_same_run_in_memory(make):
+    read = Recorder("a", "b")
+    loop = AgentLoop([Tool("read", {"read"}, read, optional={"n"})],
+                     scripted(Intent.call("read", n=1), Intent.call("read", n=2)), finished)
+    in_memory = loop.run("goal")
+    read.outcomes = ["a", "b"]
+    result = make(loop).run("goal", run_id="same-trace")
+    assert result.status == "finished" and result.reason == "verified_success" and result.outcome == "success"
+    assert result.trace == tuple(in_memory.trace)
+    assert {record.run_id for record in result.trace} == {"same-trace"}
+
+
+def test_running_an_existing_run_id_is_the_same_run_and_calls_nothing_again(make):
+    write = Recorder("ok")
+    durable = make(AgentLoop([Tool("write", {"write"}, write, side_effect=True)],
+                             scripted(Intent.call("write")), finished))
+    first = durable.run("goal", run_id="once")
+    second = durable.run("goal", run_id="once")
+    assert len(write.calls) == 1 and second.trace == first.trace and second.status == "finished"
+
+
+def test_side_effect_records_live_in_the_runs_database(make, db):
+    durable = make(AgentLoop([Tool("write", {"write"}, Recorder("ok"), side_effect=True, optional={"n"})],
+                             scripted(Intent.call("write", n=1)), finished))
+    durable.run("goal", run_id="stored-effect")
+    with sa.create_engine(database_url(db)).connect() as connection:
+        rows = connection.execute(sa.text("select key, run_id from forge_idempotency where run_id = 'stored-effect'")).all()
+    assert len(rows) == 1 and rows[0][0].startswith("stored-effect:write:")
+
+
+def test_an_intent_key_shared_by_two_runs_runs_its_side_effect_once(make):
+    charge = Recorder("charged")
+    durable = make(AgentLoop([Tool("charge", {"pay"}, charge, side_effect=True, optional={"cents"})],
+                             scripted(Intent.call("charge", cents=500).keyed("order-7")), finished))
+    one, two = durable.run("pay", run_id="pay-1"), durable.run("pay", run_id="pay-2")
+    assert len(charge.calls) == 1
+    assert one.trace[1].detail["replayed"] is False and two.trace[1].detail["replayed"] is True
+
+
+def ambiguous_loop():
+    tools = [Tool("fast", {"search"}, Recorder("fast result")), Tool("slow", {"search"}, Recorder("slow result"))]
+    return AgentLoop(tools, scripted(Intent({"search"}, {"q": "x"})), finished)
+
+
+def test_a_run_that_needs_a_clarification_waits_and_a_chosen_tool_continues_it(make):
+    durable = make(ambiguous_loop())
+    waiting = durable.run("find x", run_id="clarify")
+    assert waiting.status == "waiting" and waiting.reason == "clarification_required"
+    assert waiting.waiting.state == "clarification_required" and set(waiting.waiting.tied) == {"fast", "slow"}
+    done = durable.resume("clarify", Answer.tool("slow"))
+    assert done.status == "finished" and done.reason == "verified_success"
+    assert len(done.turns) == 2 and done.turns[1][0].detail["tool"] == "slow"
+    assert json.loads(done.turns[1][0].detail["arguments"]) == {"q": "x"}
+
+
+def test_an_answer_naming_a_tool_that_did_not_tie_is_refused(make):
+    durable = make(AgentLoop([*ambiguous_loop().tools, Tool("other", {"misc"}, Recorder())],
+                             scripted(Intent({"search"}, {"q": "x"})), finished))
+    durable.run("find x", run_id="clarify-wrong")
+    with pytest.raises(AnswerRefused, match="not one of the tools that tied"):
+        durable.resume("clarify-wrong", Answer.tool("other"))
+    with pytest.raises(AnswerRefused, match="answer with tool"):
+        durable.resume("clarify-wrong", Answer.approve("abc"))
+    assert durable.status("clarify-wrong").status == "waiting"
+
+
+def test_a_capability_gap_is_answered_with_one_of_the_extra_tools(make):
+    translate = Tool("translate", {"translate"}, Recorder("bonjour"), optional={"text"})
+    with pytest.raises(UsageError, match="extra tool 'read'"):
+        make(AgentLoop([Tool("read", {"read"}, Recorder())], scripted(), finished),
+             extra_tools=[Tool("read", {"x"}, Recorder())])
+    durable = make(AgentLoop([Tool("read", {"read"}, Recorder())], scripted(Intent({"translate"}, {"text": "hi"})),
+                             finished), extra_tools=[translate])
+    waiting = durable.run("translate hi", run_id="gap")
+    assert waiting.reason == "capability_gap" and waiting.waiting.capabilities == ("translate",)
+    with pytest.raises(AnswerRefused, match="extra_tools"):
+        durable.resume("gap", Answer.add_tool("dictionary"))
+    done = durable.resume("gap", Answer.add_tool("translate"))
+    assert done.reason == "verified_success" and done.turns[1][1].detail["tool"] == "translate"
+
+
+def approval_loop(write):
+    return AgentLoop([Tool("write", {"write"}, write, side_effect=True, optional={"path"})],
+                     scripted(Intent.call("write", path="a.md")), finished, definition="approval",
+                     approver=lambda request: None)
+
+
+def test_a_side_effect_waits_for_an_approval_of_that_exact_call(make):
+    write = Recorder("written")
+    durable = make(approval_loop(write))
+    waiting = durable.run("write a.md", run_id="approve")
+    assert waiting.reason == "approval_required" and waiting.waiting.tool == "write"
+    assert waiting.waiting.arguments == {"path": "a.md"} and write.calls == []
+    with pytest.raises(AnswerRefused, match="bound to the exact call"):
+        durable.resume("approve", Answer.approve("0" * 64))
+    done = durable.resume("approve", Answer.approve(waiting.waiting.fingerprint))
+    assert done.reason == "verified_success" and write.calls == [{"path": "a.md"}]
+
+
+def test_a_rejected_call_is_told_to_the_policy_which_replans(make):
+    write = Recorder("written")
+    durable = make(approval_loop(write))
+    waiting = durable.run("write a.md", run_id="reject")
+    done = durable.resume("reject", Answer.reject(waiting.waiting.fingerprint))
+    assert write.calls == []
+    assert done.turns[1][1].detail["approval"] == "rejected"
+    assert done.turns[1][2].detail["status"] == "retryable_error"  # told to the policy, which then finished
+    assert done.reason == "verified_success" and done.turns[1][4].source == "select"
+
+
+def test_resuming_a_run_that_is_not_waiting_is_refused(make):
+    durable = make(AgentLoop([Tool("read", {"read"}, Recorder())], scripted(Intent.call("read")), finished))
+    durable.run("goal", run_id="not-waiting")
+    with pytest.raises(AnswerRefused, match="finished, not waiting"):
+        durable.resume("not-waiting", Answer.tool("read"))
+
+
+def test_a_cancelled_waiting_run_is_cancelled(make):
+    durable = make(ambiguous_loop())
+    durable.run("find x", run_id="cancel-me")
+    durable.cancel("cancel-me")
+    assert durable.status("cancel-me").status == "cancelled"
+
+
+def test_an_unknown_run_id_is_named(make):
+    durable = make(AgentLoop([Tool("read", {"read"}, Recorder())], scripted(), finished))
+    with pytest.raises(LookupError, match="no durable run 'nope'"):
+        durable.status("nope")
+
+
+def test_a_durable_loop_needs_a_name_of_its_own(make, db):
+    loop = AgentLoop([Tool("read", {"read"}, Recorder())], scripted(), finished)
+    first = make(loop)
+    with pytest.raises(UsageError, match="exists in this process already"):
+        DurableLoop(loop, name=first.name, db=db)
+    with pytest.raises(UsageError, match="non-blank name"):
+        DurableLoop(loop, name=" ", db=db)
+
+
+def test_one_process_has_one_runs_database(db, tmp_path):
+    with pytest.raises(UsageError, match="one process has one runs database"):
+        launch(tmp_path / "other.sqlite")
+
+
+def test_database_urls():
+    assert database_url("runs.sqlite") == f"sqlite:///{Path('runs.sqlite').resolve()}"
+    assert database_url("postgresql://forge@localhost/runs") == "postgresql://forge@localhost/runs"
+    with pytest.raises(UsageError, match="SQLite .* or PostgreSQL"):
+        database_url("mysql://x/y")
+
+
+def forge(*arguments):
+    return subprocess.run([sys.executable, "-m", "forge", *arguments], capture_output=True, text=True, timeout=60)
+
+
+def test_forge_runs_lists_shows_and_answers_a_waiting_run_from_another_process(make, db):
+    durable = make(ambiguous_loop())
+    durable.run("find x", run_id="cli-wait")
+    listed = forge("runs", "list", "--db", str(db))
+    assert listed.returncode == 0 and "cli-wait" in listed.stdout
+    shown = forge("runs", "show", "cli-wait", "--db", str(db))
+    assert "waiting in clarification_required: which tool should run?" in shown.stdout
+    refused = forge("runs", "resume", "cli-wait", "--db", str(db), "--tool", "nope")
+    assert refused.returncode == 1 and "no tool named 'nope'" in refused.stderr and "Traceback" not in refused.stderr
+    answered = forge("runs", "resume", "cli-wait", "--db", str(db), "--tool", "fast")
+    assert answered.returncode == 0, answered.stderr
+    assert durable.wait("cli-wait", timeout=30, answers=1).reason == "verified_success"
+
+
+def test_forge_replay_opens_a_stored_run_without_running_it(make, db):
+    durable = make(AgentLoop([Tool("read", {"read"}, Recorder("text"))], scripted(Intent.call("read")), finished))
+    durable.run("goal", run_id="cli-replay")
+    out = subprocess.run([sys.executable, "-m", "forge", "replay", "cli-replay", "--db", str(db)],
+                         input="step 4\nobs\nquit\n", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "turn 1 of 1" in out.stdout and "#1 read: ok · text" in out.stdout
+
+
+def test_forge_runs_show_of_an_unknown_run_says_so(db):
+    out = forge("runs", "show", "missing", "--db", str(db))
+    assert out.returncode == 1 and "no durable run 'missing'" in out.stderr
+
+
+def test_a_pending_approval_survives_its_process_and_is_answered_from_another(tmp_path):
+    base = [sys.executable, AGENT, "run", str(tmp_path / "runs.sqlite"), str(tmp_path / "ledger"), "approvals-run",
+            "--approvals"]
+    first = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    end = json.loads(first.stdout.splitlines()[-1])
+    assert end["status"] == "waiting" and end["waiting"]["state"] == "approval_required"
+    for answers in range(1, 4):  # each write waits for its own approval, answered by another process each time
+        fingerprint = end["waiting"]["fingerprint"]
+        answered = forge("runs", "resume", "approvals-run", "--db", str(tmp_path / "runs.sqlite"), "--approve",
+                         fingerprint)
+        assert answered.returncode == 0, answered.stderr
+        again = subprocess.run([*base, "--answers", str(answers)], capture_output=True, text=True, timeout=60)
+        end = json.loads(again.stdout.splitlines()[-1])
+    assert end == {"status": "finished", "reason": "verified_success"}
+    assert len((tmp_path / "ledger").read_text().splitlines()) == 3
+
+
+def test_a_call_running_at_a_crash_with_on_crash_ask_waits_in_doubt(tmp_path):
+    base = [sys.executable, AGENT, "run", str(tmp_path / "runs.sqlite"), str(tmp_path / "ledger"), "doubt", "--ask"]
+    killed = subprocess.run([*base, "--crash-at", "2", "--in-tool"], capture_output=True, text=True, timeout=60)
+    assert killed.returncode == -9
+    recovered = subprocess.run(base, capture_output=True, text=True, timeout=60)
+    end = json.loads(recovered.stdout.splitlines()[-1])
+    assert end["status"] == "waiting" and end["waiting"]["state"] == "in_doubt"
+    assert end["waiting"]["tool"] == "write_entry" and end["waiting"]["key"] == "doubt/6/write_entry"
+    answered = forge("runs", "resume", "doubt", "--db", str(tmp_path / "runs.sqlite"), "--did-run", '"filed beta"')
+    assert answered.returncode == 0, answered.stderr
+    done = subprocess.run([*base, "--answers", "1"], capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout.splitlines()[-1]) == {"status": "finished", "reason": "verified_success"}
+    calls = (tmp_path / "ledger.calls").read_text().splitlines()
+    assert calls.count("write_entry\tdoubt/6/write_entry") == 1  # not called again: a person said it ran
+
+
+def test_run_again_calls_the_call_in_doubt_again_with_the_same_key(tmp_path):
+    base = [sys.executable, AGENT, "run", str(tmp_path / "runs.sqlite"), str(tmp_path / "ledger"), "again", "--ask"]
+    subprocess.run([*base, "--crash-at", "1", "--in-tool"], capture_output=True, text=True, timeout=60)
+    subprocess.run(base, capture_output=True, text=True, timeout=60)
+    answered = forge("runs", "resume", "again", "--db", str(tmp_path / "runs.sqlite"), "--run-again")
+    assert answered.returncode == 0, answered.stderr
+    done = subprocess.run([*base, "--answers", "1"], capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout.splitlines()[-1])["reason"] == "verified_success"
+    calls = (tmp_path / "ledger.calls").read_text().splitlines()
+    assert calls.count("write_entry\tagain/5/write_entry") == 2
+    assert len((tmp_path / "ledger").read_text().splitlines()) == 3  # the key kept the ledger right
