@@ -8,6 +8,8 @@ Debian's `graphviz` package when running as root where apt-get exists, otherwise
 how), and for the tests, where npm exists, the reference filesystem MCP server into
 `.mcp-servers/`; then it runs the job inside the environment. Extra arguments are passed
 through: `python3 tasks.py test -k retry`, `python3 tasks.py demo --scenario mcp`.
+For the tests it also installs Debian's PostgreSQL server (the durable-run worker test starts
+its own) and Chromium with its driver (the inspector's browser tests), as root.
 `python3 tasks.py screenshot` remakes docs/inspector.png, the README's picture of the run
 inspector, in headless Chromium (installed with Debian's chromium and chromium-driver).
 """
@@ -75,6 +77,17 @@ def ensure_graphviz(required: bool) -> None:
     print(f"tasks: note: {message} Diagrams are written as DOT until then.", flush=True)
 
 
+def ensure_postgres() -> None:
+    """Debian's PostgreSQL server, for the durable-run worker test (it starts its own server
+    as an unprivileged user in a temporary folder, and skips, saying why, without one)."""
+    import glob
+
+    if glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb"):
+        return
+    if not apt_install("postgresql"):
+        print("tasks: note: PostgreSQL not installed (needs root and apt-get); the worker test will skip", flush=True)
+
+
 def ensure_chromium() -> None:
     """Debian's headless-capable Chromium and its driver, for the run inspector's browser
     tests (they skip, saying why, without them)."""
@@ -118,6 +131,7 @@ def main(argv: list[str]) -> int:
     ensure_graphviz(required=needs_dot)
     if argv[0] == "test":
         ensure_node_servers()
+        ensure_postgres()
     if argv[0] in ("test", "screenshot"):
         ensure_chromium()
     return subprocess.run([*command, *argv[1:]], cwd=ROOT).returncode

@@ -257,7 +257,7 @@ def _runs(args: argparse.Namespace) -> int:
 def _submit(args: argparse.Namespace) -> int:
     from forge.durable.runs import StoredRuns
 
-    with StoredRuns(args.db) as runs:
+    with StoredRuns(args.db, create=True) as runs:
         run_id = runs.submit(args.loop, args.goal, args.run_id)
     print(run_id)
     return 0

@@ -8,15 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+from builders import Recorder
 
-pytest.importorskip("dbos")
-
-import sqlalchemy as sa  # noqa: E402
-from builders import Recorder  # noqa: E402
-
-from forge import AgentLoop, Finish, Intent, Tool  # noqa: E402
-from forge.durable import Answer, AnswerRefused, DurableLoop, database_url, launch, shutdown  # noqa: E402
-from forge.errors import UsageError  # noqa: E402
+from forge import AgentLoop, Finish, Intent, Tool
+from forge.durable import Answer, AnswerRefused, DurableLoop, database_url, launch, shutdown
+from forge.errors import UsageError
 
 AGENT = str(Path(__file__).with_name("durable_agent.py"))
 

@@ -18,8 +18,6 @@ import pytest
 
 from forge import TransitionRecord
 
-pytest.importorskip("dbos")
-
 AGENT = str(Path(__file__).with_name("durable_agent.py"))
 TRIALS = 100
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from dbos import DBOSClient
+from dbos import DBOS, DBOSClient
 
 from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.database import database_url
 from forge.durable.loop import DurableResult, wait_for
 from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, WORKFLOW_NAME
+from forge.errors import UsageError
 
 __all__ = ["RunRow", "StoredRuns"]
 
@@ -36,9 +38,13 @@ class RunRow:
 class StoredRuns:
     """The runs in the database `db` (a SQLite path or a postgresql:// URL)."""
 
-    def __init__(self, db: str | os.PathLike[str]) -> None:
+    def __init__(self, db: str | os.PathLike[str], create: bool = False) -> None:
+        """Raises UsageError for a SQLite file that does not exist, unless `create`."""
         self.url = database_url(db)
+        if self.url.startswith("sqlite:///") and not create and not Path(self.url[len("sqlite:///"):]).exists():
+            raise UsageError(f"no runs database at {self.url[len('sqlite:///'):]}")
         self.client = DBOSClient(system_database_url=self.url, application_name="forge")
+        self._migrated = False
 
     def close(self) -> None:
         self.client.destroy()
@@ -94,6 +100,9 @@ class StoredRuns:
             raise ValueError("goal must be a non-blank string")
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
+        if not self._migrated:  # the first submit may come before any worker made DBOS's tables
+            DBOS.migrate(self.url)
+            self._migrated = True
         self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
         return str(options["workflow_id"])
 

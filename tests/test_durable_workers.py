@@ -1,0 +1,70 @@
+"""Many workers on a real PostgreSQL server: 4 `forge worker` processes, 200 queued runs,
+one worker SIGKILLed halfway. Every run ends as it should and the ledger (outside the
+database) holds each side effect exactly once. Skips, saying why, without PostgreSQL."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from postgres import postgres_server, why_no_postgres
+
+from forge.durable.runs import StoredRuns
+
+REASON = why_no_postgres()
+if REASON is not None:
+    print(f"\nPostgreSQL worker test skipped: {REASON}")
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+RUNS, WORKERS = 200, 4
+LOOPS = str(Path(__file__).with_name("durable_workers.py"))
+
+
+def start_worker(url, ledger):
+    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=url)
+    return subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", url, "--loops", LOOPS, "--concurrency", "4"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_hundred_runs_on_four_workers_survive_a_worker_killed_halfway(tmp_path):
+    ledger = tmp_path / "ledger"
+    with postgres_server() as url:
+        workers = [start_worker(url, ledger) for _ in range(WORKERS)]
+        try:
+            with StoredRuns(url, create=True) as runs:
+                started = time.monotonic()
+                ids = [runs.submit("filing", "file every item", f"run-{n:03}") for n in range(RUNS)]
+                victim = workers[1]
+                while True:
+                    finished = sum(1 for row in runs.list(limit=RUNS) if row.workflow_status == "SUCCESS")
+                    if finished >= RUNS // 2:
+                        victim.send_signal(signal.SIGKILL)
+                        break
+                    assert time.monotonic() - started < 300, f"only {finished} runs finished in 300 s"
+                    time.sleep(0.2)
+                killed_at = finished
+                results = [runs.wait(run_id, timeout=300) for run_id in ids]
+                elapsed = time.monotonic() - started
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.send_signal(signal.SIGTERM)
+            for worker in workers:
+                try:
+                    worker.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+    reasons = Counter(result.reason for result in results)
+    lines = [line.split("\t") for line in ledger.read_text().splitlines()]
+    per_key = Counter(line[0] for line in lines)
+    print(f"\nworker test: {RUNS} runs on {WORKERS} workers, one SIGKILLed after {killed_at} had finished; "
+          f"all done in {elapsed:.1f} s; ends {dict(reasons)}; ledger {len(lines)} lines, "
+          f"{sum(1 for count in per_key.values() if count > 1)} keys written more than once")
+    assert victim.returncode == -9
+    assert reasons == {"verified_success": RUNS}
+    assert len(lines) == RUNS * 3 and max(per_key.values()) == 1
+    assert {line[0].split("/")[0] for line in lines} == set(ids)
