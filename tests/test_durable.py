@@ -230,6 +230,17 @@ def test_forge_replay_opens_a_stored_run_without_running_it(make, db):
     assert "turn 1 of 1" in out.stdout and "#1 read: ok · text" in out.stdout
 
 
+def test_forge_debug_steps_back_through_a_stored_run_without_running_it(make, db):
+    read = Recorder("text")
+    durable = make(AgentLoop([Tool("read", {"read"}, read)], scripted(Intent.call("read")), finished))
+    durable.run("goal", run_id="cli-debug")
+    out = subprocess.run([sys.executable, "-m", "forge", "debug", "cli-debug", "--db", str(db)],
+                         input="break verify\ncontinue\nback\nwhere\nquit\n", capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "stopped at breakpoint #1 state verify" in out.stdout and "back over 3" in out.stdout
+    assert len(read.calls) == 1  # the durable run's one call; the debugger ran nothing
+
+
 def test_forge_runs_show_of_an_unknown_run_says_so(db):
     out = forge("runs", "show", "missing", "--db", str(db))
     assert out.returncode == 1 and "no durable run 'missing'" in out.stderr
