@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 from forge import AgentLoop, Finish, Intent, Tool
-from forge.durable import Answer, DurableLoop, idempotency_key
+from forge.durable import Answer, DurableLoop, idempotency_key, shutdown
 from forge.observe import LoopObserver
 
 ITEMS = ("alpha", "beta", "gamma")
@@ -83,8 +82,7 @@ def main() -> None:
     else:
         print(f"{args.run_id}: {result.status}, {result.summary}")
     print(f"ledger: {len(ledger.read_text().splitlines()) if ledger.exists() else 0} entries")
-    sys.stdout.flush()
-    os._exit(0)  # a waiting run holds a DBOS thread; it is stored, so this process may go
+    shutdown()  # a run still waiting stays stored, for the next process to go on with
 
 
 if __name__ == "__main__":

@@ -270,9 +270,7 @@ def _worker(args: argparse.Namespace) -> int:
     for target in args.loops:
         import_target(target)  # makes the DurableLoops the runs name
     work(args.db, args.concurrency)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # runs waiting for answers hold DBOS threads; they are stored and go on in the next worker
+    return 0
 
 
 def _inspect(args: argparse.Namespace) -> int:

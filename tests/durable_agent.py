@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from forge import AgentLoop, Finish, Intent, Tool, TransientToolError
-from forge.durable import DurableLoop, idempotency_key
+from forge.durable import DurableLoop, idempotency_key, shutdown
 from forge.observe import LoopObserver
 
 ITEMS = ("alpha", "beta", "gamma")
@@ -148,7 +148,8 @@ def main(argv: list[str]) -> int:
     if result.waiting is not None:
         end["waiting"] = result.waiting.to_json()
     print(json.dumps(end), flush=True)
-    os._exit(0)  # a run left waiting holds a DBOS thread in DBOS.recv; it is stored, so leave it
+    shutdown()
+    return 0
 
 
 if __name__ == "__main__":

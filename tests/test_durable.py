@@ -290,3 +290,36 @@ def test_run_again_calls_the_call_in_doubt_again_with_the_same_key(tmp_path):
     calls = (tmp_path / "ledger.calls").read_text().splitlines()
     assert calls.count("write_entry\tagain/5/write_entry") == 2
     assert len((tmp_path / "ledger").read_text().splitlines()) == 3  # the key kept the ledger right
+
+
+def test_forge_submit_queues_runs_that_a_forge_worker_finishes(tmp_path):
+    import os
+    import signal
+
+    db, ledger = tmp_path / "queue.sqlite", tmp_path / "ledger"
+    ids = []
+    for number in range(3):
+        submitted = forge("submit", "file every item", "--loop", "filing", "--db", str(db), "--run-id", f"queued-{number}")
+        assert submitted.returncode == 0, submitted.stderr
+        ids.append(submitted.stdout.strip())
+    assert ids == ["queued-0", "queued-1", "queued-2"]
+    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=str(db))
+    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", str(db), "--concurrency", "2", "--loops",
+                               str(Path(__file__).with_name("durable_workers.py"))], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        from forge.durable.runs import StoredRuns
+
+        with StoredRuns(db) as runs:
+            results = [runs.wait(run_id, timeout=120) for run_id in ids]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert [r.reason for r in results] == ["verified_success"] * 3
+    assert worker.returncode == 0
+    assert len(ledger.read_text().splitlines()) == 9
+
+
+def test_a_worker_with_no_loops_module_says_what_is_missing(tmp_path):
+    out = forge("worker", "--db", str(tmp_path / "w.sqlite"), "--loops", str(tmp_path / "missing.py"))
+    assert out.returncode == 1 and "missing.py" in out.stderr and "Traceback" not in out.stderr

@@ -23,7 +23,7 @@ from dbos import DBOS, Queue, SetWorkflowID
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.steps import StepPolicy, StoredRegistry, step_approver, step_tool, step_verify
-from forge.durable.workflow import ANSWER_TOPIC, EVENT, LOOPS, QUEUE_NAME, Plan, forge_run
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, LOOPS, QUEUE_NAME, STOPPING, WAITING_HERE, Plan, forge_run
 from forge.errors import UsageError
 from forge.loop import AgentLoop
 from forge.machine.trace import TransitionRecord
@@ -96,6 +96,7 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
             raise UsageError(f"this process runs durable loops on {_LAUNCHED['url']}; one process has one runs "
                              f"database (DBOS is one per process), not also {url}")
         return url
+    STOPPING.clear()
     config: dict[str, Any] = {"name": "forge", "system_database_url": url, "log_level": "WARNING",
                               "notification_listener_polling_interval_sec": 0.05}
     if executor_id is not None:
@@ -115,10 +116,14 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
 
 def shutdown() -> None:
     """Stop this process's DBOS. Runs in flight stay pending in the database, to be
-    recovered by the next process of this executor (or a worker). A run waiting for an
-    answer holds a DBOS thread in `DBOS.recv` that Python waits for at exit: a process that
-    hosts waiting runs ends with `os._exit` after this (what `forge worker` does)."""
+    recovered by the next process of this executor (or a worker); runs waiting here for an
+    answer are woken and leave their threads (they stay waiting, in the database), so the
+    process can exit."""
     if _LAUNCHED:
+        STOPPING.set()
+        for run_id, ended in list(WAITING_HERE.items()):
+            DBOS.send(run_id, {"kind": "process stopping"}, ANSWER_TOPIC)  # an answer no wait accepts
+            ended.wait(timeout=10)
         _LAUNCHED["database"].close()
         _LAUNCHED.clear()
         _QUEUE.clear()

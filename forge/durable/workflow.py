@@ -14,6 +14,7 @@ What the workflow publishes, as the DBOS event `run` (read by any process): `sta
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
     from forge.machine.run import Run
     from forge.result import LoopResult
 
-__all__ = ["ANSWER_TOPIC", "EVENT", "LOOPS", "QUEUE_NAME", "WORKFLOW_NAME", "Plan", "forge_run"]
+__all__ = ["ANSWER_TOPIC", "EVENT", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Plan",
+           "ProcessStopping", "forge_run"]
 
 WORKFLOW_NAME = "forge_run"
 QUEUE_NAME = "forge"
@@ -44,6 +46,16 @@ LOOPS: dict[str, DurableLoop] = {}
 """The durable loops this process can run, by name: a recovered or dequeued run names its loop."""
 
 _WAITS = ("clarification_required", "capability_gap", "approval_required")
+
+STOPPING = threading.Event()
+"""Set by `shutdown()`: a run waiting here leaves its thread (the run stays stored, pending)."""
+WAITING_HERE: dict[str, threading.Event] = {}
+"""The runs this process hosts that wait for an answer, each with an event set once its wait ends."""
+
+
+class ProcessStopping(BaseException):
+    """Ends a waiting run's thread when its process shuts down. Not an Exception, so
+    neither a stage nor DBOS records it: the run stays pending, for recovery."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +126,18 @@ class _Workflow:
         tools = {tool.name for tool in self.durable.loop.tools}
         self.publish("waiting", waiting=waiting.to_json(), tools=sorted(tools), extra_tools=sorted(self.durable.extra_tools),
                      **more)
+        ended = WAITING_HERE[self.run_id] = threading.Event()
+        try:
+            return self._receive(waiting, tools)
+        finally:
+            WAITING_HERE.pop(self.run_id, None)
+            ended.set()
+
+    def _receive(self, waiting: Waiting, tools: set[str]) -> Answer:
         while True:
             data = DBOS.recv(ANSWER_TOPIC, timeout_seconds=3600)
+            if STOPPING.is_set():
+                raise ProcessStopping(self.run_id)
             if data is None:
                 continue
             try:
