@@ -47,7 +47,8 @@ function forgeInspector(root, data) {
     ]),
     el("p", {class: "fi-end-summary", text: end.summary}),
     el("p", {class: "fi-meta", text: [data.machine, "run " + (data.run_id || "(no id)"), data.started || "",
-      records.length + " transitions", data.steps + " steps"].filter(Boolean).join(" · ")})
+      records.length + (records.length === 1 ? " transition" : " transitions"),
+      data.steps + (data.steps === 1 ? " step" : " steps")].filter(Boolean).join(" · ")})
   ]);
   const diagram = el("div", {class: "fi-diagram"}, [svg]);
   const panel = el("aside", {class: "fi-panel", "aria-live": "polite"});
