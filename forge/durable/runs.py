@@ -67,13 +67,17 @@ class StoredRuns:
 
     def get(self, run_id: str) -> DurableResult:
         """The run as stored now. Raises LookupError for an unknown id."""
+        return self._read(run_id)[0]
+
+    def _read(self, run_id: str) -> tuple[DurableResult, dict[str, Any]]:
+        """The run, and the event it last published (what `get` is made from)."""
         found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
         if not found:
             raise LookupError(f"no durable run {run_id!r} in {self.url}")
-        event = self.client.get_event(run_id, EVENT, timeout_seconds=0)
+        event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
         error = found[0].error
         return DurableResult.of(run_id, str(found[0].status), event,
-                                None if error is None else f"{type(error).__name__}: {error}")
+                                None if error is None else f"{type(error).__name__}: {error}"), event
 
     def resume(self, run_id: str, answer: Answer) -> None:
         """Send `answer` to the waiting run (it goes on wherever it runs, or when recovered).
@@ -82,10 +86,9 @@ class StoredRuns:
             AnswerRefused: the run is not waiting, or the answer does not fit.
             LookupError: no such run.
         """
-        result = self.get(run_id)
+        result, event = self._read(run_id)
         if result.status != "waiting" or result.waiting is None:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
-        event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
         answer.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
         self.client.send(run_id, answer.to_json(), ANSWER_TOPIC)
 

@@ -172,13 +172,10 @@ class StoredRegistry(IdempotencyRegistry):
                 raise IdempotencyConflict(key, stored, fingerprint)
             return value, True
         value, _ = super().execute_once(scoped, fingerprint, operation)
-        DBOS.run_step({"name": "idempotency store"}, self.table.store, scoped, fingerprint, _pickled(value), self.run_id)
+        DBOS.run_step({"name": "idempotency store"}, self.table.store, scoped, fingerprint, pickle.dumps(value),
+                      self.run_id)
         return value, False
 
 
 def _made_by_the_loop(key: str, fingerprint: str) -> bool:
     return key.endswith(f":{fingerprint}")
-
-
-def _pickled(value: Any) -> bytes:
-    return pickle.dumps(value)
