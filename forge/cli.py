@@ -108,6 +108,7 @@ def exit_code(outcome: str | None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from forge.machine.journal import JournalEncodeError
     from forge.machine.trace import write_trace
     from forge.narrate import describe
     from forge.scenario import load_scenario
@@ -117,7 +118,11 @@ def _run(args: argparse.Namespace) -> int:
         result = scenario.loop.run(scenario.goal, on_transition=lambda record: print(describe(record), flush=True))
     finally:
         scenario.close()
-    trace = write_trace(result.trace, args.trace)
+    try:
+        trace = write_trace(result.trace, args.trace, journal=result.journal)
+    except JournalEncodeError as error:  # the trace is still worth having: write it without the journal
+        trace = write_trace(result.trace, args.trace)
+        print(f"note: the trace has no journal, so it cannot be replayed: {error}", file=sys.stderr)
     print(f"\nstopped: {result.summary}")
     print(f"trace: {trace}")
     return exit_code(result.outcome)

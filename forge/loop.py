@@ -6,7 +6,7 @@ import inspect  # already loaded by dataclasses: importing it here costs nothing
 import os
 import time
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +26,11 @@ from forge.machine.engine import (
     async_engine_for,
     engine_for,
 )
+from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
+from forge.machine.performers import Performer, ReplayingPerformer, ReplayStopped
 from forge.machine.run import Run, RunConfig
-from forge.machine.trace import Redact, Trace, TransitionRecord
+from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
 from forge.policy import Policy
@@ -67,6 +69,9 @@ class AgentLoop:
     `LoggingObserver` on the logger `forge` is always first. `redact(tool, field, value)`
     sees every call's arguments (`field` "arguments") and observation's payload ("payload")
     before the trace keeps a capped summary of what it returns (see `forge.machine.trace`).
+    Every call a run makes to the world is in its `result.journal` (`forge.machine.journal`);
+    `codec` (a `JournalCodec`) writes the values JSON cannot hold when a journal is written
+    to a file, and reads them back for `replay`.
 
     Raises:
         ValueError: no tools, duplicate tool names, a non-Tool in `tools`, a non-callable
@@ -101,13 +106,14 @@ class AgentLoop:
         approver: Callable[..., Any] | None = None,
         repeat_by: str = "call",
         redact: Redact | None = None,
+        codec: JournalCodec | None = None,
     ) -> None:
         self._options: dict[str, Any] = {
             "policy": policy, "verify": verify, "max_steps": max_steps, "repeat_limit": repeat_limit,
             "max_attempts": max_attempts, "registry": registry, "definition": definition, "base_delay": base_delay,
             "max_delay": max_delay, "deadline": deadline, "sleep": sleep, "async_sleep": async_sleep, "clock": clock,
             "random": random, "stages": stages, "callbacks": callbacks, "observers": tuple(observers),
-            "approver": approver, "repeat_by": repeat_by, "redact": redact,
+            "approver": approver, "repeat_by": repeat_by, "redact": redact, "codec": codec,
         }
         tools = tuple(tools)
         if not tools:
@@ -129,6 +135,8 @@ class AgentLoop:
             raise ValueError(f"repeat_by must be 'call' or 'tool', got {repeat_by!r}")
         if redact is not None and not callable(redact):
             raise ValueError("redact must be callable as redact(tool, field, value) -> value")
+        if codec is not None and not (callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))):
+            raise ValueError("codec must have encode(value) -> JSON data and decode(data) -> value")
         if approver is not None and not callable(approver):
             raise ValueError("approver must be callable as approver(request) -> True | False | None")
         check_count("max_steps", max_steps)
@@ -140,6 +148,7 @@ class AgentLoop:
         self.tools = tools
         self.max_steps, self.repeat_limit, self.max_attempts = max_steps, repeat_limit, max_attempts
         self.registry = registry
+        self.codec = codec
         self.stages = catalog_of(stages)
         self.callbacks = callbacks if callbacks is not None else NO_CALLBACKS
         if not isinstance(self.callbacks, TransitionCallbacks):
@@ -223,13 +232,22 @@ class AgentLoop:
             run_id = os.urandom(16).hex()
         elif not isinstance(run_id, str) or not run_id.strip():
             raise ValueError(f"run_id must be a non-blank string, got {run_id!r}")
-        registry = self.registry if self.registry is not None else IdempotencyRegistry()
+        return self._start(goal, observers, state, run_id, self.registry)
+
+    def _start(self, goal: str, observers: Iterable[LoopObserver], state: LoopState | None, run_id: str,
+               registry: IdempotencyRegistry | None, replaying: Sequence[JournalEntry] | None = None) -> Run:
         loop_state = LoopState() if state is None else state.continued()
-        return Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
-                   loop_state=loop_state, base_steps=loop_state.step_count, messages_seen=len(loop_state.messages),
-                   observers=self._observers.for_run() + observers, machine=self.definition.name,
-                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
-                               redact=self._config.redact))
+        journal = Journal(run_id=run_id, codec=self.codec)
+        run = Run(goal=goal, config=self._config, state=self.definition.initial,
+                  registry=registry if registry is not None else IdempotencyRegistry(),
+                  loop_state=loop_state, base_steps=loop_state.step_count, messages_seen=len(loop_state.messages),
+                  observers=self._observers.for_run() + observers, machine=self.definition.name,
+                  trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
+                              redact=self._config.redact), journal=journal)
+        config = self._config
+        run.performer = (Performer(journal, run, config.sleep, config.async_sleep) if replaying is None
+                         else ReplayingPerformer(replaying, journal, run))
+        return run
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -313,7 +331,53 @@ class AgentLoop:
             side_effects_run=run.side_effects_run,
             side_effects_replayed=run.side_effects_replayed,
             definition=self.definition,
+            journal=run.journal,
         )
+
+    def replay(self, journal: Sequence[JournalEntry] | str | Path, goal: str | None = None,
+               observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
+        """Make a recorded run again from its journal, calling nothing in the world: every
+        policy decision, tool attempt, verify and approver answer is the recorded one, and
+        retry waits do not wait. This loop's definition, stages, redact and observers run as
+        they would; the result's trace equals the recorded run's when this loop is the one
+        that recorded it. A replay of a replay is the same run again.
+
+        `journal` is a `LoopResult.journal` or a trace file written with one
+        (`write_trace(result.trace, path, journal=result.journal)`). `goal` defaults to the
+        one the journal's first policy call was asked; `state` is the conversation the
+        recorded run continued (its `state=`), if any.
+
+        Raises:
+            JournalMiss: the run made a call the journal does not have there (the loop's
+                definition, tools or stages differ from the recorded run's), or the journal
+                ended while the run went on. Nothing in the world was called.
+            ValueError: no goal was given and the journal has no policy call to take it from.
+            OSError, TraceFormatError: the file cannot be read.
+        """
+        recorded: Sequence[JournalEntry] = (
+            read_journal(journal, self.codec) if isinstance(journal, (str, os.PathLike)) else journal
+        )
+        if goal is None:
+            goal = next((e.identity["goal"] for e in recorded if e.kind == "policy" and isinstance(e.identity, dict)),
+                        None)
+            if goal is None:
+                raise ValueError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
+        run_id = recorded[0].run_id if len(recorded) else os.urandom(16).hex()
+        if not isinstance(goal, str) or not goal.strip():
+            raise ValueError("goal must be a non-blank string")
+        run = self._start(goal, observers, state, run_id, None, replaying=recorded)
+        run.observers.notify(run, "run_started")
+        engine = self.engine
+        try:
+            while not engine.is_terminal(run):
+                engine.advance(run)
+        except ReplayStopped as stopped:
+            raise stopped.miss from None
+        performer = run.performer
+        assert isinstance(performer, ReplayingPerformer)
+        if performer.remaining:
+            raise JournalMiss(recorded[len(recorded) - performer.remaining], None, run.state)
+        return self._finish(run)
 
 
 def _takes_state(verify: Callable[..., Any]) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from forge.agent.observations import LoopState
 from forge.machine.definition import MachineDefinition, Outcome
+from forge.machine.journal import JournalEntry
 from forge.machine.trace import TransitionRecord, error_text  # at run time: get_type_hints(LoopResult) resolves
 
 __all__ = ["LoopResult", "Outcome"]
@@ -25,7 +26,8 @@ class LoopResult:
     per fired transition (a compact `forge.machine.trace.Trace`, equal to any sequence of
     the same records); `error`, the exception that ended the run, if any; `outcome`, the
     terminal state's success / failure / needs_input; and the counters of retries and of
-    side effects run and replayed; `definition`, the machine it ran. `run_agent` leaves them
+    side effects run and replayed; `definition`, the machine it ran; `journal`, every call
+    to the world the run made. `run_agent` leaves them
     at their defaults. In Jupyter a result shows as the run inspector (`forge.inspect`).
     """
 
@@ -39,6 +41,9 @@ class LoopResult:
     side_effects_run: int = 0
     side_effects_replayed: int = 0
     definition: MachineDefinition | None = field(default=None, compare=False, repr=False)
+    journal: Sequence[JournalEntry] = field(default=(), compare=False, repr=False)
+    """Every call the run made to the world, in order (`forge.machine.journal`):
+    `AgentLoop.replay(result.journal)` makes the run again without calling anything."""
 
     def _repr_html_(self) -> str | None:
         """The run inspector, for Jupyter (None, so it shows as text, without a trace)."""

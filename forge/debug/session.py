@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState, Observation
 from forge.debug.stepper import Stepper
+from forge.machine.journal import JournalEntry
 from forge.machine.run import Run, RunSnapshot
 from forge.machine.trace import TransitionRecord
 from forge.result import LoopResult
@@ -34,6 +35,7 @@ class DebugSession(Stepper):
         self._observations: list[Observation] = list(run.loop_state.observations)
         self._actions: list[str] = list(run.loop_state.action_history)
         self._messages: list[dict[str, Any]] = list(run.loop_state.messages)
+        self._calls: list[JournalEntry] = list(run.journal)
         self._snapshots: list[RunSnapshot] = [run.snapshot()]
         self._position = 0
 
@@ -85,6 +87,7 @@ class DebugSession(Stepper):
         self._observations.extend(state.observations[len(self._observations):])
         self._actions.extend(state.action_history[len(self._actions):])
         self._messages.extend(state.messages[len(self._messages):])
+        self._calls.extend(self._run.journal[len(self._calls):])
         self._snapshots.append(self._run.snapshot())
         self._position += 1
         if self.loop.engine.is_terminal(self._run):  # the frontier ends once: observers hear of it once
@@ -97,4 +100,4 @@ class DebugSession(Stepper):
 
     def _restore(self) -> None:
         self._run.restore(self._snapshots[self._position], self._observations, self._actions, self._messages,
-                          self._records)
+                          self._records, self._calls)

@@ -5,9 +5,10 @@ A stage action is a generator. Wherever it needs user code (the policy, a tool h
 `verify`, an approver), a pause between retries, a side effect run once, or to tell the
 observers about a tool attempt, it *yields* an effect; a driver performs it and sends the
 result back in, or throws the exception in where the action can classify it. The action's
-return value is its verdict. `run_sync` performs effects in the calling thread and refuses
-anything that would need awaiting; `run_async` awaits what is awaitable and sleeps with
-`asyncio.sleep`. The actions themselves never know which driver runs them.
+return value is its verdict. A performer (`forge.machine.performers`) performs them: the
+live one calls the world and journals each call, the replaying one answers from a journal.
+`run_sync` drives an action in the calling thread and refuses anything that would need
+awaiting; `run_async` awaits what is awaitable. The actions never know which runs them.
 
 Effects are NamedTuples rather than frozen dataclasses: one is made per call of user code,
 on every step's path, and a tuple is built several times faster.
@@ -18,7 +19,7 @@ a `BaseException`, so no `except Exception` in a stage can mistake one for a too
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from forge.errors import ForgeError
@@ -36,19 +37,29 @@ __all__ = [
     "Sleep",
     "Steps",
     "complete",
-    "run_async",
-    "run_sync",
+    "notify",
 ]
 
 T = TypeVar("T")
 
 
 class Call(NamedTuple):
-    """Call user code, `fn(*args)`. `what` names it in errors ("the policy", "tool 'x'")."""
+    """Call user code, `fn(*args)`. `what` names it in errors ("the policy", "tool 'x'").
+
+    A call to the world has a `kind` (one of `forge.machine.journal.JOURNAL_KINDS`), a
+    `name` and an `identity` (what it is asked, the journal's argument hash): the performer
+    journals it. `conversation` is a list the call may add to (the policy's messages): what
+    it adds is journaled with its outcome and put back on replay. A call without a kind is
+    local code (a user stage, `redact`), run the same on replay and not journaled.
+    """
 
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     what: str
+    kind: str = ""
+    name: str = ""
+    identity: Any = None
+    conversation: list[Any] | None = None
 
 
 class Sleep(NamedTuple):
@@ -97,31 +108,6 @@ class ObserverFailed(BaseException):
         self.hook, self.error = hook, error
 
 
-def _advance(steps: Steps[T], result: Any, error: Exception | None) -> tuple[bool, Any]:
-    """Resume `steps` with a result or an error: `(True, verdict)` once it returned,
-    `(False, effect)` while it asks for one."""
-    try:
-        return False, (steps.send(result) if error is None else steps.throw(error))
-    except StopIteration as done:
-        return True, done.value
-
-
-async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
-    """The one driver: perform each effect (awaiting what `perform` leaves awaitable) and
-    hand the result or the exception back to the action, until it returns its verdict."""
-    result: Any = None
-    error: Exception | None = None
-    while True:
-        finished, effect = _advance(steps, result, error)
-        if finished:
-            return effect  # type: ignore[no-any-return]
-        try:
-            result, error = perform(effect), None
-            if isinstance(result, Awaitable):
-                result = await result
-        except Exception as failure:  # handed to the action, which classifies it
-            result, error = None, failure
-
 
 def complete(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine that never suspends to its end, in this thread (how a driver
@@ -134,53 +120,9 @@ def complete(coroutine: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("a synchronous stage suspended; this is a bug in forge")  # pragma: no cover
 
 
-def _notify(effect: Notify) -> Any:
+def notify(effect: Notify) -> Any:
+    """Tell an observer: its failure leaves as `ObserverFailed`."""
     try:
         return effect.fn(*effect.args)
     except Exception as error:
         raise ObserverFailed(effect.hook, error) from error
-
-
-def run_sync(steps: Steps[T], sleep: Callable[[float], Any]) -> T:
-    """Perform `steps` synchronously and return the action's result.
-
-    A `Call` whose result is awaitable is thrown back into the action as
-    `AsyncNotSupported`. `sleep(seconds)` pauses between retries.
-    """
-
-    def perform(effect: Effect) -> Any:
-        if type(effect) is Call:
-            value = effect.fn(*effect.args)
-            if isinstance(value, Awaitable):
-                if isinstance(value, Coroutine):
-                    value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
-                raise AsyncNotSupported(effect.what)
-            return value
-        if isinstance(effect, Notify):
-            return _notify(effect)
-        if isinstance(effect, Sleep):
-            return sleep(effect.seconds)
-        assert isinstance(effect, Once)
-        return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), sleep))
-
-    return complete(_drive(steps, perform))
-
-
-def run_async(steps: Steps[T], sleep: Callable[[float], Any] | None = None) -> Coroutine[Any, Any, T]:
-    """Perform `steps`, awaiting awaitable results; `sleep` may be sync or async
-    (default: asyncio.sleep)."""
-    if sleep is None:
-        import asyncio  # here, not at import: only arun pays for it
-
-        sleep = asyncio.sleep
-
-    def perform(effect: Effect) -> Any:
-        if isinstance(effect, Call):
-            return effect.fn(*effect.args)
-        if isinstance(effect, Notify):
-            return _notify(effect)
-        if isinstance(effect, Sleep):
-            return sleep(effect.seconds)
-        return effect.registry.aexecute_once(effect.key, effect.fingerprint, lambda: run_async(effect.body(), sleep))
-
-    return _drive(steps, perform)

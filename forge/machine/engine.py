@@ -36,7 +36,8 @@ from transitions.core import Condition, Event, EventData
 from forge.errors import ForgeError
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
-from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps, run_async, run_sync
+from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps
+from forge.machine.performers import run_async, run_sync
 from forge.machine.run import Run
 from forge.machine.stages import BUILTIN_STAGES
 from forge.machine.trace import GuardResult, TransitionRecord, error_text
@@ -402,13 +403,15 @@ class LoopEngine:
         action = self._begin(event)
         if action is not None:
             run = event.model
-            run.verdict = run_sync(action[1](run), run.config.sleep)
+            assert run.performer is not None, "AgentLoop.start gives every run its performer"
+            run.verdict = run_sync(action[1](run), run.performer)
 
     async def _aprepare(self, event: _Firing) -> None:
         action = self._begin(event)
         if action is not None:
             run = event.model
-            run.verdict = await run_async(action[1](run), run.config.async_sleep)
+            assert run.performer is not None, "AgentLoop.start gives every run its performer"
+            run.verdict = await run_async(action[1](run), run.performer)
 
     def _guards_of(self, run: Run) -> tuple[GuardResult, ...]:
         """The guards evaluated this firing, as a tuple shared by every record with the same

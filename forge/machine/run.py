@@ -15,12 +15,14 @@ from forge.agent.actions import Action, ToolSpec
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.stopping import StopController, StopDecision
+from forge.machine.journal import Journal, JournalEntry
 from forge.machine.trace import Redact, Trace
 from forge.observe import Observers
 from forge.policy import Intent, Policy
 from forge.tools import Tool
 
 if TYPE_CHECKING:
+    from forge.machine.performers import Performer
     from forge.machine.trace import TransitionRecord
 
 __all__ = ["Run", "RunConfig", "RunSnapshot"]
@@ -90,6 +92,8 @@ class Run:
     recorded: bool = True
     interrupted: BaseException | None = None
     subject: Any = None  # what the trace keeps of this firing beyond its detail (see Trace)
+    journal: Journal = field(default_factory=Journal)  # every call to the world, in order
+    performer: Performer | None = None  # through which the stages' effects reach the world
 
     def snapshot(self) -> RunSnapshot:
         """Everything needed to put this run back exactly as it is now, given the
@@ -100,19 +104,21 @@ class Run:
             guard_values=self.guard_values, detail=self.detail, retries=self.retries,
             side_effects_run=self.side_effects_run, side_effects_replayed=self.side_effects_replayed,
             observations=self.loop_state.step_count, terminal=self.loop_state.terminal, transitions=len(self.trace),
-            messages=len(self.loop_state.messages), messages_seen=self.messages_seen,
+            messages=len(self.loop_state.messages), messages_seen=self.messages_seen, calls=len(self.journal),
         )
 
     def restore(self, snapshot: RunSnapshot, history: Sequence[Observation], actions: Sequence[str],
-                conversation: Sequence[dict[str, Any]], records: Sequence[TransitionRecord]) -> None:
+                conversation: Sequence[dict[str, Any]], records: Sequence[TransitionRecord],
+                calls: Sequence[JournalEntry] = ()) -> None:
         """Put the run back as `snapshot` says, moving its state and trace to the snapshot's
         lengths with what the run recorded at its furthest (`history`, `actions`,
-        `conversation`, `records`): the cost is what one step changed."""
+        `conversation`, `records`, `calls`): the cost is what one step changed."""
         for name in _SCALARS:
             setattr(self, name, getattr(snapshot, name))
         self.loop_state.move_to(snapshot.observations, snapshot.messages, snapshot.terminal, history, actions,
                                 conversation)
         self.trace.move_to(snapshot.transitions, records)
+        self.journal.move_to(snapshot.calls, calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +144,7 @@ class RunSnapshot:
     terminal: bool
     transitions: int
     messages: int
+    calls: int = 0
 
 
 _SCALARS = ("state", "step", "intent", "action", "status", "payload", "decision", "error", "verdict", "guard_values",

@@ -103,7 +103,9 @@ def _select_tool(run: Run) -> Steps[str]:
     run.step = run.loop_state.step_count + 1
     run.action = None
     try:
-        intent = yield Call(config.policy, (run.goal, run.loop_state), "the policy")
+        state = run.loop_state
+        intent = yield Call(config.policy, (run.goal, state), "the policy", "policy", "policy",
+                            {"goal": run.goal, "observations": state.step_count}, state.messages)
         if not isinstance(intent, (Intent, Finish)):
             raise TypeError(f"policy returned {intent!r}, not an Intent or a Finish")
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
@@ -178,7 +180,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
     for number in count(1):
         tally[0] = number
         try:
-            value = yield Call(_invoke, (contract, arguments), what)
+            value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments)
         except Exception as error:
             if observers.wants("tool_attempt"):
                 yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay, error)),
@@ -274,7 +276,7 @@ def _request_approval(run: Run) -> Steps[str]:
         run.detail = {"tool": tool.name, "approval": "refused", "status": run.status, "error": error_text(error)}
         return "rejected"
     request = ApprovalRequest(run.goal, run.step, tool.name, intent.arguments, fingerprint)
-    answer = yield Call(config.approver, (request,), "the approver")
+    answer = yield Call(config.approver, (request,), "the approver", "approver", "approver", fingerprint)
     if answer is None:
         run.error = None
         run.detail = {"tool": tool.name, "approval": "no answer"}
@@ -314,7 +316,8 @@ def _verify_and_decide(run: Run) -> Steps[str]:
     verified = False
     if last.status == "ok":
         try:
-            said = yield Call(config.verify, (last, state) if config.verify_takes_state else (last,), "verify")
+            said = yield Call(config.verify, (last, state) if config.verify_takes_state else (last,), "verify",
+                              "verify", "verify", {"sequence": last.sequence, "tool": last.tool_name, "status": last.status})
             if not isinstance(said, bool):
                 raise TypeError(f"verify returned {said!r}; it must return True or False (a {type(said).__name__} "
                                 "is never taken as success)")

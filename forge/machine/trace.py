@@ -28,7 +28,8 @@ JSON Lines schema, version 2 — one object per line, in firing order::
 - Arguments and payloads pass through the loop's `redact(tool, field, value)` hook, when
   set, before they are summarised: what it returns is what the trace keeps.
 
-Readers accept `"v": 1` (no `run_id`, `at`, arguments or payloads) and `"v": 2`.
+Readers accept `"v": 1` (no `run_id`, `at`, arguments or payloads) and `"v": 2`, and skip the
+journal's `"v": 3` call lines that `write_trace(..., journal=...)` puts between records.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from forge.errors import ForgeError
+from forge.machine.journal import Journal, JournalCodec, JournalEntry
 
 __all__ = [
     "ARGUMENTS_LIMIT",
@@ -56,6 +58,7 @@ __all__ = [
     "TransitionRecord",
     "error_text",
     "quoted",
+    "read_journal",
     "read_trace",
     "summary",
     "write_trace",
@@ -63,6 +66,8 @@ __all__ = [
 
 TRACE_VERSION = 2
 READABLE_VERSIONS = (1, 2)
+"""Versions of transition records; a file of version 3 is a v2 trace with the run's journal
+between its records (lines `{"v": 3, "type": "call", …}`, see `forge.machine.journal`)."""
 
 ARGUMENTS_LIMIT = 1000
 """How much of a call's arguments (as JSON text) a trace keeps."""
@@ -312,13 +317,34 @@ class TraceFormatError(ForgeError, ValueError):
         self.path, self.line, self.problem = path, line, problem
 
 
-def write_trace(records: Iterable[TransitionRecord], path: str | Path) -> Path:
-    """Write `records` as JSON Lines to `path` (parents created) and return the path."""
+def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: Sequence[JournalEntry] | None = None,
+                codec: JournalCodec | None = None) -> Path:
+    """Write `records` as JSON Lines to `path` (parents created) and return the path. With
+    `journal` (a `LoopResult.journal`), each call it records is written just before the
+    record of the transition it was made in, so `AgentLoop.replay(path)` can make the run
+    again from the file; `codec` writes the values JSON cannot hold (default: the
+    journal's own, the loop's `codec`).
+
+    Raises:
+        JournalEncodeError: (a TypeError) a journaled value has no JSON form and the journal
+            has no codec for it; nothing is written.
+    """
+    if codec is None and isinstance(journal, Journal):
+        codec = journal.codec
+    calls = [entry.to_json(codec) for entry in journal] if journal is not None else []
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    position = 0
     with target.open("w", encoding="utf-8") as out:
         for record in records:
+            while position < len(calls) and calls[position]["transition"] <= record.sequence:
+                out.write(json.dumps(calls[position], separators=(",", ":"), default=str))
+                out.write("\n")
+                position += 1
             out.write(json.dumps(record.to_json(), separators=(",", ":"), default=str))
+            out.write("\n")
+        for line in calls[position:]:
+            out.write(json.dumps(line, separators=(",", ":"), default=str))
             out.write("\n")
     return target
 
@@ -339,6 +365,8 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
                 data = json.loads(raw.decode("utf-8"))
                 if not isinstance(data, dict):
                     raise ValueError("a line must be a JSON object")
+                if data.get("v") == 3 and data.get("type") == "call":
+                    continue  # the run's journal: read_journal reads it
                 record = TransitionRecord.from_json(data)
             except UnicodeDecodeError as error:
                 raise TraceFormatError(str(path), number, f"not UTF-8 text ({error.reason} at byte {error.start})") from None
@@ -352,6 +380,30 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
                 )
             records.append(record)
     return tuple(records)
+
+
+def read_journal(path: str | Path, codec: JournalCodec | None = None) -> Journal:
+    """The journal written with a trace (its `"type": "call"` lines; other lines skipped).
+
+    Raises:
+        OSError: the file cannot be read.
+        TraceFormatError: a call line is not JSON or not a call entry (naming the line).
+    """
+    journal = Journal(codec=codec)
+    with Path(path).open("rb") as lines:
+        for number, raw in enumerate(lines, start=1):
+            if b'"call"' not in raw:
+                continue
+            try:
+                data = json.loads(raw.decode("utf-8"))
+                if not isinstance(data, dict) or data.get("type") != "call":
+                    continue
+                journal.append(JournalEntry.from_json(data, codec))
+            except UnicodeDecodeError as error:
+                raise TraceFormatError(str(path), number, f"not UTF-8 text ({error.reason} at byte {error.start})") from None
+            except (ValueError, TypeError) as error:
+                raise TraceFormatError(str(path), number, quoted(str(error))) from None
+    return journal
 
 
 def quoted(text: str, limit: int = 300) -> str:

@@ -1,0 +1,430 @@
+"""The journal: every call a run made to the world, in order, with what came back.
+
+A run's transitions are decided by its stage actions, and an action reaches outside the
+machine only through effects (`forge.machine.effects`). Of those, the ones whose outcome the
+run depends on and cannot compute again for free are *calls to the world*: a policy
+decision, a tool attempt, a verify, an approver's answer, and a wait between retries. Each
+one performed is a `JournalEntry`: its identity (run id, transition, step, kind, name and a
+canonical hash of what it was asked) and its outcome (a value, or the exception it raised).
+A policy decision also keeps the messages it added to the conversation.
+
+Given a run's definition, its configuration and its journal, the run can be made again
+without calling anything (`AgentLoop.replay`): the journal *is* the run's history, and the
+trace follows from it. Local code (user stages, `redact`, observers) is not journaled: it
+runs again on replay.
+
+JSON Lines form, written with the trace (`write_trace(trace, path, journal=result.journal)`,
+read back by `forge.machine.trace.read_journal`)
+as lines of trace version 3, each a call made while the transition of the same `transition`
+number fired (so it stands before that transition's record)::
+
+    {"v": 3, "type": "call", "run_id": "3f2a…", "transition": 4, "step": 2, "kind": "tool",
+     "name": "read_file", "args_sha256": "9c1e…", "value": {"text": "…"}}
+
+- `kind` is `policy`, `tool`, `verify`, `approver` or `wait`; `name` is the tool's name for
+  a tool attempt and the kind otherwise.
+- `args_sha256` is the SHA-256 of the canonical JSON (sorted keys, no spaces) of what the
+  call was asked: a tool's arguments; for the policy the goal and how many observations it
+  saw; for verify the observation's sequence, tool and status; for the approver the call's
+  fingerprint; for a wait its seconds. Values without a canonical form hash their `repr`.
+- Exactly one of `value` (what it returned) and `error` (what it raised:
+  `{"type": "module:QualName", "message": …, "args": […], "attributes": {…}}`) is present.
+  A policy's decision is `{"$forge": "intent", …}` or `{"$forge": "finish", "answer": …}`.
+- `asked` (policy calls only) is what the policy was asked: `{"goal": …, "observations": n}`;
+  a replay from the file takes its goal from the first one.
+- `messages` (policy calls only, when it added any) lists the messages it added.
+
+A value JSON cannot hold exactly (an object, a set, a dict with non-string keys) is refused
+with `JournalEncodeError` naming the call, unless the journal has a codec
+(`AgentLoop(codec=...)`, a `JournalCodec`): the codec's `encode` makes it JSON and its
+`decode` makes it back, written as `{"$codec": …}`. Tuples are written as lists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import json
+from array import array
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, overload
+
+from forge.errors import ForgeError
+
+__all__ = [
+    "JOURNAL_KINDS",
+    "Journal",
+    "JournalCodec",
+    "JournalEncodeError",
+    "JournalEntry",
+    "JournalMiss",
+    "identity_hash",
+]
+
+JOURNAL_KINDS = ("policy", "tool", "verify", "approver", "wait")
+"""The kinds of call a journal records, in the order a step usually makes them."""
+
+
+class JournalCodec(Protocol):
+    """How a journal writes values JSON cannot hold exactly, and reads them back.
+
+    `encode(value)` returns JSON-safe data for `value`, or raises TypeError for a value it
+    does not handle (the journal then refuses it, naming the call); `decode(data)` returns
+    the value `encode` was given."""
+
+    def encode(self, value: Any) -> Any: ...
+
+    def decode(self, data: Any) -> Any: ...
+
+
+class JournalMiss(ForgeError, LookupError):
+    """A replay made a call its journal does not have where it was due: the journal ended,
+    or the call recorded there is another one (another kind, name, transition, step or
+    other arguments), or the run ended before the journal did. `expected` is the recorded
+    entry (None when the journal ended), `made` the call the run made instead (None when
+    the run ended first)."""
+
+    def __init__(self, expected: JournalEntry | None, made: JournalEntry | None, ended_in: str = "") -> None:
+        if made is None:
+            assert expected is not None
+            what = (f"the run ended in {ended_in!r} without making {expected.describe()}, which the journal "
+                    "records next")
+        elif expected is None:
+            what = f"the journal has no more calls, but the run made {made.describe()}"
+        else:
+            differs = [name for name, a, b in (
+                ("kind", expected.kind, made.kind), ("name", expected.name, made.name),
+                ("transition", expected.transition, made.transition), ("step", expected.step, made.step),
+                ("arguments", expected.args_sha256, made.args_sha256),
+            ) if a != b]
+            what = (f"expected {expected.describe()}, but the run made {made.describe()} "
+                    f"(they differ in {', '.join(differs)})")
+        super().__init__(f"journal miss: {what}")
+        self.expected, self.made = expected, made
+
+
+class JournalEncodeError(ForgeError, TypeError):
+    """A journal entry's value has no JSON form and the journal has no codec for it."""
+
+    def __init__(self, entry: JournalEntry, value: Any, why: str) -> None:
+        super().__init__(
+            f"cannot write the journal: {entry.describe()} returned a {type(value).__name__}, {why}; "
+            "return plain data (str, int, float, bool, None, lists and dicts with string keys) "
+            "or give the loop a codec: AgentLoop(..., codec=MyCodec()) with encode(value) and decode(data)")
+        self.entry, self.value = entry, value
+
+
+def identity_hash(identity: Any) -> str:
+    """SHA-256 of `identity`'s canonical JSON (sorted keys, no spaces; a value with no JSON
+    form hashed by its repr)."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """One call to the world: who made it and when, what it was asked, what came back.
+
+    `identity` is what the call was asked (held as it was in memory; None for an entry read
+    from a file, which keeps only `args_sha256`). `value` is what it returned, `error` what it
+    raised (then `value` is None). `messages` are those a policy decision added.
+    """
+
+    run_id: str
+    transition: int
+    step: int
+    kind: str
+    name: str
+    identity: Any = field(default=None, compare=False, repr=False)
+    value: Any = field(default=None, compare=False)
+    error: BaseException | None = field(default=None, compare=False)
+    messages: tuple[dict[str, Any], ...] = field(default=(), compare=False, repr=False)
+    stored_hash: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def args_sha256(self) -> str:
+        return self.stored_hash if self.stored_hash is not None else identity_hash(self.identity)
+
+    def same_call(self, other: JournalEntry) -> bool:
+        """Whether `other` is the same call: kind, name, transition, step and arguments."""
+        if (self.kind, self.name, self.transition, self.step) != (other.kind, other.name, other.transition, other.step):
+            return False
+        if self.stored_hash is None and other.stored_hash is None and self.identity == other.identity:
+            return True
+        return self.args_sha256 == other.args_sha256
+
+    def describe(self) -> str:
+        what = f"tool {self.name!r}" if self.kind == "tool" else self.kind
+        shown = self.identity if self.identity is not None else f"sha256 {self.args_sha256[:12]}…"
+        return f"{what} at transition {self.transition} (step {self.step}) with {_short(shown)}"
+
+    def to_json(self, codec: JournalCodec | None = None) -> dict[str, Any]:
+        """The entry's JSON line (see the module). Raises JournalEncodeError for a value
+        JSON cannot hold exactly, unless `codec` encodes it."""
+        line: dict[str, Any] = {"v": 3, "type": "call", "run_id": self.run_id, "transition": self.transition,
+                                "step": self.step, "kind": self.kind, "name": self.name,
+                                "args_sha256": self.args_sha256}
+        if self.error is not None:
+            line["error"] = _error_json(self.error)
+        else:
+            line["value"] = _encode(self.value, codec, self)
+        if self.kind == "policy" and self.identity is not None:
+            line["asked"] = self.identity  # the goal: what a replay from the file starts with
+        if self.messages:
+            line["messages"] = json.loads(json.dumps(list(self.messages), default=str))
+        return line
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], codec: JournalCodec | None = None) -> JournalEntry:
+        """An entry from its decoded line. Raises ValueError naming what is wrong."""
+        try:
+            kind = data["kind"]
+            if kind not in JOURNAL_KINDS:
+                raise ValueError(f"unknown call kind {kind!r} (expected one of {', '.join(JOURNAL_KINDS)})")
+            error = _error_from(data["error"]) if "error" in data else None
+            value = None if error is not None else _decode(data["value"], codec)
+            messages = data.get("messages", [])
+            if not isinstance(messages, list):
+                raise ValueError("'messages' must be a list")
+            asked = data.get("asked") if kind == "policy" else None
+            return cls(_text(data["run_id"]), _number(data["transition"]), _number(data["step"]), kind,
+                       _text(data["name"]), asked, value, error, tuple(messages), _text(data["args_sha256"]))
+        except KeyError as missing:
+            raise ValueError(f"a call line is missing {missing}") from None
+
+
+class Journal(Sequence[JournalEntry]):
+    """A run's journal: its entries in the order the calls were made.
+
+    Kept as columns, like the trace, and made into `JournalEntry`s when read: a long run
+    keeps a few of these per step. `codec` is what `write_trace` writes odd values with.
+    """
+
+    __slots__ = (
+        "_error",
+        "_identity",
+        "_kind",
+        "_kind_ids",
+        "_kinds",
+        "_messages",
+        "_step",
+        "_transition",
+        "_value",
+        "codec",
+        "run_id",
+    )
+
+    def __init__(self, entries: Iterable[JournalEntry] = (), run_id: str = "", codec: JournalCodec | None = None) -> None:
+        self.run_id, self.codec = run_id, codec
+        self._kinds: list[tuple[str, str]] = []
+        self._kind_ids: dict[tuple[str, str], int] = {}
+        self._kind = array("i")
+        self._transition = array("i")
+        self._step = array("i")
+        self._identity: list[Any] = []
+        self._value: list[Any] = []
+        self._error: dict[int, BaseException] = {}
+        self._messages: dict[int, tuple[dict[str, Any], ...]] = {}
+        for entry in entries:
+            self.append(entry)
+
+    def add(self, transition: int, step: int, kind: str, name: str, identity: Any, value: Any,
+            error: BaseException | None = None, messages: tuple[dict[str, Any], ...] = ()) -> None:
+        """Record the next call from its parts (the performer's path)."""
+        pair = (kind, name)
+        index = self._kind_ids.get(pair)
+        if index is None:
+            index = self._kind_ids[pair] = len(self._kinds)
+            self._kinds.append(pair)
+        position = len(self._kind)
+        self._kind.append(index)
+        self._transition.append(transition)
+        self._step.append(step)
+        self._identity.append(identity)
+        self._value.append(value)
+        if error is not None:
+            self._error[position] = error
+        if messages:
+            self._messages[position] = messages
+
+    def append(self, entry: JournalEntry) -> None:
+        if not self.run_id:
+            self.run_id = entry.run_id
+        self.add(entry.transition, entry.step, entry.kind, entry.name,
+                 entry.identity if entry.stored_hash is None else _Hashed(entry.stored_hash, entry.identity),
+                 entry.value, entry.error, entry.messages)
+
+    def _entry(self, index: int) -> JournalEntry:
+        kind, name = self._kinds[self._kind[index]]
+        identity = self._identity[index]
+        stored = None
+        if isinstance(identity, _Hashed):
+            stored, identity = identity.sha256, identity.identity
+        return JournalEntry(self.run_id, self._transition[index], self._step[index], kind, name, identity,
+                            self._value[index], self._error.get(index),
+                            self._messages.get(index, ()), stored)
+
+    def __len__(self) -> int:
+        return len(self._kind)
+
+    @overload
+    def __getitem__(self, index: int) -> JournalEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[JournalEntry, ...]: ...
+    def __getitem__(self, index: int | slice) -> JournalEntry | tuple[JournalEntry, ...]:
+        if isinstance(index, slice):
+            return tuple(self._entry(i) for i in range(*index.indices(len(self))))
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("journal index out of range")
+        return self._entry(index)
+
+    def __iter__(self) -> Iterator[JournalEntry]:
+        return (self._entry(i) for i in range(len(self)))
+
+    def move_to(self, count: int, entries: Sequence[JournalEntry]) -> None:
+        """Keep the first `count` entries, cutting back or appending from `entries` (the
+        furthest the run got): the debugger steps back and forth with it."""
+        if count < len(self):
+            for column in (self._kind, self._transition, self._step, self._identity, self._value):
+                del column[count:]
+            for extra in (self._error, self._messages):
+                for position in [p for p in extra if p >= count]:
+                    del extra[position]
+        for entry in entries[len(self):count]:
+            self.append(entry)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
+            return NotImplemented
+        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Journal({len(self)} calls of run {self.run_id or '?'})"
+
+
+@dataclass(frozen=True, slots=True)
+class _Hashed:
+    """The identity of an entry read from a file: its hash (and, for a policy call, what
+    it was asked)."""
+
+    sha256: str
+    identity: Any = None
+
+
+def _encode(value: Any, codec: JournalCodec | None, entry: JournalEntry) -> Any:
+    from forge.policy import Finish, Intent  # the policy's answers are journaled in a form of their own
+
+    if isinstance(value, Intent):
+        return {"$forge": "intent", "capabilities": sorted(value.capabilities),
+                "arguments": _encode(dict(value.arguments), codec, entry),
+                "idempotency_key": value.idempotency_key, "tool": value.tool}
+    if isinstance(value, Finish):
+        return {"$forge": "finish", "answer": _encode(value.answer, codec, entry)}
+    problem = _json_problem(value)
+    if problem is None:
+        return value
+    if codec is None:
+        raise JournalEncodeError(entry, value, problem)
+    try:
+        return {"$codec": codec.encode(value)}
+    except TypeError as error:
+        raise JournalEncodeError(entry, value, f"which the codec refused ({error})") from None
+
+
+def _json_problem(value: Any) -> str | None:
+    """Why `value` has no exact JSON form, or None when it has one (tuples become lists)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if value == value and value not in (float("inf"), float("-inf")) else "a float JSON cannot hold"
+    if isinstance(value, (list, tuple)):
+        return next((p for p in map(_json_problem, value) if p is not None), None)
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            return "a dict with keys that are not strings"
+        if any(key in ("$forge", "$codec") for key in value):
+            return "a dict with a key that journals reserve ($forge, $codec)"
+        return next((p for p in map(_json_problem, value.values()) if p is not None), None)
+    return "which JSON cannot hold"
+
+
+def _decode(data: Any, codec: JournalCodec | None) -> Any:
+    if isinstance(data, dict):
+        if "$codec" in data:
+            if codec is None:
+                raise ValueError("the journal holds a value written by a codec; pass the loop's codec to read it")
+            return codec.decode(data["$codec"])
+        marker = data.get("$forge")
+        if marker is not None:
+            from forge.policy import Finish, Intent
+
+            if marker == "intent":
+                return Intent(frozenset(data["capabilities"]), _decode(data["arguments"], codec),
+                              data.get("idempotency_key"), tool=data.get("tool"))
+            if marker == "finish":
+                return Finish(_decode(data["answer"], codec))
+            raise ValueError(f"unknown $forge value {marker!r}")
+    return data
+
+
+def _error_json(error: BaseException) -> dict[str, Any]:
+    kind = type(error)
+    attributes = {name: value for name, value in getattr(error, "__dict__", {}).items()
+                  if not name.startswith("_") and _json_problem(value) is None}
+    return {"type": f"{kind.__module__}:{kind.__qualname__}", "message": str(error),
+            "args": [arg if _json_problem(arg) is None else repr(arg) for arg in error.args],
+            "attributes": attributes}
+
+
+class RecordedError(Exception):
+    """An exception read from a journal whose class cannot be imported here: it keeps the
+    recorded type name and message."""
+
+
+def _error_from(data: Any) -> BaseException:
+    """The exception a journal line recorded, of its own class when that can be imported
+    (made without calling its `__init__`: the recorded args and attributes are set as they
+    were), else a `RecordedError` with the same text."""
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        raise ValueError("'error' must be an object with a 'type'")
+    module_name, _, qualname = data["type"].partition(":")
+    kind: Any = None
+    try:
+        kind = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            kind = getattr(kind, part)
+    except (ImportError, AttributeError, ValueError):
+        kind = None
+    if not (isinstance(kind, type) and issubclass(kind, BaseException)):
+        return RecordedError(f"{data['type']}: {data.get('message', '')}")
+    error: BaseException = kind.__new__(kind)
+    error.args = tuple(data.get("args") or ())
+    for name, value in (data.get("attributes") or {}).items():
+        with contextlib.suppress(AttributeError):
+            setattr(error, name, value)
+    return error
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=repr) if not isinstance(value, str) else value
+    return text if len(text) <= 200 else f"{text[:200]}…"
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _number(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+

@@ -1,0 +1,238 @@
+"""Performers: the one seam through which a run's effects reach the world.
+
+A stage action yields effects (`forge.machine.effects`); `run_sync` and `run_async` drive it,
+handing each effect to the run's performer and its result (or exception) back to the
+action. Every call to the world goes through `Performer.call` and every retry wait through
+`Performer.sleep`, so the performer sees each one:
+
+- `Performer`, the live one, calls the world and records each call to the world in the
+  run's `Journal` (its identity and its outcome).
+- `ReplayingPerformer` calls nothing: it answers each call from a recorded journal, in
+  order, and raises `JournalMiss` for a call that is not the one recorded there. Local code
+  (user stages, `redact`) and observers still run.
+
+A durable run's performer makes each entry a DBOS step (`forge.durable`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Sequence, Sized
+from typing import Any, Protocol, TypeVar
+
+from forge.machine.effects import AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, complete, notify
+from forge.machine.journal import Journal, JournalEntry, JournalMiss
+
+
+class Position(Protocol):
+    """What a performer reads of its run to place each call: the transitions so far and
+    the loop step (a `forge.machine.run.Run`)."""
+
+    @property
+    def trace(self) -> Sized: ...
+
+    @property
+    def step(self) -> int: ...
+
+__all__ = ["Performer", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
+
+T = TypeVar("T")
+
+class ReplayStopped(BaseException):
+    """Carries a `JournalMiss` out of a replayed run. A BaseException, so that no stage's
+    `except Exception` takes the miss for the policy's or a tool's failure: the replay
+    stops where the run left its journal, and `AgentLoop.replay` raises the miss."""
+
+    def __init__(self, miss: JournalMiss) -> None:
+        super().__init__(str(miss))
+        self.miss = miss
+
+
+class Performer:
+    """Performs effects for real and journals each call to the world.
+
+    `journal` receives the entries; `run` is the run they are made for (held weakly: the
+    run holds its performer), which says the transition and step firing; `sleep` waits
+    under `run()`, `async_sleep` (default `asyncio.sleep`) under `arun()`.
+    """
+
+    __slots__ = ("_run", "async_sleep", "journal", "sleep")
+
+    def __init__(self, journal: Journal, run: Position, sleep: Callable[[float], Any],
+                 async_sleep: Callable[[float], Any] | None = None) -> None:
+        self.journal, self.sleep, self.async_sleep = journal, sleep, async_sleep
+        self._run = weakref.ref(run)
+
+    def where(self) -> tuple[int, int]:
+        """The transition firing now (1-based) and the loop step it belongs to."""
+        run = self._run()
+        assert run is not None, "a performer performs only for a live run"
+        return len(run.trace) + 1, run.step
+
+    def call(self, effect: Call) -> Any:
+        """`effect.fn(*effect.args)`, journaled when it is a call to the world. What it
+        returns may be awaitable (the async driver awaits it, then calls `settled`)."""
+        if not effect.kind:
+            return effect.fn(*effect.args)
+        before = len(effect.conversation) if effect.conversation is not None else 0
+        try:
+            value = effect.fn(*effect.args)
+        except Exception as error:
+            self.settled(effect, before, None, error)
+            raise
+        if not isinstance(value, Awaitable):
+            self.settled(effect, before, value, None)
+        return value
+
+    def settled(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
+        """Journal `effect`'s outcome (`before`: its conversation's length when it began)."""
+        transition, step = self.where()
+        added = tuple(effect.conversation[before:]) if effect.conversation is not None else ()
+        self.journal.add(transition, step, effect.kind, effect.name, effect.identity, value, error, added)
+
+    def wait(self, seconds: float, asynchronous: bool = False) -> Any:
+        """A retry's wait: journaled, then slept (`asynchronous`: with `async_sleep`,
+        default `asyncio.sleep`, returning what the driver awaits)."""
+        transition, step = self.where()
+        self.journal.add(transition, step, "wait", "wait", seconds, None)
+        if not asynchronous:
+            return self.sleep(seconds)
+        if self.async_sleep is None:
+            import asyncio  # here, not at import: only arun pays for it
+
+            return asyncio.sleep(seconds)
+        return self.async_sleep(seconds)
+
+
+class ReplayingPerformer(Performer):
+    """Answers every call to the world from `recorded`, in order, calling nothing; the
+    answers are journaled again, so the replayed run's journal equals the recorded one.
+
+    Raises (inside the run, as `ReplayStopped`): `JournalMiss` when a call is not the next
+    one recorded (another kind, name, transition, step or arguments) or the journal ended.
+    """
+
+    __slots__ = ("_next", "recorded")
+
+    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position) -> None:
+        super().__init__(journal, run, _no_sleep)
+        self.recorded, self._next = recorded, 0
+
+    def _answer(self, made: JournalEntry) -> JournalEntry:
+        expected = self.recorded[self._next] if self._next < len(self.recorded) else None
+        if expected is None or not expected.same_call(made):
+            raise ReplayStopped(JournalMiss(expected, made))
+        self._next += 1
+        self.journal.add(made.transition, made.step, made.kind, made.name,
+                         made.identity if made.identity is not None else expected.identity,
+                         expected.value, expected.error, expected.messages)
+        return expected
+
+    def call(self, effect: Call) -> Any:
+        if not effect.kind:
+            return effect.fn(*effect.args)
+        transition, step = self.where()
+        entry = self._answer(JournalEntry(self.journal.run_id, transition, step, effect.kind, effect.name,
+                                          effect.identity))
+        if entry.messages and effect.conversation is not None:
+            effect.conversation.extend(entry.messages)
+        if entry.error is not None:
+            raise entry.error
+        return entry.value
+
+    def wait(self, seconds: float, asynchronous: bool = False) -> Any:
+        transition, step = self.where()
+        self._answer(JournalEntry(self.journal.run_id, transition, step, "wait", "wait", seconds))
+        return None
+
+    @property
+    def remaining(self) -> int:
+        """Recorded calls not yet replayed."""
+        return len(self.recorded) - self._next
+
+
+def _no_sleep(seconds: float) -> None:
+    return None
+
+
+def _advance(steps: Steps[T], result: Any, error: Exception | None) -> tuple[bool, Any]:
+    """Resume `steps` with a result or an error: `(True, verdict)` once it returned,
+    `(False, effect)` while it asks for one."""
+    try:
+        return False, (steps.send(result) if error is None else steps.throw(error))
+    except StopIteration as done:
+        return True, done.value
+
+
+async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
+    """The one driver: perform each effect (awaiting what `perform` leaves awaitable) and
+    hand the result or the exception back to the action, until it returns its verdict."""
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        finished, effect = _advance(steps, result, error)
+        if finished:
+            return effect  # type: ignore[no-any-return]
+        try:
+            result, error = perform(effect), None
+            if isinstance(result, Awaitable):
+                result = await result
+        except Exception as failure:  # handed to the action, which classifies it
+            result, error = None, failure
+
+
+def run_sync(steps: Steps[T], performer: Performer) -> T:
+    """Perform `steps` synchronously through `performer` and return the action's result.
+
+    A `Call` whose result is awaitable is thrown back into the action as
+    `AsyncNotSupported` (and journaled as that call's error)."""
+
+    def perform(effect: Effect) -> Any:
+        if type(effect) is Call:
+            before = len(effect.conversation) if effect.kind and effect.conversation is not None else 0
+            value = performer.call(effect)
+            if isinstance(value, Awaitable):
+                if isinstance(value, Coroutine):
+                    value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
+                refused = AsyncNotSupported(effect.what)
+                if effect.kind:
+                    performer.settled(effect, before, None, refused)
+                raise refused
+            return value
+        if isinstance(effect, Notify):
+            return notify(effect)
+        if isinstance(effect, Sleep):
+            return performer.wait(effect.seconds)
+        assert isinstance(effect, Once)
+        return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), performer))
+
+    return complete(_drive(steps, perform))
+
+
+def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
+    """Perform `steps` through `performer`, awaiting awaitable results (a journaled call is
+    journaled once its awaitable settles)."""
+
+    async def settle(effect: Call, before: int, pending: Awaitable[Any]) -> Any:
+        try:
+            value = await pending
+        except Exception as error:
+            performer.settled(effect, before, None, error)
+            raise
+        performer.settled(effect, before, value, None)
+        return value
+
+    def perform(effect: Effect) -> Any:
+        if isinstance(effect, Call):
+            before = len(effect.conversation) if effect.kind and effect.conversation is not None else 0
+            value = performer.call(effect)
+            if effect.kind and isinstance(value, Awaitable):
+                return settle(effect, before, value)
+            return value
+        if isinstance(effect, Notify):
+            return notify(effect)
+        if isinstance(effect, Sleep):
+            return performer.wait(effect.seconds, asynchronous=True)
+        return effect.registry.aexecute_once(effect.key, effect.fingerprint, lambda: run_async(effect.body(), performer))
+
+    return _drive(steps, perform)
