@@ -19,15 +19,23 @@ if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import LoopState, Observation
     from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
-    from forge.errors import ForgeError, UsageError
+    from forge.errors import ForgeError, RunNotFound, ToolSignal, UsageError, WrongType
     from forge.loop import AgentLoop
     from forge.machine.catalog import Stage
     from forge.machine.definition import DefinitionError, MachineDefinition
     from forge.machine.effects import AsyncNotSupported
     from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
+    from forge.machine.journal import Journal, JournalCodec, JournalEncodeError, JournalEntry, JournalMiss
     from forge.machine.loader import load_definition
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
-    from forge.machine.trace import GuardResult, TraceFormatError, TransitionRecord, read_trace, write_trace
+    from forge.machine.trace import (
+        GuardResult,
+        TraceFormatError,
+        TransitionRecord,
+        read_journal,
+        read_trace,
+        write_trace,
+    )
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
     from forge.policy import Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
@@ -73,6 +81,15 @@ _WHERE: dict[str, str] = {
     "tool": "forge.tools",
     "ForgeError": "forge.errors",
     "UsageError": "forge.errors",
+    "WrongType": "forge.errors",
+    "RunNotFound": "forge.errors",
+    "ToolSignal": "forge.errors",
+    "Journal": "forge.machine.journal",
+    "JournalCodec": "forge.machine.journal",
+    "JournalEncodeError": "forge.machine.journal",
+    "JournalEntry": "forge.machine.journal",
+    "JournalMiss": "forge.machine.journal",
+    "read_journal": "forge.machine.trace",
 }
 
 __all__ = [
@@ -100,6 +117,7 @@ __all__ = [
     "Policy",
     "ScriptedPolicy",
     "ScriptExhausted",
+    "ToolSignal",
     "TransientToolError",
     "PermanentToolError",
     "ToolError",
@@ -112,9 +130,18 @@ __all__ = [
     "read_trace",
     "write_trace",
     "TraceFormatError",
+    # the journal: every call to the world, and runs made again from it (AgentLoop.replay)
+    "Journal",
+    "JournalEntry",
+    "JournalCodec",
+    "JournalMiss",
+    "JournalEncodeError",
+    "read_journal",
     # errors: every one forge raises on purpose is a ForgeError
     "ForgeError",
     "UsageError",
+    "WrongType",
+    "RunNotFound",
     # definitions and the engine's errors
     "MachineDefinition",
     "DefinitionError",

@@ -7,9 +7,9 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from forge.errors import ForgeError, UsageError
+from forge.errors import ForgeError, MissingFile, UsageError
 
 if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord
@@ -55,7 +55,7 @@ def _drawn(draw: Callable[[], Any]) -> Any:
     try:
         return draw()
     except GraphvizNotInstalled as error:
-        print(f"forge: error: {error}", file=sys.stderr)
+        print(f"forge: error: {one_line(str(error))}", file=sys.stderr)
         return None
 
 
@@ -85,7 +85,7 @@ def _check(args: argparse.Namespace) -> int:
 
     paths = args.definitions or default_definitions()
     if not paths:
-        raise FileNotFoundError("no definitions to check: name files, or run where machines/*.toml exist")
+        raise MissingFile("no definitions to check: name files, or run where machines/*.toml exist")
     stages: dict[str, Stage] = {}
     for reference in args.stages:
         stages.update(import_stages(reference))
@@ -301,7 +301,7 @@ def _tools(args: argparse.Namespace) -> int:
         with server:
             tools = server.tools()
     except MCPError as error:
-        print(f"forge: error: {error}", file=sys.stderr)
+        print(f"forge: error: {one_line(str(error))}", file=sys.stderr)
         return 1
     print(f"{server.name}: {len(tools)} tool{'s' if len(tools) != 1 else ''}")
     for tool in tools:
@@ -309,10 +309,18 @@ def _tools(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, telling a command line it cannot read in one line (the usage is
+    one `--help` away) and exiting 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="forge", description="An agent's tool loop as an explicit state machine.")
+    parser = _Parser(prog="forge", description="An agent's tool loop as an explicit state machine.")
     parser.add_argument("--version", action="version", version=f"forge {_installed_version()}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     run = commands.add_parser("run", help="run a scenario file to its end; exit 0 success, 1 failure, 3 needs input")
     run.add_argument("scenario", metavar="SCENARIO",
@@ -424,13 +432,18 @@ def _positive(text: str) -> int:
     return value
 
 
+def one_line(message: str) -> str:
+    """`message` on one line: a refusal that lists several problems keeps them all."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
     except _USER_ERRORS as error:
-        print(f"forge: error: {error}", file=sys.stderr)
+        print(f"forge: error: {one_line(str(error))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

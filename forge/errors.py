@@ -3,12 +3,13 @@ forge's refusals apart from its own bugs: `except ForgeError` catches every erro
 raises on purpose, and each also keeps its standard base (ValueError, RuntimeError, …).
 
 Errors a tool raises to tell the loop what happened (`TransientToolError`,
-`PermanentToolError`, `ToolError`) are forge's types too.
+`PermanentToolError`, `ToolError`) are not refusals: they are signals from a tool to the loop,
+with a root of their own, `ToolSignal`, so that `except ForgeError` means "forge refused".
 """
 
 from __future__ import annotations
 
-__all__ = ["ForgeError", "UsageError"]
+__all__ = ["ForgeError", "MissingFile", "RunNotFound", "ToolSignal", "UsageError", "WrongType"]
 
 
 class ForgeError(Exception):
@@ -18,3 +19,22 @@ class ForgeError(Exception):
 class UsageError(ForgeError, ValueError):
     """A command or call was given something it cannot use (a format, a folder, a name);
     the message says what and how to fix it."""
+
+
+class WrongType(ForgeError, TypeError):
+    """A call was given, or user code returned, a value of a type forge cannot use; the
+    message names what was expected."""
+
+
+class MissingFile(ForgeError, FileNotFoundError):
+    """A file or folder forge was pointed at does not exist (a definition, a definitions
+    folder, a server it needs); the message says where it looked."""
+
+
+class RunNotFound(ForgeError, LookupError):
+    """No run with that id in the runs database (or this process)."""
+
+
+class ToolSignal(Exception):
+    """The root of what a tool raises to tell the loop how a call failed
+    (`TransientToolError`, `PermanentToolError`, `ToolError`): not a refusal by forge."""

@@ -15,6 +15,7 @@ from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_count, check_retry_options
 from forge.agent.stopping import StopController
+from forge.errors import UsageError, WrongType
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import DefinitionError, MachineDefinition, Problem
 from forge.machine.effects import AsyncNotSupported
@@ -117,28 +118,28 @@ class AgentLoop:
         }
         tools = tuple(tools)
         if not tools:
-            raise ValueError("AgentLoop needs at least one tool")
+            raise UsageError("AgentLoop needs at least one tool")
         for tool in tools:
             if not isinstance(tool, Tool):
-                raise ValueError(f"tools must be forge.Tool instances, got {tool!r}")
+                raise UsageError(f"tools must be forge.Tool instances, got {tool!r}")
         duplicated = duplicate_names(tool.name for tool in tools)
         if duplicated:
-            raise ValueError(f"duplicate tool names: {', '.join(duplicated)}")
+            raise UsageError(f"duplicate tool names: {', '.join(duplicated)}")
         if not callable(policy):
-            raise ValueError("policy must be callable as policy(goal, loop_state) -> Intent | Finish")
+            raise UsageError("policy must be callable as policy(goal, loop_state) -> Intent | Finish")
         with_tools = getattr(policy, "with_tools", None)
         if callable(with_tools):  # a policy that offers the tools to a model (ChatPolicy) is given them
             policy = with_tools(tools)
         if not callable(verify):
-            raise ValueError("verify must be callable as verify(observation) -> bool")
+            raise UsageError("verify must be callable as verify(observation) -> bool")
         if repeat_by not in ("call", "tool"):
-            raise ValueError(f"repeat_by must be 'call' or 'tool', got {repeat_by!r}")
+            raise UsageError(f"repeat_by must be 'call' or 'tool', got {repeat_by!r}")
         if redact is not None and not callable(redact):
-            raise ValueError("redact must be callable as redact(tool, field, value) -> value")
+            raise UsageError("redact must be callable as redact(tool, field, value) -> value")
         if codec is not None and not (callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))):
-            raise ValueError("codec must have encode(value) -> JSON data and decode(data) -> value")
+            raise UsageError("codec must have encode(value) -> JSON data and decode(data) -> value")
         if approver is not None and not callable(approver):
-            raise ValueError("approver must be callable as approver(request) -> True | False | None")
+            raise UsageError("approver must be callable as approver(request) -> True | False | None")
         check_count("max_steps", max_steps)
         check_count("repeat_limit", repeat_limit)
         check_retry_options(max_attempts, base_delay, max_delay, deadline)
@@ -152,7 +153,7 @@ class AgentLoop:
         self.stages = catalog_of(stages)
         self.callbacks = callbacks if callbacks is not None else NO_CALLBACKS
         if not isinstance(self.callbacks, TransitionCallbacks):
-            raise ValueError(f"callbacks must be a forge TransitionCallbacks, got {type(callbacks).__name__}")
+            raise UsageError(f"callbacks must be a forge TransitionCallbacks, got {type(callbacks).__name__}")
         self.definition = (
             definition if isinstance(definition, MachineDefinition) else load_definition(definition, self.stages)
         )
@@ -165,7 +166,7 @@ class AgentLoop:
                 tuple(Problem(f.entry, f"{f.message} (run `forge check` for the full report)", f.code) for f in errors),
             )
         if approver is None and any(s.action == "request_approval" for s in self.definition.states):
-            raise ValueError(f"definition {self.definition.name!r} asks for approvals (request_approval): "
+            raise UsageError(f"definition {self.definition.name!r} asks for approvals (request_approval): "
                              "pass AgentLoop(..., approver=...)")
         self.engine: LoopEngine = engine_for(self.definition, self.stages, self.callbacks)
         self._async_parts = tuple(
@@ -206,7 +207,7 @@ class AgentLoop:
         """
         unknown = set(changes) - {"tools", *self._options}
         if unknown:
-            raise TypeError(f"AgentLoop.replace() got unknown arguments: {', '.join(sorted(unknown))}")
+            raise WrongType(f"AgentLoop.replace() got unknown arguments: {', '.join(sorted(unknown))}")
         tools = changes.pop("tools", self.tools)
         return AgentLoop(tools, **{**self._options, **changes})
 
@@ -227,11 +228,11 @@ class AgentLoop:
                 ended in a fatal error.
         """
         if not isinstance(goal, str) or not goal.strip():
-            raise ValueError("goal must be a non-blank string")
+            raise UsageError("goal must be a non-blank string")
         if run_id is None:
             run_id = os.urandom(16).hex()
         elif not isinstance(run_id, str) or not run_id.strip():
-            raise ValueError(f"run_id must be a non-blank string, got {run_id!r}")
+            raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
         return self._start(goal, observers, state, run_id, self.registry)
 
     def _start(self, goal: str, observers: Iterable[LoopObserver], state: LoopState | None, run_id: str,
@@ -319,7 +320,7 @@ class AgentLoop:
     def result(self, run: Run) -> LoopResult:
         """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
         if not self.engine.is_terminal(run):
-            raise ValueError(f"the run has not finished; it is in state {run.state!r}")
+            raise UsageError(f"the run has not finished; it is in state {run.state!r}")
         return LoopResult(
             reason=run.state,
             steps=run.loop_state.step_count - run.base_steps,
@@ -332,6 +333,7 @@ class AgentLoop:
             side_effects_replayed=run.side_effects_replayed,
             definition=self.definition,
             journal=run.journal,
+            html_view=_inspector,
         )
 
     def replay(self, journal: Sequence[JournalEntry] | str | Path, goal: str | None = None,
@@ -361,10 +363,10 @@ class AgentLoop:
             goal = next((e.identity["goal"] for e in recorded if e.kind == "policy" and isinstance(e.identity, dict)),
                         None)
             if goal is None:
-                raise ValueError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
+                raise UsageError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
         run_id = recorded[0].run_id if len(recorded) else os.urandom(16).hex()
         if not isinstance(goal, str) or not goal.strip():
-            raise ValueError("goal must be a non-blank string")
+            raise UsageError("goal must be a non-blank string")
         run = self._start(goal, observers, state, run_id, None, replaying=recorded)
         run.observers.notify(run, "run_started")
         engine = self.engine
@@ -378,6 +380,13 @@ class AgentLoop:
         if performer.remaining:
             raise JournalMiss(recorded[len(recorded) - performer.remaining], None, run.state)
         return self._finish(run)
+
+
+def _inspector(result: LoopResult) -> str:
+    """A run's inspector page as a notebook fragment (imported when a notebook asks)."""
+    from forge.inspect import html
+
+    return html(result, fragment=True)
 
 
 def _takes_state(verify: Callable[..., Any]) -> bool:

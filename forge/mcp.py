@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from forge.agent.retry import ToolError
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 from forge.tools import Tool
 
 try:
@@ -154,7 +154,7 @@ class MCPServer:
             wanted = set(include)
             unknown = wanted - {t.name for t in chosen}
             if unknown:
-                raise ValueError(f"MCP server {self.name!r} has no tool {', '.join(sorted(unknown))}; "
+                raise UsageError(f"MCP server {self.name!r} has no tool {', '.join(sorted(unknown))}; "
                                  f"it has {', '.join(t.name for t in chosen)}")
             chosen = tuple(t for t in chosen if t.name in wanted)
         given = capabilities or {}

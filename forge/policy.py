@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from forge.agent.observations import LoopState
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 
 __all__ = ["Finish", "Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
 
@@ -30,27 +30,27 @@ class Intent:
     def __init__(self, capabilities: Iterable[str], arguments: Mapping[str, Any] | None = None,
                  idempotency_key: str | None = None, *, tool: str | None = None) -> None:
         if isinstance(capabilities, str):
-            raise ValueError("Intent.capabilities must be a set of strings, not a string")
+            raise UsageError("Intent.capabilities must be a set of strings, not a string")
         try:
             object.__setattr__(self, "capabilities", frozenset(capabilities))
         except TypeError:
-            raise ValueError(f"Intent.capabilities must be a set of strings, got {capabilities!r:.200}") from None
+            raise UsageError(f"Intent.capabilities must be a set of strings, got {capabilities!r:.200}") from None
         odd = [c for c in self.capabilities if not isinstance(c, str)]
         if odd:
-            raise ValueError(f"Intent.capabilities must be strings; {odd[0]!r:.100} is a {type(odd[0]).__name__}")
+            raise UsageError(f"Intent.capabilities must be strings; {odd[0]!r:.100} is a {type(odd[0]).__name__}")
         object.__setattr__(self, "arguments", {} if arguments is None else arguments)
         object.__setattr__(self, "idempotency_key", idempotency_key)
         object.__setattr__(self, "tool", tool)
         if not isinstance(self.arguments, Mapping):
-            raise ValueError(f"Intent.arguments must be a mapping, got {type(self.arguments).__name__}")
+            raise UsageError(f"Intent.arguments must be a mapping, got {type(self.arguments).__name__}")
         named = [k for k in self.arguments if not isinstance(k, str)]
         if named:
-            raise ValueError(f"Intent.arguments are passed by name, so their keys must be strings; "
+            raise UsageError(f"Intent.arguments are passed by name, so their keys must be strings; "
                              f"{named[0]!r:.100} is a {type(named[0]).__name__}")
         if self.idempotency_key is not None and not self.idempotency_key:
-            raise ValueError("Intent.idempotency_key must be None or a non-empty string")
+            raise UsageError("Intent.idempotency_key must be None or a non-empty string")
         if tool is not None and (not isinstance(tool, str) or not tool.strip()):
-            raise ValueError(f"Intent.tool must be None or a tool's name, got {tool!r}")
+            raise UsageError(f"Intent.tool must be None or a tool's name, got {tool!r}")
 
     @classmethod
     def call(cls, name: str, /, **arguments: Any) -> Intent:
@@ -101,7 +101,7 @@ class ScriptedPolicy:
         self._intents = tuple(intents)
         for position, intent in enumerate(self._intents):
             if not isinstance(intent, (Intent, Finish)):
-                raise ValueError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent or Finish")
+                raise UsageError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent or Finish")
         self._next = 0
 
     def __call__(self, goal: str, state: LoopState) -> Intent | Finish:

@@ -7,7 +7,7 @@ outcome, the counters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from forge.agent.observations import LoopState
@@ -44,14 +44,17 @@ class LoopResult:
     journal: Sequence[JournalEntry] = field(default=(), compare=False, repr=False)
     """Every call the run made to the world, in order (`forge.machine.journal`):
     `AgentLoop.replay(result.journal)` makes the run again without calling anything."""
+    html_view: Callable[[LoopResult], str] | None = field(default=None, compare=False, repr=False)
+    """What shows the result as HTML in Jupyter: the run inspector, for a loop's results
+    (`forge.inspect`; a result knows no view of its own, so it sits below them)."""
 
     def _repr_html_(self) -> str | None:
         """The run inspector, for Jupyter (None, so it shows as text, without a trace)."""
         if not self.trace:
             return None
-        from forge.inspect import html  # here: only a notebook pays for the inspector's import
-
-        return html(self, fragment=True)
+        if self.html_view is None:
+            return None
+        return self.html_view(self)
 
     @property
     def summary(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any, overload
 
 from forge.agent.actions import ToolSpec
 from forge.agent.execution import ToolContract
+from forge.errors import UsageError
 
 __all__ = ["Tool", "tool"]
 
@@ -80,13 +81,13 @@ class Tool:
         object.__setattr__(self, "name", name)
         if handler is None:
             if callable(capabilities):
-                raise ValueError(f"Tool({name!r}, {getattr(capabilities, '__name__', capabilities)}): the second argument "
+                raise UsageError(f"Tool({name!r}, {getattr(capabilities, '__name__', capabilities)}): the second argument "
                                  "is the capabilities (a set of strings) and the third the handler; to make a tool "
                                  "from a function, use Tool.from_function(fn) or @tool")
-            raise ValueError(f"tool {name!r} needs a handler: Tool(name, capabilities, handler, ...)")
+            raise UsageError(f"tool {name!r} needs a handler: Tool(name, capabilities, handler, ...)")
         for field_name, value in (("capabilities", capabilities), ("required", required), ("optional", optional)):
             if isinstance(value, str):
-                raise ValueError(f"tool {name!r}: {field_name} must be a set of strings, not a string")
+                raise UsageError(f"tool {name!r}: {field_name} must be a set of strings, not a string")
             object.__setattr__(self, field_name, frozenset(value))
         object.__setattr__(self, "handler", handler)
         object.__setattr__(self, "side_effect", bool(side_effect))
@@ -96,27 +97,27 @@ class Tool:
         object.__setattr__(self, "is_error", is_error)
         object.__setattr__(self, "on_crash", on_crash)
         if on_crash not in ("retry", "ask"):
-            raise ValueError(f"tool {name!r}: on_crash must be 'retry' or 'ask', got {on_crash!r}")
+            raise UsageError(f"tool {name!r}: on_crash must be 'retry' or 'ask', got {on_crash!r}")
         if errors not in ("raise", "report"):
-            raise ValueError(f"tool {name!r}: errors must be 'raise' or 'report', got {errors!r}")
+            raise UsageError(f"tool {name!r}: errors must be 'raise' or 'report', got {errors!r}")
         if is_error is not None and not callable(is_error):
-            raise ValueError(f"tool {name!r}: is_error must be callable as is_error(value) -> bool")
+            raise UsageError(f"tool {name!r}: is_error must be callable as is_error(value) -> bool")
         if not isinstance(self.name, str) or not self.name.strip():
-            raise ValueError("tool name must be a non-empty string")
+            raise UsageError("tool name must be a non-empty string")
         if not self.capabilities:
-            raise ValueError(f"tool {self.name!r} has no capabilities, so it can never be selected")
+            raise UsageError(f"tool {self.name!r} has no capabilities, so it can never be selected")
         if not callable(self.handler):
-            raise ValueError(f"tool {self.name!r}: handler must be callable")
+            raise UsageError(f"tool {self.name!r}: handler must be callable")
         if schema is not None:
             if not isinstance(schema, Mapping):
-                raise ValueError(f"tool {self.name!r}: schema must be a JSON Schema object, got {type(schema).__name__}")
+                raise UsageError(f"tool {self.name!r}: schema must be a JSON Schema object, got {type(schema).__name__}")
             if not self.required and not self.optional:
                 properties = schema.get("properties", {})
                 object.__setattr__(self, "required", frozenset(schema.get("required", ())))
                 object.__setattr__(self, "optional", frozenset(properties) - self.required)
         both = self.required & self.optional
         if both:
-            raise ValueError(
+            raise UsageError(
                 f"tool {self.name!r}: arguments both required and optional: {', '.join(sorted(both))}"
             )
         object.__setattr__(self, "_contract", ToolContract(self.name, self.required, self.handler, self.optional,
@@ -140,7 +141,7 @@ class Tool:
             ImportError: pydantic is not installed (extra `schema`).
         """
         if not callable(function):
-            raise ValueError(f"Tool.from_function needs a function, got {function!r}")
+            raise UsageError(f"Tool.from_function needs a function, got {function!r}")
         tool_name: str = name or str(getattr(function, "__name__", ""))
         required, optional, schema = _signature_schema(tool_name, function)
         doc = inspect.getdoc(function) or ""
@@ -209,13 +210,13 @@ def _signature_schema(name: str, function: Callable[..., Any]) -> tuple[frozense
     try:
         hints = typing.get_type_hints(function, include_extras=True)
     except Exception as error:
-        raise ValueError(f"tool {name!r}: its type hints cannot be resolved: {error}") from None
+        raise UsageError(f"tool {name!r}: its type hints cannot be resolved: {error}") from None
     fields: dict[str, Any] = {}
     required: set[str] = set()
     optional: set[str] = set()
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
-            raise ValueError(f"tool {name!r}: parameter {parameter} cannot be passed by name; a tool's arguments "
+            raise UsageError(f"tool {name!r}: parameter {parameter} cannot be passed by name; a tool's arguments "
                              "are named, so declare each one")
         default = ... if parameter.default is parameter.empty else parameter.default
         (required if default is ... else optional).add(parameter.name)
@@ -225,7 +226,7 @@ def _signature_schema(name: str, function: Callable[..., Any]) -> tuple[frozense
         schema = model.model_json_schema()
     except (pydantic.PydanticSchemaGenerationError, pydantic.errors.PydanticInvalidForJsonSchema,
             pydantic.PydanticUserError) as error:
-        raise ValueError(f"tool {name!r}: its type hints have no JSON Schema: {error}") from None
+        raise UsageError(f"tool {name!r}: its type hints have no JSON Schema: {error}") from None
     schema.pop("title", None)
     return frozenset(required), frozenset(optional), schema
 

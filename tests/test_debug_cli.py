@@ -107,6 +107,8 @@ def test_ctrl_d_quits(debugger):
 def test_quit_quits(debugger):
     debugger.sendline("quit")
     debugger.expect(pexpect.EOF)
+    debugger.close()
+    assert debugger.exitstatus == 0 and debugger.signalstatus is None
 
 
 def test_replay_without_a_tty_has_no_colour_codes(tmp_path):

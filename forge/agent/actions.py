@@ -10,7 +10,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 
 __all__ = [
     "Action",
@@ -103,11 +103,11 @@ def select_action(
             does not matter).
     """
     if not goal.strip():
-        raise ValueError("goal must not be blank")
+        raise UsageError("goal must not be blank")
     required = frozenset(required_capabilities)
     duplicated = duplicate_names(tool.name for tool in tools)
     if duplicated:
-        raise ValueError(f"duplicate tool names: {', '.join(duplicated)}")
+        raise UsageError(f"duplicate tool names: {', '.join(duplicated)}")
 
     scores = [(len(tool.capabilities & required), tool.name) for tool in tools]
     best = max((score for score, _ in scores), default=0)

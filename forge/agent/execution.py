@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 
 __all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "execute_tool"]
 
@@ -129,7 +129,7 @@ def _validator_for(name: str, schema: Mapping[str, Any]) -> Any:
     try:
         cls.check_schema(schema)
     except exceptions.SchemaError as error:
-        raise ValueError(f"tool {name!r}: its schema is not valid JSON Schema at "
+        raise UsageError(f"tool {name!r}: its schema is not valid JSON Schema at "
                          f"{_path(error.absolute_path)}: {error.message}") from None
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 

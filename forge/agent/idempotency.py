@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 
 __all__ = ["IdempotencyConflict", "IdempotencyReentry", "IdempotencyRegistry"]
 
@@ -132,9 +132,9 @@ class IdempotencyRegistry:
             IdempotencyReentry: `me` (this thread, or this task) holds the key's slot already.
         """
         if not key:
-            raise ValueError("idempotency key must not be empty")
+            raise UsageError("idempotency key must not be empty")
         if not fingerprint:
-            raise ValueError("request fingerprint must not be empty")
+            raise UsageError("request fingerprint must not be empty")
         with self._guard:
             slot = self._slots.setdefault(key, _Slot())
             if slot.owner is not None and slot.owner == me:

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, overload
 
+from forge.errors import UsageError
+
 __all__ = ["OBSERVATION_STATUSES", "ActionHistory", "LoopState", "Observation", "Status"]
 
 Status = Literal["ok", "retryable_error", "fatal_error"]
@@ -119,7 +121,7 @@ class LoopState:
             ValueError: this state is terminal (a fatal error ended it).
         """
         if self.terminal:
-            raise ValueError("the previous run ended in a fatal error; a conversation cannot go on from it")
+            raise UsageError("the previous run ended in a fatal error; a conversation cannot go on from it")
         state = LoopState(list(self.observations), messages=list(self.messages), turn_start=len(self.observations))
         state._names[:] = self._names
         state._counts.clear()
@@ -142,10 +144,10 @@ class LoopState:
                 `retryable_error`, `fatal_error`. Nothing is recorded then.
         """
         if self.terminal:
-            raise ValueError("loop state is terminal; no further observations are accepted")
+            raise UsageError("loop state is terminal; no further observations are accepted")
         if status not in OBSERVATION_STATUSES:
             allowed = ", ".join(sorted(OBSERVATION_STATUSES))
-            raise ValueError(f"unknown observation status {status!r}; expected one of {allowed}")
+            raise UsageError(f"unknown observation status {status!r}; expected one of {allowed}")
         observation = Observation(len(self.observations) + 1, tool_name, cast(Status, status), payload)
         self.observations.append(observation)
         self._note(tool_name if action is None else action)

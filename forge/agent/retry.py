@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from forge.errors import ForgeError
+from forge.errors import ToolSignal, UsageError
 
 __all__ = [
     "PermanentToolError",
@@ -31,21 +31,21 @@ __all__ = [
 T = TypeVar("T")
 
 
-class TransientToolError(ForgeError, RuntimeError):
+class TransientToolError(ToolSignal, RuntimeError):
     """A failure that may pass (timeout, 503). `retry_after` is the server's hint, in seconds."""
 
     def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
         super().__init__(message)
         if retry_after is not None and retry_after < 0:
-            raise ValueError(f"retry_after must be >= 0, got {retry_after}")
+            raise UsageError(f"retry_after must be >= 0, got {retry_after}")
         self.retry_after = retry_after
 
 
-class PermanentToolError(ForgeError, RuntimeError):
+class PermanentToolError(ToolSignal, RuntimeError):
     """A failure that retrying cannot fix (permission denied, invalid target)."""
 
 
-class ToolError(ForgeError, RuntimeError):
+class ToolError(ToolSignal, RuntimeError):
     """A failure to tell the policy about, not to retry: "no such file", "query too broad".
 
     The loop records it as a `retryable_error` observation carrying the message, and the
@@ -113,16 +113,16 @@ def check_retry_options(max_attempts: int, base_delay: float, max_delay: float, 
     check_count("max_attempts", max_attempts)
     if (not _is_number(base_delay) or not _is_number(max_delay) or not 0 <= base_delay < math.inf
             or not 0 <= max_delay < math.inf):
-        raise ValueError(f"delays must be finite numbers >= 0, got base_delay={base_delay!r}, max_delay={max_delay!r}")
+        raise UsageError(f"delays must be finite numbers >= 0, got base_delay={base_delay!r}, max_delay={max_delay!r}")
     if deadline is not None and (not _is_number(deadline) or not 0 < deadline < math.inf):
-        raise ValueError(f"deadline must be None or a finite number of seconds > 0, got {deadline!r}")
+        raise UsageError(f"deadline must be None or a finite number of seconds > 0, got {deadline!r}")
 
 
 def check_count(name: str, value: object) -> None:
     """Raise ValueError naming `name` unless `value` is a whole number >= 1 (not a bool,
     not 2.5, not "4", not inf or nan)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+        raise UsageError(f"{name} must be a whole number >= 1, got {value!r}")
 
 
 def _is_number(value: object) -> bool:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from forge.errors import UsageError
+
 __all__ = ["StopController", "StopDecision", "StopReason"]
 
 
@@ -40,9 +42,9 @@ class StopController:
 
     def __init__(self, max_steps: int, repeat_limit: int) -> None:
         if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+            raise UsageError(f"max_steps must be >= 1, got {max_steps}")
         if repeat_limit < 1:
-            raise ValueError(f"repeat_limit must be >= 1, got {repeat_limit}")
+            raise UsageError(f"repeat_limit must be >= 1, got {repeat_limit}")
         self.max_steps = max_steps
         self.repeat_limit = repeat_limit
 

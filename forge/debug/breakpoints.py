@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from forge.errors import UsageError
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["Breakpoint", "BreakpointSet"]
@@ -49,19 +50,19 @@ class BreakpointSet:
         """
         given = [x for x in (state, trigger, when) if x is not None]
         if len(given) != 1:
-            raise ValueError("break on exactly one of: a state, trigger=…, or when=…")
+            raise UsageError("break on exactly one of: a state, trigger=…, or when=…")
         if state is not None:
             if state not in self._states:
-                raise ValueError(f"unknown state {state!r}; states are {', '.join(sorted(self._states))}")
+                raise UsageError(f"unknown state {state!r}; states are {', '.join(sorted(self._states))}")
             point = Breakpoint(self._next, "state", state)
         elif trigger is not None:
             if trigger not in self._triggers:
-                raise ValueError(f"unknown trigger {trigger!r}; triggers are {', '.join(sorted(self._triggers))}")
+                raise UsageError(f"unknown trigger {trigger!r}; triggers are {', '.join(sorted(self._triggers))}")
             point = Breakpoint(self._next, "trigger", trigger)
         else:
             assert when is not None
             if not callable(when):
-                raise ValueError("when must be callable as when(record, session) -> bool")
+                raise UsageError("when must be callable as when(record, session) -> bool")
             point = Breakpoint(self._next, "predicate", getattr(when, "__name__", "predicate"), when)
         self._items[point.id] = point
         self._next += 1
@@ -71,7 +72,7 @@ class BreakpointSet:
         """Raises ValueError when there is no such breakpoint."""
         key = point.id if isinstance(point, Breakpoint) else point
         if key not in self._items:
-            raise ValueError(f"no breakpoint #{key}; breakpoints are {', '.join(map(str, self)) or '(none)'}")
+            raise UsageError(f"no breakpoint #{key}; breakpoints are {', '.join(map(str, self)) or '(none)'}")
         return self._items.pop(key)
 
     def clear(self) -> None:

@@ -18,6 +18,7 @@ from forge.debug.replay import ReplaySession
 from forge.debug.session import DebugSession
 from forge.debug.stepper import AtStart, SessionFinished, Stepper
 from forge.diagram import GraphvizNotInstalled, render
+from forge.errors import UsageError
 from forge.machine.trace import TransitionRecord, summary
 from forge.narrate import decided_by, describe, shorten
 
@@ -124,7 +125,7 @@ class DebugShell(cmd.Cmd):
         (write state:NAME or trigger:NAME when a name is both)."""
         name = arg.strip()
         if not name or len(name.split()) != 1:
-            raise ValueError("usage: break STATE|TRIGGER")
+            raise UsageError("usage: break STATE|TRIGGER")
         states = {s.name for s in self.session.definition.states}
         triggers = {t.trigger for t in self.session.definition.transitions}
         kind, _, target = name.partition(":") if ":" in name else ("", "", name)
@@ -133,7 +134,7 @@ class DebugShell(cmd.Cmd):
         elif kind == "trigger" or (not kind and target in triggers):
             point = self.session.break_at(trigger=target)
         else:
-            raise ValueError(f"{name!r} is neither a state ({', '.join(sorted(states))}) "
+            raise UsageError(f"{name!r} is neither a state ({', '.join(sorted(states))}) "
                              f"nor a trigger ({', '.join(sorted(triggers))})")
         self.say(f"breakpoint {point}")
 
@@ -228,7 +229,7 @@ class DebugShell(cmd.Cmd):
         """diagram PATH: write the machine with the path so far (format from the suffix)."""
         path = arg.strip()
         if not path:
-            raise ValueError("usage: diagram PATH (e.g. diagram run.svg)")
+            raise UsageError("usage: diagram PATH (e.g. diagram run.svg)")
         written = render(self.session.definition, path, trace=self.session.trace)
         self.say(f"wrote {written}")
 
@@ -246,13 +247,13 @@ def _count(text: str) -> int:
     if not text:
         return 1
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"expected a positive whole number, got {text!r}")
+        raise UsageError(f"expected a positive whole number, got {text!r}")
     return int(text)
 
 
 def _no_argument(command: str, arg: str) -> None:
     if arg.strip():
-        raise ValueError(f"{command} takes no argument")
+        raise UsageError(f"{command} takes no argument")
 
 
 def _call_of_step(trace: Sequence[TransitionRecord], step: int) -> str | None:

@@ -7,17 +7,29 @@ transition already taken restores the recorded outcome instead of running tools 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from forge.agent.observations import LoopState, Observation
 from forge.debug.stepper import Stepper
+from forge.machine.definition import MachineDefinition
+from forge.machine.engine import LoopEngine
 from forge.machine.journal import JournalEntry
 from forge.machine.run import Run, RunSnapshot
 from forge.machine.trace import TransitionRecord
 from forge.result import LoopResult
 
-if TYPE_CHECKING:
-    from forge.loop import AgentLoop
+
+class SteppedLoop(Protocol):
+    """What a session uses of the `AgentLoop` whose run it steps (a protocol, so the
+    debugger sits below the loop that makes sessions)."""
+
+    @property
+    def definition(self) -> MachineDefinition: ...
+
+    @property
+    def engine(self) -> LoopEngine: ...
+
+    def result(self, run: Run) -> LoopResult: ...
 
 __all__ = ["DebugSession"]
 
@@ -25,7 +37,7 @@ __all__ = ["DebugSession"]
 class DebugSession(Stepper):
     """Made by `AgentLoop.debug(goal)`; nothing has run yet."""
 
-    def __init__(self, loop: AgentLoop, run: Run) -> None:
+    def __init__(self, loop: SteppedLoop, run: Run) -> None:
         super().__init__(loop.definition)
         self.loop = loop
         self._run = run

@@ -23,6 +23,7 @@ from pathlib import Path
 from forge.agent.execution import ArgumentContractError
 from forge.agent.observations import LoopState, Observation
 from forge.demo.workspace import Workspace
+from forge.errors import MissingFile
 from forge.loop import AgentLoop
 from forge.policy import Intent
 from forge.tools import Tool
@@ -41,7 +42,7 @@ def git_server_command() -> list[str]:
     beside = Path(sys.executable).with_name("mcp-server-git")
     found = str(beside) if beside.exists() else shutil.which("mcp-server-git")
     if found is None:
-        raise FileNotFoundError("the mcp scenario needs the reference git MCP server: pip install mcp-server-git "
+        raise MissingFile("the mcp scenario needs the reference git MCP server: pip install mcp-server-git "
                                 "(python3 tasks.py demo installs it)")
     return [found]
 

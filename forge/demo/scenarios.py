@@ -25,6 +25,7 @@ from forge.demo.planner import IndexPlanner, parse_index
 from forge.demo.service import AnalysisService, analyse_text
 from forge.demo.tools import analyse_tool, file_tools
 from forge.demo.workspace import Workspace
+from forge.errors import UsageError
 from forge.loop import AgentLoop
 from forge.policy import Policy
 from forge.tools import Tool
@@ -124,7 +125,7 @@ def build_scenario(name: str, root: str | Path, policy: Policy | None = None) ->
         ValueError: unknown scenario name (the message lists them).
     """
     if name not in SCENARIOS:
-        raise ValueError(f"unknown scenario {name!r}; scenarios are {', '.join(SCENARIOS)}")
+        raise UsageError(f"unknown scenario {name!r}; scenarios are {', '.join(SCENARIOS)}")
     spec = SCENARIOS[name]
     if name == "mcp":
         return _git_scenario(spec, Path(root))

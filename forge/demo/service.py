@@ -14,6 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from forge.errors import UsageError
+
 __all__ = ["AnalysisService", "analyse_text"]
 
 
@@ -38,7 +40,7 @@ class AnalysisService:
     @property
     def url(self) -> str:
         if self._server is None:
-            raise RuntimeError("the service is not running; use it inside `with`")
+            raise UsageError("the service is not running; use it inside `with`")
         port = self._server.server_address[1]
         return f"http://127.0.0.1:{port}"
 

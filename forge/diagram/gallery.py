@@ -14,6 +14,7 @@ from pathlib import Path
 from forge.diagram.dot import to_digraph
 from forge.diagram.mermaid import to_mermaid
 from forge.diagram.render import image_of
+from forge.errors import MissingFile
 from forge.machine.loader import load_definition
 
 __all__ = ["StaleDiagram", "refresh_gallery", "stale_diagrams"]
@@ -38,11 +39,11 @@ def _sources(machines: Path) -> list[tuple[str, str, str]]:
             nothing is a mistake: a wrong path, or not the project's folder).
     """
     if not machines.is_dir():
-        raise FileNotFoundError(f"no definitions folder {str(machines)!r} here; pass --machines DIR "
+        raise MissingFile(f"no definitions folder {str(machines)!r} here; pass --machines DIR "
                                 "(forge diagrams runs in a project with a machines/ folder)")
     paths = sorted(machines.glob("*.toml"))
     if not paths:
-        raise FileNotFoundError(f"{str(machines)!r} holds no *.toml loop definitions")
+        raise MissingFile(f"{str(machines)!r} holds no *.toml loop definitions")
     out = []
     for path in paths:
         definition = load_definition(path)

@@ -24,7 +24,7 @@ from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.steps import StepPolicy, StoredRegistry, step_approver, step_tool, step_verify
 from forge.durable.workflow import ANSWER_TOPIC, EVENT, LOOPS, QUEUE_NAME, STOPPING, WAITING_HERE, Plan, forge_run
-from forge.errors import UsageError
+from forge.errors import RunNotFound, UsageError
 from forge.loop import AgentLoop
 from forge.machine.trace import TransitionRecord
 from forge.tools import Tool
@@ -229,11 +229,11 @@ class DurableLoop:
         return self.wait(self.start(goal, run_id), timeout)
 
     def status(self, run_id: str) -> DurableResult:
-        """The run as stored now. Raises LookupError for an unknown run id."""
+        """The run as stored now. Raises RunNotFound (a LookupError) for an unknown run id."""
         self.launch()
         status = DBOS.get_workflow_status(run_id)
         if status is None:
-            raise LookupError(f"no durable run {run_id!r} in {self.db}")
+            raise RunNotFound(f"no durable run {run_id!r} in {self.db}")
         event = DBOS.get_event(run_id, EVENT, timeout_seconds=0)
         return DurableResult.of(run_id, status.status, event, _error_of(status))
 
@@ -242,7 +242,7 @@ class DurableLoop:
 
         Raises:
             TimeoutError: `timeout` seconds passed first.
-            LookupError: no such run.
+            RunNotFound: (a LookupError) no such run.
         """
         return wait_for(self.status, run_id, timeout, answers)
 
@@ -285,11 +285,11 @@ def wait_for(status: Callable[[str], DurableResult], run_id: str, timeout: float
 
 def _checked(goal: str, run_id: str | None) -> str:
     if not isinstance(goal, str) or not goal.strip():
-        raise ValueError("goal must be a non-blank string")
+        raise UsageError("goal must be a non-blank string")
     if run_id is None:
         return os.urandom(16).hex()
     if not isinstance(run_id, str) or not run_id.strip():
-        raise ValueError(f"run_id must be a non-blank string, got {run_id!r}")
+        raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
     return run_id
 
 

@@ -8,10 +8,12 @@ for (its state, the call's fingerprint, the loop's tools) before anything is sen
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dbos import DBOS, DBOSClient
 
@@ -19,9 +21,11 @@ from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.database import database_url
 from forge.durable.loop import DurableResult, wait_for
 from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, WORKFLOW_NAME
-from forge.errors import UsageError
+from forge.errors import RunNotFound, UsageError
 
 __all__ = ["RunRow", "StoredRuns"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +39,26 @@ class RunRow:
     created_at: float | None
 
 
+def _readable(method: Callable[..., T]) -> Callable[..., T]:
+    """`method`, with a database that cannot be read (not a database, not one of forge's,
+    unreachable) refused as a UsageError naming it, rather than SQLAlchemy's traceback."""
+    @functools.wraps(method)
+    def reading(self: StoredRuns, *args: Any, **kwargs: Any) -> T:
+        from sqlalchemy.exc import DatabaseError, InterfaceError
+
+        try:
+            return method(self, *args, **kwargs)
+        except (DatabaseError, InterfaceError) as error:
+            cause = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+            hint = "; it holds no forge runs" if "no such table" in cause or "does not exist" in cause else ""
+            raise UsageError(f"cannot read the runs database {self.url}: {cause}{hint}") from None
+    return reading
+
+
 class StoredRuns:
-    """The runs in the database `db` (a SQLite path or a postgresql:// URL)."""
+    """The runs in the database `db` (a SQLite path or a postgresql:// URL).
+
+    Every method refuses a database it cannot read with a UsageError naming it."""
 
     def __init__(self, db: str | os.PathLike[str], create: bool = False) -> None:
         """Raises UsageError for a SQLite file that does not exist, unless `create`."""
@@ -55,6 +77,7 @@ class StoredRuns:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @_readable
     def list(self, limit: int = 50) -> list[RunRow]:
         """The latest `limit` runs, newest first."""
         rows = []
@@ -66,25 +89,27 @@ class StoredRuns:
         return rows
 
     def get(self, run_id: str) -> DurableResult:
-        """The run as stored now. Raises LookupError for an unknown id."""
+        """The run as stored now. Raises RunNotFound (a LookupError) for an unknown id."""
         return self._read(run_id)[0]
 
+    @_readable
     def _read(self, run_id: str) -> tuple[DurableResult, dict[str, Any]]:
         """The run, and the event it last published (what `get` is made from)."""
         found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
         if not found:
-            raise LookupError(f"no durable run {run_id!r} in {self.url}")
+            raise RunNotFound(f"no durable run {run_id!r} in {self.url}")
         event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
         error = found[0].error
         return DurableResult.of(run_id, str(found[0].status), event,
                                 None if error is None else f"{type(error).__name__}: {error}"), event
 
+    @_readable
     def resume(self, run_id: str, answer: Answer) -> None:
         """Send `answer` to the waiting run (it goes on wherever it runs, or when recovered).
 
         Raises:
             AnswerRefused: the run is not waiting, or the answer does not fit.
-            LookupError: no such run.
+            RunNotFound: (a LookupError) no such run.
         """
         result, event = self._read(run_id)
         if result.status != "waiting" or result.waiting is None:
@@ -92,15 +117,17 @@ class StoredRuns:
         answer.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
         self.client.send(run_id, answer.to_json(), ANSWER_TOPIC)
 
+    @_readable
     def cancel(self, run_id: str) -> None:
-        """Cancel the run: it stops at its next step. Raises LookupError for an unknown id."""
+        """Cancel the run: it stops at its next step. Raises RunNotFound (a LookupError) for an unknown id."""
         self.get(run_id)
         self.client.cancel_workflow(run_id)
 
+    @_readable
     def submit(self, loop: str, goal: str, run_id: str | None = None) -> str:
         """Queue a run of `goal` on the loop named `loop`, for a worker; return its id."""
         if not goal.strip():
-            raise ValueError("goal must be a non-blank string")
+            raise UsageError("goal must be a non-blank string")
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
         if not self._migrated:  # the first submit may come before any worker made DBOS's tables

@@ -28,12 +28,12 @@ from forge.policy import Intent, Policy
 from forge.tools import Tool
 
 if TYPE_CHECKING:
-    from forge.machine.run import Run
+    from forge.observe import RunView
 
 __all__ = ["StepPolicy", "StoredRegistry", "idempotency_key", "step_approver", "step_tool", "step_verify"]
 
 _KEY: ContextVar[str | None] = ContextVar("forge_durable_key", default=None)
-CURRENT_RUN: ContextVar[Run | None] = ContextVar("forge_durable_run", default=None)
+CURRENT_RUN: ContextVar[RunView | None] = ContextVar("forge_durable_run", default=None)
 
 
 def idempotency_key() -> str | None:

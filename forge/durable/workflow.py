@@ -15,34 +15,51 @@ What the workflow publishes, as the DBOS event `run` (read by any process): `sta
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dbos import DBOS
 
 from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.steps import CURRENT_RUN
+from forge.errors import UsageError
 from forge.machine.stages import NotFingerprintable, request_fingerprint
 from forge.machine.trace import error_text
-from forge.observe import LoopObserver
+from forge.observe import LoopObserver, RunView
 from forge.policy import Intent
 from forge.tools import Tool
 
 if TYPE_CHECKING:
-    from forge.durable.loop import DurableLoop
-    from forge.machine.run import Run
+    from forge.loop import AgentLoop
     from forge.result import LoopResult
 
 __all__ = ["ANSWER_TOPIC", "EVENT", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Plan",
-           "ProcessStopping", "forge_run"]
+           "HostedLoop", "ProcessStopping", "forge_run"]
 
 WORKFLOW_NAME = "forge_run"
 QUEUE_NAME = "forge"
 EVENT = "run"
 ANSWER_TOPIC = "forge_answer"
-LOOPS: dict[str, DurableLoop] = {}
+class HostedLoop(Protocol):
+    """What the workflow uses of a `forge.durable.DurableLoop` (a protocol, so the
+    workflow sits below the loop that registers itself here)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def loop(self) -> AgentLoop: ...
+
+    @property
+    def extra_tools(self) -> Mapping[str, Tool]: ...
+
+    def turn_loop(self, run_id: str, plan: Plan, in_doubt: Callable[[Tool, Mapping[str, Any], str], tuple[bool, Any]]
+                  ) -> AgentLoop: ...
+
+
+LOOPS: dict[str, HostedLoop] = {}
 """The durable loops this process can run, by name: a recovered or dequeued run names its loop."""
 
 _WAITS = ("clarification_required", "capability_gap", "approval_required")
@@ -73,9 +90,9 @@ class _Turn(LoopObserver):
     idempotency keys are made from its step."""
 
     def __init__(self) -> None:
-        self.run: Run | None = None
+        self.run: RunView | None = None
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         self.run = run
         CURRENT_RUN.set(run)
 
@@ -85,13 +102,13 @@ def forge_run(loop_name: str, goal: str) -> dict[str, Any]:
     """A durable run of `goal` on the loop registered as `loop_name` in this process."""
     durable = LOOPS.get(loop_name)
     if durable is None:
-        raise LookupError(f"this process has no DurableLoop named {loop_name!r} (it has: "
+        raise UsageError(f"this process has no DurableLoop named {loop_name!r} (it has: "
                           f"{', '.join(sorted(LOOPS)) or 'none'}); make it before launching, in every worker")
     return _Workflow(durable, goal).run()
 
 
 class _Workflow:
-    def __init__(self, durable: DurableLoop, goal: str) -> None:
+    def __init__(self, durable: HostedLoop, goal: str) -> None:
         self.durable, self.goal = durable, goal
         run_id = DBOS.workflow_id
         assert run_id is not None, "forge_run runs as a DBOS workflow"
@@ -163,7 +180,7 @@ def _fingerprint(tool: str, arguments: Mapping[str, Any]) -> str | None:
         return None
 
 
-def _waiting_of(result: LoopResult, run: Run) -> Waiting:
+def _waiting_of(result: LoopResult, run: RunView) -> Waiting:
     intent = run.intent
     arguments = dict(intent.arguments) if intent is not None else {}
     tool = run.action.tool_name if run.action is not None else (intent.tool if intent is not None else None)

@@ -84,22 +84,22 @@ class Stage:
                  guards: Mapping[str, str] | None = None, stops_in: Mapping[str, str] | None = None,
                  doc: str = "") -> None:
         if not callable(action):
-            raise ValueError(f"Stage action must be callable, got {action!r}")
+            raise UsageError(f"Stage action must be callable, got {action!r}")
         if isinstance(verdicts, str):
-            raise ValueError("Stage verdicts must be a set of strings, not a string")
+            raise UsageError("Stage verdicts must be a set of strings, not a string")
         declared = frozenset(verdicts)
         if not declared:
-            raise ValueError("a Stage needs at least one verdict")
+            raise UsageError("a Stage needs at least one verdict")
         chosen = dict(guards) if guards is not None else {v: v for v in sorted(declared)}
         for name, verdict in chosen.items():
             if not _NAME.fullmatch(name):
-                raise ValueError(f"guard name {name!r} is not an identifier")
+                raise UsageError(f"guard name {name!r} is not an identifier")
             if verdict not in declared:
-                raise ValueError(f"guard {name!r} tests {verdict!r}, which is not a declared verdict "
+                raise UsageError(f"guard {name!r} tests {verdict!r}, which is not a declared verdict "
                                  f"({', '.join(sorted(declared))})")
         for name in stops_in or {}:
             if name not in chosen:
-                raise ValueError(f"stops_in names {name!r}, which is not one of the stage's guards")
+                raise UsageError(f"stops_in names {name!r}, which is not one of the stage's guards")
         object.__setattr__(self, "action", action)
         object.__setattr__(self, "verdicts", declared)
         object.__setattr__(self, "guards", chosen)
@@ -123,7 +123,7 @@ def _spec_of(stage: Stage, name: str) -> ActionSpec:
         run.detail = {}
         verdict = yield Call(action, (run,), f"stage {name!r}")
         if verdict not in verdicts:
-            raise ValueError(f"stage {name!r} returned {verdict!r}, not one of its declared verdicts "
+            raise UsageError(f"stage {name!r} returned {verdict!r}, not one of its declared verdicts "
                              f"({', '.join(sorted(verdicts))})")
         return str(verdict)
 
@@ -161,15 +161,15 @@ class StageCatalog:
         actions, guards = dict(self.actions), dict(self.guards)
         for name, stage in stages.items():
             if not isinstance(stage, Stage):
-                raise ValueError(f"stages[{name!r}] must be a forge Stage, got {stage!r}")
+                raise UsageError(f"stages[{name!r}] must be a forge Stage, got {stage!r}")
             if not isinstance(name, str) or not _NAME.fullmatch(name):
-                raise ValueError(f"stage name {name!r} is not an identifier")
+                raise UsageError(f"stage name {name!r} is not an identifier")
             if name in actions:
-                raise ValueError(f"stage {name!r} clashes with the action of that name; choose another name")
+                raise UsageError(f"stage {name!r} clashes with the action of that name; choose another name")
             actions[name] = stage.spec(name)
             for guard, verdict in stage.guards.items():
                 if guard in guards:
-                    raise ValueError(f"guard {guard!r} of stage {name!r} clashes with the guard of that name "
+                    raise UsageError(f"guard {guard!r} of stage {name!r} clashes with the guard of that name "
                                      f"(of action {guards[guard].action!r}); name it differently")
                 guards[guard] = GuardSpec(guard, name, verdict, stage.stops_in.get(guard))
         return StageCatalog(actions, guards)

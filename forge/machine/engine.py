@@ -33,7 +33,7 @@ from typing import Any, Protocol, cast
 from transitions import Machine, MachineError, Transition
 from transitions.core import Condition, Event, EventData
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps
@@ -124,11 +124,11 @@ class TransitionCallbacks:
                                            ("after", self.after, triggers, "trigger")):
             for name, functions in by_name.items():
                 if name not in known:
-                    raise ValueError(f"{kind} callbacks name {name!r}, which is not a {what} of "
+                    raise UsageError(f"{kind} callbacks name {name!r}, which is not a {what} of "
                                      f"{definition.name!r} ({', '.join(sorted(known))})")
                 for function in functions:
                     if not callable(function):
-                        raise ValueError(f"{kind}[{name!r}] holds {function!r}, which is not callable")
+                        raise UsageError(f"{kind}[{name!r}] holds {function!r}, which is not callable")
 
 
 NO_CALLBACKS = TransitionCallbacks()
@@ -485,7 +485,7 @@ class AsyncLoopEngine(LoopEngine):
     asynchronous = True
 
     def fire(self, run: Run) -> TransitionRecord:
-        raise TypeError("an AsyncLoopEngine fires with `await engine.afire(run)`")
+        raise WrongType("an AsyncLoopEngine fires with `await engine.afire(run)`")
 
     async def afire(self, run: Run) -> TransitionRecord:
         """`fire`, awaited. Raises as `fire` does; a cancelled run re-raises CancelledError."""
@@ -493,7 +493,7 @@ class AsyncLoopEngine(LoopEngine):
         return run.record if run.record is not None else run.trace[-1]
 
     def advance(self, run: Run) -> None:
-        raise TypeError("an AsyncLoopEngine advances with `await engine.aadvance(run)`")
+        raise WrongType("an AsyncLoopEngine advances with `await engine.aadvance(run)`")
 
     async def aadvance(self, run: Run) -> None:
         """`afire`, without making the record when nobody asked for one (what `arun()` uses)."""

@@ -51,7 +51,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError, WrongType
 
 __all__ = [
     "JOURNAL_KINDS",
@@ -183,17 +183,17 @@ class JournalEntry:
         try:
             kind = data["kind"]
             if kind not in JOURNAL_KINDS:
-                raise ValueError(f"unknown call kind {kind!r} (expected one of {', '.join(JOURNAL_KINDS)})")
+                raise UsageError(f"unknown call kind {kind!r} (expected one of {', '.join(JOURNAL_KINDS)})")
             error = _error_from(data["error"]) if "error" in data else None
             value = None if error is not None else _decode(data["value"], codec)
             messages = data.get("messages", [])
             if not isinstance(messages, list):
-                raise ValueError("'messages' must be a list")
+                raise UsageError("'messages' must be a list")
             asked = data.get("asked") if kind == "policy" else None
             return cls(_text(data["run_id"]), _number(data["transition"]), _number(data["step"]), kind,
                        _text(data["name"]), asked, value, error, tuple(messages), _text(data["args_sha256"]))
         except KeyError as missing:
-            raise ValueError(f"a call line is missing {missing}") from None
+            raise UsageError(f"a call line is missing {missing}") from None
 
 
 class Journal(Sequence[JournalEntry]):
@@ -359,7 +359,7 @@ def _decode(data: Any, codec: JournalCodec | None) -> Any:
     if isinstance(data, dict):
         if "$codec" in data:
             if codec is None:
-                raise ValueError("the journal holds a value written by a codec; pass the loop's codec to read it")
+                raise UsageError("the journal holds a value written by a codec; pass the loop's codec to read it")
             return codec.decode(data["$codec"])
         marker = data.get("$forge")
         if marker is not None:
@@ -370,7 +370,7 @@ def _decode(data: Any, codec: JournalCodec | None) -> Any:
                               data.get("idempotency_key"), tool=data.get("tool"))
             if marker == "finish":
                 return Finish(_decode(data["answer"], codec))
-            raise ValueError(f"unknown $forge value {marker!r}")
+            raise UsageError(f"unknown $forge value {marker!r}")
     return data
 
 
@@ -393,7 +393,7 @@ def _error_from(data: Any) -> BaseException:
     (made without calling its `__init__`: the recorded args and attributes are set as they
     were), else a `RecordedError` with the same text."""
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-        raise ValueError("'error' must be an object with a 'type'")
+        raise UsageError("'error' must be an object with a 'type'")
     module_name, _, qualname = data["type"].partition(":")
     kind: Any = None
     try:
@@ -419,12 +419,12 @@ def _short(value: Any) -> str:
 
 def _text(value: Any) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
+        raise WrongType(f"expected a string, got {value!r}")
     return value
 
 
 def _number(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an integer, got {value!r}")
+        raise WrongType(f"expected an integer, got {value!r}")
     return value
 

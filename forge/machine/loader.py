@@ -15,19 +15,20 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any, cast
 
+from forge.errors import MissingFile, UsageError
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import (
     FAILURE_TRIGGER,
     OUTCOMES,
     DefinitionError,
     MachineDefinition,
+    Outcome,
     Problem,
     StateDef,
     TransitionDef,
 )
 from forge.machine.stages import BUILTIN_STAGES
 from forge.machine.trace import quoted
-from forge.result import Outcome
 
 __all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "resolve_definition"]
 
@@ -49,7 +50,7 @@ def catalog_of(stages: StageCatalog | Mapping[str, Stage] | None) -> StageCatalo
     if isinstance(stages, StageCatalog):
         return stages
     if not isinstance(stages, Mapping):
-        raise ValueError(f"stages must map action names to forge Stage objects, got {type(stages).__name__}")
+        raise UsageError(f"stages must map action names to forge Stage objects, got {type(stages).__name__}")
     return BUILTIN_STAGES.with_stages(stages)
 
 
@@ -74,7 +75,7 @@ def resolve_definition(name_or_path: str | Path) -> Path:
         builtin = _builtin_path(name_or_path)
         if builtin is not None:
             return builtin
-    raise FileNotFoundError(
+    raise MissingFile(
         f"no loop definition {str(name_or_path)!r}: not a file, and the built-in "
         f"definitions are {', '.join(builtin_names())}"
     )

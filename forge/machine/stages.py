@@ -20,7 +20,7 @@ from forge.agent.actions import Action, AmbiguousToolChoice, NoMatchingTool, Unk
 from forge.agent.execution import ArgumentContractError, SchemaViolation, ToolContract, execute_tool
 from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopReason
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
 from forge.machine.run import Run
@@ -107,7 +107,7 @@ def _select_tool(run: Run) -> Steps[str]:
         intent = yield Call(config.policy, (run.goal, state), "the policy", "policy", "policy",
                             {"goal": run.goal, "observations": state.step_count}, state.messages)
         if not isinstance(intent, (Intent, Finish)):
-            raise TypeError(f"policy returned {intent!r}, not an Intent or a Finish")
+            raise WrongType(f"policy returned {intent!r}, not an Intent or a Finish")
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
         run.error = error
         run.detail = {"error": error_text(error)}
@@ -267,7 +267,7 @@ def _request_approval(run: Run) -> Steps[str]:
         run.detail = {"tool": tool.name, "approval": "not needed"}
         return "not_needed"
     if config.approver is None:
-        raise ValueError("this definition asks for approvals, but the loop has no approver: "
+        raise UsageError("this definition asks for approvals, but the loop has no approver: "
                          "pass AgentLoop(..., approver=...)")
     try:
         fingerprint = request_fingerprint(tool.name, intent.arguments)
@@ -282,7 +282,7 @@ def _request_approval(run: Run) -> Steps[str]:
         run.detail = {"tool": tool.name, "approval": "no answer"}
         return "no_answer"
     if not isinstance(answer, bool):
-        raise TypeError(f"the approver returned {answer!r}; it must return True, False or None (no answer yet)")
+        raise WrongType(f"the approver returned {answer!r}; it must return True, False or None (no answer yet)")
     if answer:
         run.detail = {"tool": tool.name, "approval": "approved"}
         return "approved"
@@ -319,7 +319,7 @@ def _verify_and_decide(run: Run) -> Steps[str]:
             said = yield Call(config.verify, (last, state) if config.verify_takes_state else (last,), "verify",
                               "verify", "verify", {"sequence": last.sequence, "tool": last.tool_name, "status": last.status})
             if not isinstance(said, bool):
-                raise TypeError(f"verify returned {said!r}; it must return True or False (a {type(said).__name__} "
+                raise WrongType(f"verify returned {said!r}; it must return True or False (a {type(said).__name__} "
                                 "is never taken as success)")
             verified = said
         except Exception as error:  # verify is user code: its failure ends the run, recorded

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, overload
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.journal import Journal, JournalCodec, JournalEntry
 
 __all__ = [
@@ -134,7 +134,7 @@ class TransitionRecord:
     def from_json(cls, data: Mapping[str, Any]) -> TransitionRecord:
         """Build a record from one decoded line (v1 or v2). Raises ValueError naming the bad field."""
         if data.get("v") not in READABLE_VERSIONS or isinstance(data.get("v"), bool):
-            raise ValueError(f"unsupported trace version {data.get('v')!r}; this forge reads v1 and v2")
+            raise UsageError(f"unsupported trace version {data.get('v')!r}; this forge reads v1 and v2")
         try:
             guards = tuple(GuardResult(str(g["name"]), _bool(g["value"])) for g in data.get("guards", []))
             return cls(
@@ -152,9 +152,9 @@ class TransitionRecord:
                 at=_epoch(data.get("at")),
             )
         except KeyError as missing:
-            raise ValueError(f"missing field {missing}") from None
+            raise UsageError(f"missing field {missing}") from None
         except (TypeError, AttributeError) as error:
-            raise ValueError(f"malformed record: {error}") from None
+            raise UsageError(f"malformed record: {error}") from None
 
 
 class Trace(Sequence[TransitionRecord]):
@@ -211,7 +211,7 @@ class Trace(Sequence[TransitionRecord]):
     def append(self, record: TransitionRecord) -> None:
         """Add `record` as the next transition. Raises ValueError unless its sequence is next."""
         if record.sequence != len(self._step) + 1:
-            raise ValueError(f"record {record.sequence} cannot follow {len(self._step)} records")
+            raise UsageError(f"record {record.sequence} cannot follow {len(self._step)} records")
         if not self.machine:
             self.machine = record.machine
         if not self.run_id:
@@ -364,7 +364,7 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
             try:
                 data = json.loads(raw.decode("utf-8"))
                 if not isinstance(data, dict):
-                    raise ValueError("a line must be a JSON object")
+                    raise UsageError("a line must be a JSON object")
                 if data.get("v") == 3 and data.get("type") == "call":
                     continue  # the run's journal: read_journal reads it
                 record = TransitionRecord.from_json(data)
@@ -455,11 +455,11 @@ def _epoch(value: Any) -> float:
     if value is None:
         return 0.0
     if not isinstance(value, str):
-        raise TypeError(f"expected an ISO 8601 time for 'at', got {value!r}")
+        raise WrongType(f"expected an ISO 8601 time for 'at', got {value!r}")
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        raise TypeError(f"expected an ISO 8601 time for 'at', got {value!r}") from None
+        raise WrongType(f"expected an ISO 8601 time for 'at', got {value!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
@@ -467,17 +467,17 @@ def _epoch(value: Any) -> float:
 
 def _int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected an integer, got {value!r}")
+        raise WrongType(f"expected an integer, got {value!r}")
     return value
 
 
 def _str(value: Any) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {value!r}")
+        raise WrongType(f"expected a string, got {value!r}")
     return value
 
 
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise TypeError(f"expected true or false, got {value!r}")
+        raise WrongType(f"expected true or false, got {value!r}")
     return value

@@ -12,12 +12,66 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from forge.errors import WrongType
+
 if TYPE_CHECKING:
-    from forge.machine.run import Run
+    from collections.abc import Mapping, Sequence
+
+    from forge.agent.actions import Action
+    from forge.agent.observations import LoopState
+    from forge.machine.journal import JournalEntry
     from forge.machine.trace import TransitionRecord
+    from forge.policy import Intent
     from forge.result import LoopResult
 
-__all__ = ["LoopObserver", "Observers", "ToolAttempt", "TransitionCallback"]
+
+class RunView(Protocol):
+    """What observers (and user callbacks) read of a run: a read-only view. The engine
+    alone writes a run; an observer that wants to act on it returns nothing and raises
+    to fail it (a `forge.machine.run.Run` is what is passed)."""
+
+    @property
+    def goal(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def machine(self) -> str: ...
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def loop_state(self) -> LoopState: ...
+
+    @property
+    def trace(self) -> Sequence[TransitionRecord]: ...
+
+    @property
+    def journal(self) -> Sequence[JournalEntry]: ...
+
+    @property
+    def intent(self) -> Intent | None: ...
+
+    @property
+    def action(self) -> Action | None: ...
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+    @property
+    def detail(self) -> Mapping[str, Any]: ...
+
+
+class Firing(RunView, Protocol):
+    """The run as the engine hands it to `Observers.notify`: observers see a `RunView`;
+    the dispatcher notes in `hook` which observer failed, for the failure record."""
+
+    hook: str
+
+
+__all__ = ["LoopObserver", "Observers", "RunView", "ToolAttempt", "TransitionCallback"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,22 +100,22 @@ class LoopObserver(Protocol):
     that failure's); `run_finished` once the run is in a terminal state.
     """
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         return None
 
-    def transition_started(self, run: Run, state: str) -> None:
+    def transition_started(self, run: RunView, state: str) -> None:
         return None
 
-    def tool_attempt(self, run: Run, attempt: ToolAttempt) -> None:
+    def tool_attempt(self, run: RunView, attempt: ToolAttempt) -> None:
         return None
 
-    def transition_finished(self, run: Run, record: TransitionRecord) -> None:
+    def transition_finished(self, run: RunView, record: TransitionRecord) -> None:
         return None
 
-    def transition_failed(self, run: Run, record: TransitionRecord, error: BaseException) -> None:
+    def transition_failed(self, run: RunView, record: TransitionRecord, error: BaseException) -> None:
         return None
 
-    def run_finished(self, run: Run, result: LoopResult) -> None:
+    def run_finished(self, run: RunView, result: LoopResult) -> None:
         return None
 
 
@@ -71,7 +125,7 @@ class TransitionCallback(LoopObserver):
     def __init__(self, callback: Callable[[TransitionRecord], Any]) -> None:
         self.callback = callback
 
-    def transition_finished(self, run: Run, record: TransitionRecord) -> None:
+    def transition_finished(self, run: RunView, record: TransitionRecord) -> None:
         self.callback(record)
 
 
@@ -95,7 +149,7 @@ class Observers:
         self._variants: dict[tuple[frozenset[str], ...], Observers] = {}
         for observer in self.observers:
             if not any(callable(getattr(observer, hook, None)) for hook in _HOOKS):
-                raise TypeError(f"{observer!r} is not a LoopObserver: it has none of {', '.join(_HOOKS)}")
+                raise WrongType(f"{observer!r} is not a LoopObserver: it has none of {', '.join(_HOOKS)}")
         self._bound: dict[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
             hook: tuple(
                 (f"observer {type(o).__name__}.{hook}", getattr(o, hook))
@@ -130,8 +184,9 @@ class Observers:
         """Whether any observer overrides `hook` (also: `hook in observers.wanted`)."""
         return hook in self.wanted
 
-    def notify(self, run: Run, hook: str, *args: Any) -> None:
-        """Call `hook(run, *args)` on every observer that has it; exceptions propagate."""
+    def notify(self, run: Firing, hook: str, *args: Any) -> None:
+        """Call `hook(run, *args)` on every observer that has it; exceptions propagate,
+        with the observer's name left in `run.hook` for the engine's failure record."""
         for name, method in self._bound[hook]:
             try:
                 method(run, *args)

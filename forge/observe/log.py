@@ -13,10 +13,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from forge.narrate import describe
-from forge.observe import LoopObserver
+from forge.observe import LoopObserver, RunView
 
 if TYPE_CHECKING:
-    from forge.machine.run import Run
     from forge.machine.trace import TransitionRecord
     from forge.result import LoopResult
 
@@ -37,20 +36,20 @@ class LoggingObserver(LoopObserver):
         its logger shows DEBUG (checked as each run starts), the rest always."""
         return _EVERY if self.logger.isEnabledFor(logging.DEBUG) else _QUIET
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         if self.logger.isEnabledFor(logging.INFO):
             self.logger.info("run started: %r on machine %s in state %s", run.goal, run.machine, run.state)
 
-    def transition_finished(self, run: Run, record: TransitionRecord) -> None:
+    def transition_finished(self, run: RunView, record: TransitionRecord) -> None:
         if self.logger.isEnabledFor(logging.DEBUG):
             self.logger.debug("%s", describe(record))
 
-    def transition_failed(self, run: Run, record: TransitionRecord, error: BaseException) -> None:
+    def transition_failed(self, run: RunView, record: TransitionRecord, error: BaseException) -> None:
         if self.logger.isEnabledFor(logging.WARNING):
             self.logger.warning("%s failed in state %s: %s", record.detail.get("failed"), record.source,
                                 record.detail.get("error"))
 
-    def run_finished(self, run: Run, result: LoopResult) -> None:
+    def run_finished(self, run: RunView, result: LoopResult) -> None:
         if self.logger.isEnabledFor(logging.INFO):
             self.logger.info("run ended in %s (%s) after %d steps, %d transitions", result.reason, result.outcome,
                              result.steps, len(result.trace))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
-from forge.observe import LoopObserver, ToolAttempt
+from forge.observe import LoopObserver, RunView, ToolAttempt
 
 try:
     from opentelemetry import trace as otel_trace
@@ -25,7 +25,6 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
                       "(pip install 'forge-fsm[otel]') or pip install opentelemetry-api") from missing
 
 if TYPE_CHECKING:
-    from forge.machine.run import Run
     from forge.machine.trace import TransitionRecord
     from forge.result import LoopResult
 
@@ -39,20 +38,20 @@ class OpenTelemetryObserver(LoopObserver):
 
     def __init__(self, tracer: Any = None) -> None:
         self.tracer = tracer if tracer is not None else otel_trace.get_tracer("forge")
-        self._runs: WeakKeyDictionary[Run, Any] = WeakKeyDictionary()
-        self._transitions: WeakKeyDictionary[Run, Any] = WeakKeyDictionary()
+        self._runs: WeakKeyDictionary[RunView, Any] = WeakKeyDictionary()
+        self._transitions: WeakKeyDictionary[RunView, Any] = WeakKeyDictionary()
 
-    def run_started(self, run: Run) -> None:
+    def run_started(self, run: RunView) -> None:
         self._runs[run] = self.tracer.start_span(
             f"forge.run {run.machine}", attributes={"forge.goal": run.goal, "forge.machine": run.machine}
         )
 
-    def transition_started(self, run: Run, state: str) -> None:
+    def transition_started(self, run: RunView, state: str) -> None:
         self._transitions[run] = self.tracer.start_span(
             f"forge.transition {state}", context=_context_of(self._runs.get(run)), attributes={"forge.state": state}
         )
 
-    def tool_attempt(self, run: Run, attempt: ToolAttempt) -> None:
+    def tool_attempt(self, run: RunView, attempt: ToolAttempt) -> None:
         span = self._transitions.get(run)
         if span is not None:
             attributes: dict[str, Any] = {"forge.tool": attempt.tool, "forge.attempt": attempt.number,
@@ -61,13 +60,13 @@ class OpenTelemetryObserver(LoopObserver):
                 attributes["forge.error"] = f"{type(attempt.error).__name__}: {attempt.error}"
             span.add_event("forge.tool_attempt", attributes)
 
-    def transition_finished(self, run: Run, record: TransitionRecord) -> None:
+    def transition_finished(self, run: RunView, record: TransitionRecord) -> None:
         span = self._transitions.pop(run, None)
         if span is not None:
             span.set_attributes(_attributes(record))
             span.end()
 
-    def transition_failed(self, run: Run, record: TransitionRecord, error: BaseException) -> None:
+    def transition_failed(self, run: RunView, record: TransitionRecord, error: BaseException) -> None:
         span = self._transitions.pop(run, None)
         if span is None:  # it failed after its span ended (transition_finished raised)
             span = self.tracer.start_span(f"forge.transition {record.source}",
@@ -81,7 +80,7 @@ class OpenTelemetryObserver(LoopObserver):
         if run_span is not None:
             run_span.record_exception(error)
 
-    def run_finished(self, run: Run, result: LoopResult) -> None:
+    def run_finished(self, run: RunView, result: LoopResult) -> None:
         span = self._runs.pop(run, None)
         if span is None:
             return

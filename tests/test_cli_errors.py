@@ -1,0 +1,101 @@
+"""Every subcommand, given missing, nonexistent or malformed arguments, files and databases,
+says what was wrong in one line on stderr and exits 1 or 2: never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+
+def _forge(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "forge", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cli")
+    (folder / "junk.jsonl").write_text("this is not json\n")
+    (folder / "wrong.jsonl").write_text('{"v": 9}\n')
+    (folder / "broken.py").write_text("def (:\n")
+    (folder / "empty.py").write_text("x = 1\n")
+    (folder / "bad.toml").write_text("[machine\n")
+    (folder / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    from forge.durable.database import RunsDatabase, database_url
+
+    RunsDatabase(database_url(folder / "runs.sqlite")).close()  # an empty runs database: no run in it
+    return folder
+
+
+CASES: dict[str, tuple[str, ...]] = {
+    "no command": (),
+    "unknown command": ("frobnicate",),
+    "run: missing scenario": ("run",),
+    "run: nonexistent scenario": ("run", "nope.py"),
+    "run: malformed scenario": ("run", "broken.py"),
+    "run: scenario without a loop": ("run", "empty.py"),
+    "demo: unknown scenario": ("demo", "--scenario", "nope"),
+    "diagram: nonexistent definition": ("diagram", "nope.toml"),
+    "diagram: malformed definition": ("diagram", "bad.toml"),
+    "diagram: nonexistent trace": ("diagram", "--trace", "nope.jsonl"),
+    "diagram: malformed trace": ("diagram", "--trace", "junk.jsonl"),
+    "diagram: unknown format": ("diagram", "--format", "gif"),
+    "diagrams: nonexistent folder": ("diagrams", "--machines", "nope", "--out", "out"),
+    "debug: missing scenario": ("debug",),
+    "debug: nonexistent scenario": ("debug", "nope.py"),
+    "debug: nonexistent database": ("debug", "RUN", "--db", "nope.sqlite"),
+    "debug: malformed database": ("debug", "RUN", "--db", "junk.sqlite"),
+    "debug: unknown run": ("debug", "NOPE", "--db", "runs.sqlite"),
+    "replay: missing trace": ("replay",),
+    "replay: nonexistent trace": ("replay", "nope.jsonl"),
+    "replay: malformed trace": ("replay", "junk.jsonl"),
+    "replay: unknown version": ("replay", "wrong.jsonl"),
+    "replay: unknown run": ("replay", "NOPE", "--db", "runs.sqlite"),
+    "replay: bad turn": ("replay", "NOPE", "--db", "runs.sqlite", "--turn", "zero"),
+    "runs: missing action": ("runs",),
+    "runs: missing database": ("runs", "list"),
+    "runs: nonexistent database": ("runs", "list", "--db", "nope.sqlite"),
+    "runs: malformed database": ("runs", "list", "--db", "junk.sqlite"),
+    "runs: unsupported database url": ("runs", "list", "--db", "mysql://localhost/x"),
+    "runs show: missing run id": ("runs", "show", "--db", "runs.sqlite"),
+    "runs show: unknown run": ("runs", "show", "NOPE", "--db", "runs.sqlite"),
+    "runs cancel: unknown run": ("runs", "cancel", "NOPE", "--db", "runs.sqlite"),
+    "runs resume: unknown run": ("runs", "resume", "NOPE", "--db", "runs.sqlite", "--run-again"),
+    "runs resume: no answer": ("runs", "resume", "NOPE", "--db", "runs.sqlite"),
+    "runs resume: malformed did-run": ("runs", "resume", "NOPE", "--db", "runs.sqlite", "--did-run", "{nope"),
+    "submit: missing goal": ("submit", "--loop", "x", "--db", "runs.sqlite"),
+    "submit: blank goal": ("submit", " ", "--loop", "x", "--db", "runs.sqlite"),
+    "submit: malformed database": ("submit", "goal", "--loop", "x", "--db", "junk.sqlite"),
+    "worker: nonexistent loops": ("worker", "--db", "runs.sqlite", "--loops", "nope.py"),
+    "worker: malformed loops": ("worker", "--db", "runs.sqlite", "--loops", "broken.py"),
+    "inspect: missing output": ("inspect", "junk.jsonl"),
+    "inspect: nonexistent trace": ("inspect", "nope.jsonl", "-o", "page.html"),
+    "inspect: malformed trace": ("inspect", "junk.jsonl", "-o", "page.html"),
+    "check: nonexistent definition": ("check", "nope.toml"),
+    "check: bad number": ("check", "--max-steps", "0"),
+    "check: bad stages": ("check", "--stages", "nope"),
+    "tools: no server": ("tools",),
+    "tools: nonexistent command": ("tools", "--", "/nonexistent/server"),
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes(files: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = dict(zip(CASES, pool.map(lambda args: _forge(*args, cwd=files), CASES.values()), strict=True))
+    return done
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_mistake_is_told_in_one_line_with_exit_1_or_2(case: str, outcomes: dict[str, subprocess.CompletedProcess[str]]
+                                                        ) -> None:
+    out = outcomes[case]
+    lines = out.stderr.strip().splitlines()
+    assert "Traceback" not in out.stderr, out.stderr
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("forge"), lines[0]
+    assert out.returncode in (1, 2), (out.returncode, out.stderr)

@@ -1,0 +1,142 @@
+"""forge's modules form layers that import one way: no cycle, at run time or for type
+checking, and no module imports a layer above its own."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+FORGE = Path(__file__).resolve().parent.parent / "forge"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("forge.errors",),
+    ("forge.agent",),
+    ("forge.policy", "forge.tools", "forge.machine.definition", "forge.machine.journal", "forge.machine.effects",
+     "forge.machine.trace"),
+    ("forge.machine.performers", "forge.result", "forge.observe", "forge.narrate"),
+    ("forge.machine.catalog", "forge.machine.run", "forge.machine.stages", "forge.machine.loader",
+     "forge.machine.engine", "forge.machine",
+     "forge.mcp", "forge.llm"),
+    ("forge.diagram", "forge.check", "forge.inspect"),
+    ("forge.debug",),
+    ("forge.loop",),
+    ("forge.scenario", "forge.debug.scenario", "forge.demo", "forge.durable"),
+    ("forge.cli", "forge.__main__", "forge"),
+)
+"""Bottom to top; a module belongs to the longest entry that is it or a package holding it
+(`forge.debug.scenario` is a shim kept for `forge.scenario`'s old name, so it sits on top)."""
+
+KNOWN: dict[tuple[str, str], str] = {
+    ("forge.agent.runner", "forge.result"):
+        "the seed's runner returns the LoopResult that the machine's runs fill in; moving LoopResult below "
+        "the machine's records is left for the Run redesign (issue 25, items 1 and 2)",
+}
+"""Edges that break the layering, each with why it is still there."""
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in FORGE.rglob("*.py"):
+        parts = path.relative_to(FORGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _owner(name: str) -> str | None:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module: str) -> set[str]:
+    """Every forge module `module` imports anywhere: at the top, in functions, or under
+    TYPE_CHECKING."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            owner = _owner(name) if name == "forge" or name.startswith("forge.") else None
+            if owner is not None and owner != module and not (owner == "forge" and name != "forge"):
+                found.add(owner)
+    return found
+
+
+GRAPH = {module: _imports(module) for module in MODULES}
+
+
+def _layer(module: str) -> int:
+    if module == "forge":
+        return len(LAYERS) - 1
+    holding = [(len(member), number) for number, members in enumerate(LAYERS) for member in members
+               if member != "forge" and (module == member or module.startswith(member + "."))]
+    return max(holding)[1] if holding else -1
+
+
+def _cycles() -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for after in sorted(GRAPH[node]):
+            if after not in index:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in on_stack:
+                low[node] = min(low[node], index[after])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_cycle_between_forges_modules():
+    assert _cycles() == []
+
+
+def test_every_module_has_a_layer():
+    assert [module for module in MODULES if _layer(module) < 0] == []
+
+
+def test_imports_only_go_down_or_across_a_layer():
+    upward = [f"{module} (layer {_layer(module)}) imports {target} (layer {_layer(target)})"
+              for module, targets in sorted(GRAPH.items()) for target in sorted(targets)
+              if _layer(target) > _layer(module) and (module, target) not in KNOWN]
+    assert upward == []
+
+
+def test_the_stage_contracts_import_nothing_of_the_machine():
+    outside = {f"{module} imports {target}" for module, targets in GRAPH.items() if module.startswith("forge.agent")
+               for target in targets if not (target.startswith("forge.agent") or target == "forge.errors")
+               and (module, target) not in KNOWN}
+    assert outside == set()
