@@ -243,7 +243,9 @@ def test_forge_debug_steps_back_through_a_stored_run_without_running_it(make, db
 
 def test_forge_runs_show_of_an_unknown_run_says_so(db):
     out = forge("runs", "show", "missing", "--db", str(db))
-    assert out.returncode == 1 and "no durable run 'missing'" in out.stderr
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("forge: error: no durable run 'missing' in ")
 
 
 def test_a_pending_approval_survives_its_process_and_is_answered_from_another(tmp_path):
@@ -323,3 +325,34 @@ def test_forge_submit_queues_runs_that_a_forge_worker_finishes(tmp_path):
 def test_a_worker_with_no_loops_module_says_what_is_missing(tmp_path):
     out = forge("worker", "--db", str(tmp_path / "w.sqlite"), "--loops", str(tmp_path / "missing.py"))
     assert out.returncode == 1 and "missing.py" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_two_concurrent_runs_with_one_intent_key_run_the_tool_once(make):
+    import contextlib
+    import threading
+    import time
+
+    paid: list[str] = []
+    both_in = threading.Barrier(2, timeout=5)
+    lock = threading.Lock()
+
+    def pay(invoice):
+        with lock:
+            paid.append(invoice)
+        time.sleep(0.5)  # the other run is in flight meanwhile
+        return f"paid {invoice}"
+
+    def policy(goal, state):
+        if state.step_count:
+            return Finish("done")
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_in.wait()  # both runs decide before either pays
+        return Intent.call("pay", invoice="42").keyed("invoice-42-once")
+
+    durable = make(AgentLoop([Tool("pay", {"pay"}, pay, required={"invoice"}, side_effect=True)], policy, finished))
+    ids = [durable.start("pay invoice 42", run_id=f"pay-once-{n}") for n in range(2)]
+    results = [durable.wait(run_id, timeout=60) for run_id in ids]
+    assert [r.reason for r in results] == ["verified_success", "verified_success"]
+    assert paid == ["42"]
+    replayed = sorted(r.trace[1].detail["replayed"] for r in results)
+    assert replayed == [False, True]

@@ -71,6 +71,13 @@ class RunsDatabase:
             sa.Column("run_id", sa.Text, nullable=False),
             sa.Column("stored_at", sa.Float, nullable=False),
         )
+        self.claims = sa.Table(
+            "forge_claims", metadata,
+            sa.Column("key", sa.Text, primary_key=True),
+            sa.Column("fingerprint", sa.Text, nullable=False),
+            sa.Column("run_id", sa.Text, nullable=False),
+            sa.Column("claimed_at", sa.Float, nullable=False),
+        )
         self.workers = sa.Table(
             "forge_workers", metadata,
             sa.Column("executor_id", sa.Text, primary_key=True),
@@ -94,6 +101,39 @@ class RunsDatabase:
                     key=key, fingerprint=fingerprint, value=value, run_id=run_id, stored_at=time.time()))
         except sa.exc.IntegrityError:
             pass
+
+    def claim(self, key: str, fingerprint: str, run_id: str) -> tuple[str, str]:
+        """Claim the side effect `key` for `run_id`, once across every run: the unique key
+        decides between runs racing for it. Returns the claim that holds, `(run_id,
+        fingerprint)`: this run's own, or the run's that claimed it first."""
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(self.claims.insert().values(key=key, fingerprint=fingerprint, run_id=run_id,
+                                                               claimed_at=time.time()))
+            return run_id, fingerprint
+        except sa.exc.IntegrityError:
+            with self.engine.connect() as connection:
+                row = connection.execute(sa.select(self.claims.c.run_id, self.claims.c.fingerprint)
+                                         .where(self.claims.c.key == key)).first()
+            return (run_id, fingerprint) if row is None else (str(row[0]), str(row[1]))
+
+    def release(self, key: str, run_id: str) -> None:
+        """Give up `run_id`'s claim of `key` (its call failed: another run may try)."""
+        with self.engine.begin() as connection:
+            connection.execute(self.claims.delete().where(self.claims.c.key == key, self.claims.c.run_id == run_id))
+
+    def await_value(self, key: str, owner: str, every: float = 0.05) -> tuple[str, bytes] | None:
+        """Wait for the run `owner`, which holds the claim of `key`, to store its value, and
+        return it; None once the claim is released (its call failed) without a value."""
+        while True:
+            found = self.lookup(key)
+            if found is not None:
+                return found
+            with self.engine.connect() as connection:
+                held = connection.execute(sa.select(self.claims.c.run_id).where(self.claims.c.key == key)).first()
+            if held is None or held[0] != owner:
+                return self.lookup(key)
+            time.sleep(every)
 
     def beat(self, executor_id: str) -> None:
         """Say that the worker `executor_id` is alive now."""

@@ -157,7 +157,12 @@ class StoredRegistry(IdempotencyRegistry):
     in a resumed run, by another process, returns its stored result. Keys the loop makes
     (`TOOL:FINGERPRINT`) are scoped to the run; an intent's own `idempotency_key` is
     shared by every run. Looking up and storing are DBOS steps, so a recovered run sees
-    what it saw the first time."""
+    what it saw the first time.
+
+    An intent's own key is claimed in the database before its call runs (`forge_claims`,
+    whose unique key decides between runs racing for it), so two runs that make the same
+    keyed call at once run it once: the other waits for the stored value and gets it as a
+    replay. A failed call releases its claim, so a later run may try again."""
 
     def __init__(self, table: Any, run_id: str) -> None:
         super().__init__()
@@ -165,13 +170,27 @@ class StoredRegistry(IdempotencyRegistry):
 
     def execute_once(self, key: str, fingerprint: str, operation: Callable[[], Any]) -> tuple[Any, bool]:
         scoped = key if not _made_by_the_loop(key, fingerprint) else f"{self.run_id}:{key}"
+        shared = scoped == key
         found = DBOS.run_step({"name": "idempotency lookup"}, self.table.lookup, scoped)
+        while found is None and shared:
+            owner, claimed = DBOS.run_step({"name": "idempotency claim"}, self.table.claim, scoped, fingerprint,
+                                           self.run_id)
+            if owner == self.run_id:
+                break
+            if claimed != fingerprint:
+                raise IdempotencyConflict(key, claimed, fingerprint)
+            found = DBOS.run_step({"name": "idempotency wait"}, self.table.await_value, scoped, owner)
         if found is not None:
             stored, value = found[0], pickle.loads(found[1])
             if stored != fingerprint:
                 raise IdempotencyConflict(key, stored, fingerprint)
             return value, True
-        value, _ = super().execute_once(scoped, fingerprint, operation)
+        try:
+            value, _ = super().execute_once(scoped, fingerprint, operation)
+        except Exception:
+            if shared:
+                DBOS.run_step({"name": "idempotency release"}, self.table.release, scoped, self.run_id)
+            raise
         DBOS.run_step({"name": "idempotency store"}, self.table.store, scoped, fingerprint, pickle.dumps(value),
                       self.run_id)
         return value, False
