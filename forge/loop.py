@@ -41,7 +41,10 @@ from forge.tools import Tool
 if TYPE_CHECKING:
     from forge.debug.session import DebugSession
 
-__all__ = ["AgentLoop"]
+__all__ = ["AgentLoop", "PerformerFactory"]
+
+PerformerFactory = Callable[[Journal, Run], Performer]
+"""`factory(journal, run) -> Performer`: how a run calls the world (see `AgentLoop.run`)."""
 
 
 class AgentLoop:
@@ -217,11 +220,13 @@ class AgentLoop:
         return async_engine_for(self.definition, self.stages, self.callbacks)
 
     def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-              run_id: str | None = None) -> Run:
+              run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
+              performer: PerformerFactory | None = None) -> Run:
         """A new run of `goal` in the initial state; nothing has fired yet. With `state` (an
         earlier run's `result.state`), it goes on from that run's observations and messages:
         the next turn of a conversation, with a step budget of its own. `run_id` names the
-        run in its trace (default: 32 random hex digits).
+        run in its trace (default: 32 random hex digits). `registry` and `performer` are
+        as for `run`.
 
         Raises:
             ValueError: `goal` is blank, `run_id` is not a non-blank string, or `state`
@@ -233,10 +238,12 @@ class AgentLoop:
             run_id = os.urandom(16).hex()
         elif not isinstance(run_id, str) or not run_id.strip():
             raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
-        return self._start(goal, observers, state, run_id, self.registry)
+        return self._start(goal, observers, state, run_id, registry if registry is not None else self.registry,
+                           performer=performer)
 
     def _start(self, goal: str, observers: Iterable[LoopObserver], state: LoopState | None, run_id: str,
-               registry: IdempotencyRegistry | None, replaying: Sequence[JournalEntry] | None = None) -> Run:
+               registry: IdempotencyRegistry | None, replaying: Sequence[JournalEntry] | None = None,
+               performer: PerformerFactory | None = None) -> Run:
         loop_state = LoopState() if state is None else state.continued()
         journal = Journal(run_id=run_id, codec=self.codec)
         run = Run(goal=goal, config=self._config, state=self.definition.initial,
@@ -246,19 +253,27 @@ class AgentLoop:
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
                               redact=self._config.redact), journal=journal)
         config = self._config
-        run.performer = (Performer(journal, run, config.sleep, config.async_sleep) if replaying is None
-                         else ReplayingPerformer(replaying, journal, run))
+        if performer is not None:
+            run.performer = performer(journal, run)
+        elif replaying is not None:
+            run.performer = ReplayingPerformer(replaying, journal, run)
+        else:
+            run.performer = Performer(journal, run, config.sleep, config.async_sleep)
         return run
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-            run_id: str | None = None) -> LoopResult:
+            run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
+            performer: PerformerFactory | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
         `on_transition(record)` is called after each fired transition (live progress);
         `observers` are told of this run only, after the loop's own; `state`, an earlier
         run's `result.state`, continues that conversation (see `start`); `run_id` names the
-        run in its trace (default: 32 random hex digits). Never raises for what
+        run in its trace (default: 32 random hex digits). `registry` replaces the loop's
+        idempotency registry for this run; `performer(journal, run)` makes the `Performer`
+        through which the run calls the world (default: the live one; a durable run's keeps
+        its journal in the runs' database). Never raises for what
         tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
@@ -268,7 +283,8 @@ class AgentLoop:
                 an `async def`, which only `arun` can await; nothing has run.
         """
         self._refuse_async()
-        run = self.start(goal, _with_callback(observers, on_transition), state, run_id)
+        run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
+                         performer=performer)
         run.observers.notify(run, "run_started")
         engine = self.engine
         while not engine.is_terminal(run):

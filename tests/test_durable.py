@@ -73,13 +73,28 @@ def test_running_an_existing_run_id_is_the_same_run_and_calls_nothing_again(make
     assert len(write.calls) == 1 and second.trace == first.trace and second.status == "finished"
 
 
-def test_side_effect_records_live_in_the_runs_database(make, db):
+def test_a_side_effects_outcome_lives_in_the_runs_database_journal(make, db):
+    import pickle
+
     durable = make(AgentLoop([Tool("write", {"write"}, Recorder("ok"), side_effect=True, optional={"n"})],
                              scripted(Intent.call("write", n=1)), finished))
     durable.run("goal", run_id="stored-effect")
     with sa.create_engine(database_url(db)).connect() as connection:
-        rows = connection.execute(sa.text("select key, run_id from forge_idempotency where run_id = 'stored-effect'")).all()
-    assert len(rows) == 1 and rows[0][0].startswith("stored-effect:write:")
+        rows = connection.execute(sa.text("select entry from forge_journal where run_id = 'stored-effect' "
+                                          "order by turn, seq")).all()
+    calls = [pickle.loads(row[0]) for row in rows]
+    assert [(call[3], call[4]) for call in calls] == [("policy", "policy"), ("tool", "write"), ("verify", "verify"),
+                                                      ("policy", "policy"), ("verify", "verify")]
+    assert calls[1][6] == "ok" and calls[1][5] == {"n": 1}
+
+
+def test_a_keyed_side_effect_is_recorded_for_every_run(make, db):
+    durable = make(AgentLoop([Tool("write", {"write"}, Recorder("ok"), side_effect=True, optional={"n"})],
+                             scripted(Intent.call("write", n=1).keyed("stored-key")), finished))
+    durable.run("goal", run_id="stored-keyed")
+    with sa.create_engine(database_url(db)).connect() as connection:
+        rows = connection.execute(sa.text("select key, run_id from forge_idempotency where key = 'stored-key'")).all()
+    assert rows == [("stored-key", "stored-keyed")]
 
 
 def test_an_intent_key_shared_by_two_runs_runs_its_side_effect_once(make):
@@ -356,3 +371,17 @@ def test_two_concurrent_runs_with_one_intent_key_run_the_tool_once(make):
     assert paid == ["42"]
     replayed = sorted(r.trace[1].detail["replayed"] for r in results)
     assert replayed == [False, True]
+
+
+def test_the_one_private_dbos_call_is_there_in_the_dbos_checked_against():
+    from importlib.metadata import version
+
+    from dbos import DBOS
+
+    from forge.durable import worker
+
+    assert version("dbos").startswith(worker.CHECKED_DBOS)
+    assert callable(DBOS._recover_pending_workflows)
+    private = [line for path in Path(worker.__file__).parent.glob("*.py") for line in path.read_text().splitlines()
+               if "DBOS._" in line]
+    assert private == ["    return DBOS._recover_pending_workflows([executor])"]

@@ -12,7 +12,7 @@ waits for a person's answer, and can be taken by any of many workers.
 from forge.durable.answers import WAITING_STATES, Answer, AnswerRefused, Waiting
 from forge.durable.database import DEFAULT_DATABASE, database_url
 from forge.durable.loop import DurableLoop, DurableResult, launch, shutdown
-from forge.durable.steps import idempotency_key
+from forge.durable.performer import idempotency_key
 
 __all__ = [
     "DEFAULT_DATABASE",

@@ -71,6 +71,13 @@ class RunsDatabase:
             sa.Column("run_id", sa.Text, nullable=False),
             sa.Column("stored_at", sa.Float, nullable=False),
         )
+        self.journal = sa.Table(
+            "forge_journal", metadata,
+            sa.Column("run_id", sa.Text, primary_key=True),
+            sa.Column("turn", sa.Integer, primary_key=True),
+            sa.Column("seq", sa.Integer, primary_key=True),
+            sa.Column("entry", sa.LargeBinary, nullable=False),
+        )
         self.claims = sa.Table(
             "forge_claims", metadata,
             sa.Column("key", sa.Text, primary_key=True),
@@ -85,12 +92,13 @@ class RunsDatabase:
         )
         metadata.create_all(self.engine, checkfirst=True)
 
-    def lookup(self, key: str) -> tuple[str, bytes] | None:
-        """The stored `(fingerprint, pickled value)` of `key`, or None."""
+    def lookup(self, key: str) -> tuple[str, bytes, str] | None:
+        """The stored `(fingerprint, pickled value, run id)` of `key`, or None."""
         with self.engine.connect() as connection:
-            row = connection.execute(sa.select(self.idempotency.c.fingerprint, self.idempotency.c.value)
+            row = connection.execute(sa.select(self.idempotency.c.fingerprint, self.idempotency.c.value,
+                                               self.idempotency.c.run_id)
                                      .where(self.idempotency.c.key == key)).first()
-        return None if row is None else (row[0], bytes(row[1]))
+        return None if row is None else (row[0], bytes(row[1]), row[2])
 
     def store(self, key: str, fingerprint: str, value: bytes, run_id: str) -> None:
         """Store `key` once; a second store of the same key (a recovered run storing again)
@@ -101,6 +109,21 @@ class RunsDatabase:
                     key=key, fingerprint=fingerprint, value=value, run_id=run_id, stored_at=time.time()))
         except sa.exc.IntegrityError:
             pass
+
+    def append(self, run_id: str, turn: int, first: int, entries: list[bytes]) -> None:
+        """Add `entries` (pickled) to the journal of `run_id`'s `turn`, numbered from
+        `first`, in one transaction: one commit however many there are."""
+        with self.engine.begin() as connection:
+            connection.execute(self.journal.insert(), [
+                {"run_id": run_id, "turn": turn, "seq": first + n, "entry": entry} for n, entry in enumerate(entries)])
+
+    def journal_of(self, run_id: str, turn: int) -> list[bytes]:
+        """The pickled entries of `run_id`'s `turn`, in order."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(self.journal.c.entry)
+                                      .where(self.journal.c.run_id == run_id, self.journal.c.turn == turn)
+                                      .order_by(self.journal.c.seq))
+            return [bytes(row[0]) for row in rows]
 
     def claim(self, key: str, fingerprint: str, run_id: str) -> tuple[str, str]:
         """Claim the side effect `key` for `run_id`, once across every run: the unique key
@@ -122,7 +145,7 @@ class RunsDatabase:
         with self.engine.begin() as connection:
             connection.execute(self.claims.delete().where(self.claims.c.key == key, self.claims.c.run_id == run_id))
 
-    def await_value(self, key: str, owner: str, every: float = 0.05) -> tuple[str, bytes] | None:
+    def await_value(self, key: str, owner: str, every: float = 0.05) -> tuple[str, bytes, str] | None:
         """Wait for the run `owner`, which holds the claim of `key`, to store its value, and
         return it; None once the claim is released (its call failed) without a value."""
         while True:

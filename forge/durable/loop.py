@@ -3,7 +3,8 @@
     durable = DurableLoop(loop, name="indexer")          # SQLite file forge-runs.sqlite here
     result = durable.run("index the notes", run_id="index-1")
 
-Each run is a DBOS workflow (`forge.durable.workflow`); DBOS, a library, keeps its steps in
+Each run is a DBOS workflow (`forge.durable.workflow`) with its journal in the same database;
+DBOS, a library, keeps its workflows in
 the database and, when this process starts again, recovers the runs it left unfinished.
 There is one DBOS per process, so every DurableLoop of a process shares one database;
 each is known by its `name`, which a recovered or queued run uses to find it again.
@@ -22,8 +23,7 @@ from dbos import DBOS, Queue, SetWorkflowID
 
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase, database_url
-from forge.durable.steps import StepPolicy, StoredRegistry, step_approver, step_tool, step_verify
-from forge.durable.workflow import ANSWER_TOPIC, EVENT, LOOPS, QUEUE_NAME, STOPPING, WAITING_HERE, Plan, forge_run
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, LOOPS, QUEUE_NAME, STOPPING, WAITING_HERE, forge_run
 from forge.errors import RunNotFound, UsageError
 from forge.loop import AgentLoop
 from forge.machine.trace import TransitionRecord
@@ -163,6 +163,7 @@ class DurableLoop:
             raise UsageError(f"a DurableLoop named {name!r} exists in this process already")
         self.loop, self.name, self.db = loop, name, database_url(db)
         self.extra_tools: dict[str, Tool] = {}
+        self._with_tools: dict[tuple[str, ...], AgentLoop] = {}
         for tool in extra_tools:
             if tool.name in {t.name for t in loop.tools}:
                 raise UsageError(f"extra tool {tool.name!r}: the loop has a tool of that name already")
@@ -184,18 +185,24 @@ class DurableLoop:
         """Start DBOS on this loop's database (see `launch`); run, start and the rest call it."""
         launch(self.db)
 
-    def turn_loop(self, run_id: str, plan: Plan, in_doubt: Any) -> AgentLoop:
-        """The loop of one turn of run `run_id`: the user's loop with every outcome a step."""
-        options = self.loop._options
-        tools = [*self.loop.tools, *(self.extra_tools[name] for name in plan.extra_tools)]
-        return self.loop.replace(
-            tools=[step_tool(tool, run_id, in_doubt) for tool in tools],
-            policy=StepPolicy(options["policy"], plan.pinned),
-            verify=step_verify(options["verify"]),
-            approver=step_approver(options["approver"], plan.approvals),
-            registry=StoredRegistry(_LAUNCHED["database"], run_id),
-            sleep=DBOS.sleep,
-        )
+    @property
+    def database(self) -> RunsDatabase:
+        """The runs' database this process launched on (forge's own tables in it)."""
+        if not _LAUNCHED:
+            raise UsageError("durable runs are not launched in this process: call launch() or DurableLoop.launch()")
+        database: RunsDatabase = _LAUNCHED["database"]
+        return database
+
+    def loop_for(self, extra_tools: tuple[str, ...]) -> AgentLoop:
+        """The loop a turn runs: this loop, plus the extra tools answers added (made once
+        per distinct set, not per turn)."""
+        if not extra_tools:
+            return self.loop
+        made = self._with_tools.get(extra_tools)
+        if made is None:
+            made = self._with_tools[extra_tools] = self.loop.replace(
+                tools=[*self.loop.tools, *(self.extra_tools[name] for name in extra_tools)])
+        return made
 
     def start(self, goal: str, run_id: str | None = None) -> str:
         """Start a durable run of `goal` in this process and return its id at once. Starting

@@ -59,7 +59,15 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         shutdown()
 
 
+CHECKED_DBOS = "3."
+"""The DBOS versions `_recover` was checked against (`tests/test_durable.py` pins it)."""
+
+
 def _recover(executor: str) -> Any:
-    """Hand the runs of the silent worker `executor` to this one."""
+    """Hand the runs of the silent worker `executor` to this one.
+
+    The one private DBOS call forge makes: open-source DBOS leaves failover of a dead
+    executor to Conductor, its control plane, and `_recover_pending_workflows` is what that
+    calls (idempotent). Checked against DBOS `CHECKED_DBOS`*, pinned `<4` in the extra."""
     _log.warning("worker %s is silent; recovering its runs", executor)
     return DBOS._recover_pending_workflows([executor])

@@ -1,8 +1,9 @@
 """The durable run itself: one DBOS workflow per run, `forge_run(loop_name, goal)`.
 
 The workflow runs the loop's machine turn by turn. A turn is an ordinary `AgentLoop.run`
-whose policy, tools, verify, approver, sleeps and idempotency records are DBOS steps
-(`forge.durable.steps`). A turn that ends in a needs-input state DBOS can wait in
+whose performer keeps the turn's journal in the runs' database (`forge.durable.performer`):
+a recovered workflow replays it and goes on live where it ends. The only DBOS operations
+of a run are its events (what it publishes) and its waits for answers. A turn that ends in a needs-input state DBOS can wait in
 (`clarification_required`, `capability_gap`, `approval_required`) publishes what it needs
 and waits durably (`DBOS.recv`) for an `Answer`; the answer shapes the next turn, which
 goes on from the same observations (a conversation's next turn). A tool that was running
@@ -15,7 +16,7 @@ What the workflow publishes, as the DBOS event `run` (read by any process): `sta
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,7 +24,9 @@ from dbos import DBOS
 
 from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool
 from forge.durable.answers import Answer, AnswerRefused, Waiting
-from forge.durable.steps import CURRENT_RUN
+from forge.durable.database import RunsDatabase
+from forge.durable.idempotency import StoredRegistry
+from forge.durable.performer import DurablePerformer, StoredTurn
 from forge.errors import UsageError
 from forge.machine.stages import NotFingerprintable, request_fingerprint
 from forge.machine.trace import error_text
@@ -32,7 +35,10 @@ from forge.policy import Intent
 from forge.tools import Tool
 
 if TYPE_CHECKING:
+    from forge.agent.observations import LoopState
     from forge.loop import AgentLoop
+    from forge.machine.journal import Journal
+    from forge.machine.run import Run
     from forge.result import LoopResult
 
 __all__ = ["ANSWER_TOPIC", "EVENT", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Plan",
@@ -55,8 +61,10 @@ class HostedLoop(Protocol):
     @property
     def extra_tools(self) -> Mapping[str, Tool]: ...
 
-    def turn_loop(self, run_id: str, plan: Plan, in_doubt: Callable[[Tool, Mapping[str, Any], str], tuple[bool, Any]]
-                  ) -> AgentLoop: ...
+    @property
+    def database(self) -> RunsDatabase: ...
+
+    def loop_for(self, extra_tools: tuple[str, ...]) -> AgentLoop: ...
 
 
 LOOPS: dict[str, HostedLoop] = {}
@@ -86,15 +94,13 @@ class Plan:
 
 
 class _Turn(LoopObserver):
-    """Keeps the turn's Run: its intent is what a waiting run asks about, and the tools'
-    idempotency keys are made from its step."""
+    """Keeps the turn's run: its intent is what a waiting run asks about."""
 
     def __init__(self) -> None:
         self.run: RunView | None = None
 
     def run_started(self, run: RunView) -> None:
         self.run = run
-        CURRENT_RUN.set(run)
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
@@ -124,19 +130,36 @@ class _Workflow:
 
     def run(self) -> dict[str, Any]:
         plan, state = Plan(), None
+        registry = StoredRegistry(self.durable.database, self.run_id)  # one for every turn of the run
         while True:
-            turn = _Turn()
-            loop = self.durable.turn_loop(self.run_id, plan, self.in_doubt)
-            result = loop.run(self.goal, observers=[turn], state=state, run_id=self.run_id)
+            result, run = self.turn(plan, state, registry)
             self.turns.append([record.to_json() for record in result.trace])
-            assert turn.run is not None
-            waiting = _waiting_of(result, turn.run) if result.reason in _WAITS else None
+            waiting = _waiting_of(result, run) if result.reason in _WAITS else None
             if waiting is None:
                 return self.publish("finished", reason=result.reason, outcome=result.outcome, summary=result.summary,
                                     error=None if result.error is None else error_text(result.error))
             answer = self.wait(waiting, reason=result.reason, outcome=result.outcome, summary=result.summary)
-            plan = _plan_after(plan, answer, waiting, turn.run.intent)
+            plan = _plan_after(plan, answer, waiting, run.intent)
             state = result.state
+
+    def turn(self, plan: Plan, state: LoopState | None, registry: StoredRegistry) -> tuple[LoopResult, RunView]:
+        """Run the next turn on its stored journal: replayed as far as it goes, then live."""
+        turn = _Turn()
+        loop = self.durable.loop_for(plan.extra_tools)
+        stored = StoredTurn(self.durable.database, self.run_id, len(self.turns) + 1)
+        performers: list[DurablePerformer] = []
+
+        def perform(journal: Journal, run: Run) -> DurablePerformer:
+            performers.append(DurablePerformer(
+                stored, journal, run, run_id=self.run_id, tools=run.config.tools, sleep=run.config.sleep,
+                pinned=plan.pinned, approvals=plan.approvals, in_doubt=self.in_doubt))
+            return performers[-1]
+
+        result = loop.run(self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
+                          performer=perform)
+        performers[0].flush()  # what the run's end settled: its last verify
+        assert turn.run is not None
+        return result, turn.run
 
     def wait(self, waiting: Waiting, **more: Any) -> Answer:
         """Publish what the run waits for and wait, durably, for a fitting answer."""

@@ -1,0 +1,156 @@
+"""The durable performer: a run's journal kept in the runs' database, so the run survives
+the process.
+
+A durable run is an ordinary run whose performer (`forge.machine.performers`) writes each
+call to the world to the table `forge_journal` as it settles. When the workflow is recovered
+after a crash, the run starts again from the beginning with the calls stored so far: those
+are answered from the database without calling anything (as `AgentLoop.replay` does), and
+from the first call not stored the run goes on live. The machine takes the same transitions,
+so the trace comes out the same.
+
+Writes are batched to what recovery needs, two commits per loop step:
+
+- after the policy decides (with the previous step's verify): a recovered run never asks
+  the model again for a decision it made;
+- after each tool attempt: a tool whose outcome was stored is never called again. A tool
+  running at the crash is called again on recovery with the same idempotency key
+  (`idempotency_key()`), unless it says `on_crash="ask"`: then a marker is stored before the
+  call, and a recovered run that finds the marker with no outcome after it asks a person
+  whether the call ran (the run waits in `in_doubt`).
+
+Answers given to a waiting run change the next turn here too: its first decision is the
+waiting call (`pinned`), and an approver call for an answered fingerprint takes the answer.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from typing import Any
+
+from forge.durable.database import RunsDatabase
+from forge.machine.effects import Call
+from forge.machine.journal import Journal, JournalEntry
+from forge.machine.performers import Performer, Position, ReplayingPerformer
+from forge.policy import Intent
+from forge.tools import Tool
+
+__all__ = ["DurablePerformer", "InDoubt", "StoredTurn", "idempotency_key"]
+
+_KEY: ContextVar[str | None] = ContextVar("forge_durable_key", default=None)
+
+InDoubt = Callable[[Tool, Mapping[str, Any], str], tuple[bool, Any]]
+"""`in_doubt(tool, arguments, key) -> (ran, value)`: asks whether a call running at a crash
+ran (`(True, its result)`) or is to be called again (`(False, None)`)."""
+
+
+def idempotency_key() -> str | None:
+    """Inside a durable run's tool handler, the key of this call: the intent's own
+    `idempotency_key`, else `RUN_ID/STEP/TOOL`. The same after a crash, so a handler that
+    passes it on (an HTTP `Idempotency-Key`, a unique column) makes being called again
+    harmless. None outside a durable tool call."""
+    return _KEY.get()
+
+
+class StoredTurn:
+    """One turn's journal as the database has it: its calls, and the call of an
+    `on_crash="ask"` tool that was running at a crash (`in_flight`: transition, step and
+    tool of a start marker with no outcome after it), if any."""
+
+    def __init__(self, database: RunsDatabase, run_id: str, turn: int) -> None:
+        self.database, self.run_id, self.turn = database, run_id, turn
+        self.calls: list[JournalEntry] = []
+        self.in_flight: tuple[int, int, str] | None = None
+        rows = database.journal_of(run_id, turn)
+        for row in rows:
+            item = pickle.loads(row)
+            if item[0] == "started":
+                self.in_flight = tuple(item[1:])
+            else:
+                self.calls.append(JournalEntry(run_id, *item[1:]))
+                self.in_flight = None
+        self.rows = len(rows)
+
+    def append(self, items: list[tuple[Any, ...]]) -> None:
+        """Store `items` (calls and start markers) after the rows stored so far: one commit."""
+        if items:
+            self.database.append(self.run_id, self.turn, self.rows, [pickle.dumps(item) for item in items])
+            self.rows += len(items)
+
+
+class DurablePerformer(ReplayingPerformer):
+    """Answers the calls `stored` has (calling nothing), then performs live, storing each
+    call as described in the module. `tools` are the run's tools by name (for `on_crash`);
+    `pinned` is the intent the turn's first decision is; `approvals` maps a call's
+    fingerprint to the answer a person gave; `in_doubt` asks about a call found in flight.
+    """
+
+    __slots__ = ("_kept", "_pending", "approvals", "in_doubt", "pinned", "run_id", "stored", "tools")
+
+    def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
+                 sleep: Callable[[float], Any], pinned: Intent | None = None, approvals: Mapping[str, bool] | None = None,
+                 in_doubt: InDoubt | None = None) -> None:
+        super().__init__(stored.calls, journal, run)
+        self.sleep = sleep
+        self.stored, self.run_id, self.tools = stored, run_id, tools
+        self.pinned, self.approvals, self.in_doubt = pinned, dict(approvals or {}), in_doubt
+        self._kept = len(stored.calls)  # journal entries already in the database
+        self._pending: list[tuple[Any, ...]] = []
+
+    def flush(self) -> None:
+        """Store the calls settled since the last write (one commit; none when nothing is new)."""
+        fresh = self.journal[self._kept:]
+        self._kept = len(self.journal)
+        items = [*self._pending, *(("call", e.transition, e.step, e.kind, e.name, e.identity, e.value, e.error,
+                                    e.messages) for e in fresh)]
+        self._pending = []
+        self.stored.append(items)
+
+    def call(self, effect: Call) -> Any:
+        if not effect.kind or self.remaining:
+            return super().call(effect)
+        if effect.kind == "tool":
+            return self._tool(effect)
+        value: Any
+        if effect.kind == "policy" and self.pinned is not None:
+            value, self.pinned = self.pinned, None
+            self.settled(effect, len(effect.conversation or ()), value, None)
+        elif effect.kind == "approver" and effect.identity in self.approvals:
+            value = self.approvals[effect.identity]
+            self.settled(effect, 0, value, None)
+        else:
+            value = Performer.call(self, effect)
+        if effect.kind in ("policy", "approver"):
+            self.flush()
+        return value
+
+    def _tool(self, effect: Call) -> Any:
+        transition, step = self.where()
+        run: Any = self._run()
+        intent = getattr(run, "intent", None)
+        key = intent.idempotency_key if intent is not None and intent.idempotency_key else \
+            f"{self.run_id}/{step}/{effect.name}"
+        tool = self.tools.get(effect.name)
+        if tool is not None and tool.on_crash == "ask":
+            if self.stored.in_flight == (transition, step, effect.name) and self.in_doubt is not None:
+                self.stored.in_flight = None
+                ran, value = self.in_doubt(tool, effect.identity, key)
+                if ran:
+                    self.settled(effect, 0, value, None)
+                    self.flush()
+                    return value
+            self._pending.append(("started", transition, step, effect.name))
+        self.flush()
+        token = _KEY.set(key)
+        try:
+            return Performer.call(self, effect)
+        finally:
+            _KEY.reset(token)
+            self.flush()
+
+    def wait(self, seconds: float, asynchronous: bool = False) -> Any:
+        if self.remaining:
+            return super().wait(seconds, asynchronous)
+        return Performer.wait(self, seconds, asynchronous)
+
