@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import operator
+import os
 import statistics
 import subprocess
 import sys
@@ -35,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from forge import AgentLoop, Finish, Intent, Tool
 
 TEXT = "x" * 64
+RUN = f"bench-{os.getpid()}"
+"""Run ids of this process: rounds share a PostgreSQL database, and an id must be new to be run."""
 
 
 def read(n: int) -> dict[str, Any]:
@@ -187,10 +190,10 @@ def forge_child(db: str, steps: int, repeats: int) -> dict[str, Any]:
     commits.sqlalchemy()
     durable = DurableLoop(make_loop(steps), name="bench", db=db)
     durable.launch()
-    durable.run("warm up", run_id="warm-up")
+    durable.run("warm up", run_id=f"{RUN}-warm-up")
 
     def one(number: int) -> None:
-        result = durable.run("benchmark", run_id=f"bench-{number}")
+        result = durable.run("benchmark", run_id=f"{RUN}-{number}")
         assert result.reason == "verified_success", result
 
     return _timed(one, commits, steps, repeats)
@@ -248,7 +251,7 @@ def langgraph_child(db: str, steps: int, repeats: int) -> dict[str, Any]:
         app = graph.compile(checkpointer=saver)
 
         def one(number: int) -> None:
-            config = {"configurable": {"thread_id": f"bench-{number}"}, "recursion_limit": 4 * steps + 10}
+            config = {"configurable": {"thread_id": f"{RUN}-{number}"}, "recursion_limit": 4 * steps + 10}
             final = app.invoke({"goal": "benchmark", "observations": [], "intent": None, "verified": False}, config,
                                durability="sync")
             assert final["verified"] and len(final["observations"]) == steps + 1
@@ -291,7 +294,7 @@ def burr_child(db: str, steps: int, repeats: int) -> dict[str, Any]:
                .with_transitions(("agent", "done", expr("verified")), ("agent", "tools"), ("tools", "agent"))
                .with_state(goal="benchmark", observations=[], intent=None, verified=False)
                .with_entrypoint("agent")
-               .with_identifiers(app_id=f"bench-{number}")
+               .with_identifiers(app_id=f"{RUN}-{number}")
                .with_state_persister(persister)
                .build())
         _, _, state = app.run(halt_after=["done"])
@@ -344,8 +347,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         print(json.dumps(CHILDREN[args.child](args.db, args.steps, args.repeats)), flush=True)
-        import os
-
         os._exit(0)
     from postgres import postgres_server, why_no_postgres
 

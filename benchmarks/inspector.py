@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from browser import load, open_browser, why_no_browser
 from builders import intent, scripted_loop, tool
+from targets import against
 
 from forge.inspect import write
 
@@ -57,12 +58,13 @@ def main() -> int:
             big_load, big_move = measure(driver, big)
         finally:
             driver.quit()
-        print(f"page size: 10,000 transitions {big.stat().st_size / 1e6:5.2f} MB (target <= 5 MB), "
+        print(f"page size: 10,000 transitions {big.stat().st_size / 1e6:5.2f} MB "
+              f"{against(big.stat().st_size / 1e6, 5, ' MB')}, "
               f"40 transitions {small.stat().st_size / 1e3:5.1f} kB")
         print(f"ready in: 10,000 transitions {big_load * 1e3:6.0f} ms against 40 transitions {small_load * 1e3:6.0f} ms: "
-              f"ratio {big_load / small_load:5.2f}x")
+              f"ratio {big_load / small_load:5.2f}x {against(big_load / small_load, 3)}")
         print(f"per move: 10,000 transitions {big_move * 1e3:6.2f} ms against 40 transitions {small_move * 1e3:6.2f} ms: "
-              f"ratio {big_move / small_move:5.2f}x")
+              f"ratio {big_move / small_move:5.2f}x {against(big_move / small_move, 2)}")
     return 0
 
 

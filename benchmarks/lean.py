@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from loop_overhead import NEVER_REPEAT, TOOLS, _handler, make_policy
+from targets import against
 
 from forge import AgentLoop, Tool
 
@@ -95,20 +96,21 @@ def main() -> None:
 
     per_trace, per_observation = trace_bytes(steps)
     print(f"trace {per_trace:7.0f} B/step against observations {per_observation:5.0f} B/step: "
-          f"ratio {per_trace / per_observation:5.2f}x (target <= 2x)")
+          f"ratio {per_trace / per_observation:5.2f}x {against(per_trace / per_observation, 2)}")
 
     times = [step_time_at(late + 1000, (1000, late)) for _ in range(3 if args.quick else 5)]
     early = statistics.median(t[1000] for t in times)
     later = statistics.median(t[late] for t in times)
     print(f"per step at step 1,000 {early * 1e6:6.2f} us, at step {late:,} {later * 1e6:6.2f} us (gc on): "
-          f"ratio {later / early:5.2f}x (target <= 1.2x)")
+          f"ratio {later / early:5.2f}x {against(later / early, 1.2)}")
 
     transitions = import_time("import transitions", repeats)
     forge_import = import_time("import forge", repeats)
     loop_import = import_time("from forge import AgentLoop, Intent, Tool", repeats)
     print(f"import transitions {transitions * 1e3:6.1f} ms  import forge {forge_import * 1e3:6.1f} ms: ratio "
-          f"{forge_import / transitions:5.2f}x (target <= 2x)  ·  from forge import AgentLoop, Intent, Tool "
-          f"{loop_import * 1e3:6.1f} ms: {loop_import / transitions:5.2f}x")
+          f"{forge_import / transitions:5.2f}x {against(forge_import / transitions, 2)}")
+    print(f"from forge import AgentLoop, Intent, Tool {loop_import * 1e3:6.1f} ms against import transitions: "
+          f"ratio {loop_import / transitions:5.2f}x {against(loop_import / transitions, 2)}")
 
     dot = shutil.which("dot")
     forge_cli = Path(sys.executable).with_name("forge")
@@ -121,7 +123,7 @@ def main() -> None:
         bare = command_time([dot, "-Tsvg", str(source), "-o", str(Path(folder) / "bare.svg")], repeats)
         ours = command_time([str(forge_cli), "diagram", "-o", str(Path(folder) / "x.svg")], repeats)
     print(f"forge diagram -o x.svg {ours * 1e3:6.1f} ms against dot -Tsvg {bare * 1e3:6.1f} ms: "
-          f"ratio {ours / bare:5.2f}x (target <= 3x)")
+          f"ratio {ours / bare:5.2f}x {against(ours / bare, 3)}")
 
 
 if __name__ == "__main__":

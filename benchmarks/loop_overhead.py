@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from targets import against
 from transitions import Machine
 
 from forge import AgentLoop, Intent, LoopState, Tool, load_definition
@@ -226,16 +227,17 @@ def main() -> None:
     us = 1e6
     print(f"per step ({long_steps:,}-step run): plain {plain_long * us:6.2f} us  raw transitions "
           f"{raw_long * us:6.2f} us  AgentLoop {forge_long * us:6.2f} us")
-    print(f"  AgentLoop / raw transitions {forge_long / raw_long:5.2f}x (target <= 1.5x)   "
-          f"AgentLoop / plain {forge_long / plain_long:5.2f}x (target <= 10x)")
+    print(f"  AgentLoop / raw transitions {forge_long / raw_long:5.2f}x {against(forge_long / raw_long, 1.25)}   "
+          f"AgentLoop / plain {forge_long / plain_long:5.2f}x {against(forge_long / plain_long, 10)}")
     print(f"per run ({short_runs:,} runs of 5 steps): plain {plain_short * us:7.2f} us  "
-          f"AgentLoop {forge_short * us:7.2f} us  ratio {forge_short / plain_short:5.2f}x (target <= 10x)")
+          f"AgentLoop {forge_short * us:7.2f} us  ratio {forge_short / plain_short:5.2f}x "
+          f"{against(forge_short / plain_short, 10)}")
     print(f"new AgentLoop per run {fresh_short * us:7.2f} us against loop.run {forge_short * us:7.2f} us: "
-          f"ratio {fresh_short / forge_short:5.2f}x (target <= 1.5x)")
+          f"ratio {fresh_short / forge_short:5.2f}x {against(fresh_short / forge_short, 1.5)}")
     print(f"run start: 1 live {start_one * us:6.2f} us  10,000 live {start_many * us:6.2f} us  "
-          f"ratio {start_many / start_one:5.2f}x (target <= 1.5x)")
+          f"ratio {start_many / start_one:5.2f}x {against(start_many / start_one, 1.5)}")
     print(f"{concurrent:,} concurrent arun (tool sleeps 50 ms): {many * 1e3:7.1f} ms against one run "
-          f"{one * 1e3:6.1f} ms: ratio {many / one:5.2f}x (target <= 3x)")
+          f"{one * 1e3:6.1f} ms: ratio {many / one:5.2f}x {against(many / one, 3)}")
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def test_two_hundred_runs_on_four_workers_survive_a_worker_killed_halfway(tmp_pa
     print(f"\nworker test: {RUNS} runs on {WORKERS} workers, one SIGKILLed after {killed_at} had finished; "
           f"all done in {elapsed:.1f} s; ends {dict(reasons)}; ledger {len(lines)} lines, "
           f"{sum(1 for count in per_key.values() if count > 1)} keys written more than once")
-    assert victim.returncode == -9
+    assert victim.returncode == -9, victim.stderr.read()[-3000:]
     assert reasons == {"verified_success": RUNS}
     assert len(lines) == RUNS * 3 and max(per_key.values()) == 1
     assert {line[0].split("/")[0] for line in lines} == set(ids)

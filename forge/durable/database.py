@@ -53,15 +53,44 @@ def _engine_url(url: str) -> str:
     return url
 
 
+def _write_ahead_log(engine: sa.Engine) -> None:
+    """Put a SQLite runs database in write-ahead-log mode, once (the mode is kept in the file,
+    so DBOS's connections use it too): a commit appends to the log and syncs it once, where the
+    default rollback journal syncs several files, and readers do not block the writer. As
+    durable against a killed process as before (synchronous stays FULL); the database must then
+    be on a local disk, not a network file system. A database another process holds locked
+    just now keeps its mode (the next opener sets it)."""
+    try:
+        with engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+    except sa.exc.OperationalError:
+        pass
+
+
+def _create(metadata: sa.MetaData, engine: sa.Engine, tries: int = 5) -> None:
+    """Create forge's tables that are missing. Workers starting together race to create them:
+    PostgreSQL refuses the loser's CREATE (a duplicate table or type), and it looks again."""
+    for attempt in range(tries):
+        try:
+            metadata.create_all(engine, checkfirst=True)
+            return
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError):
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
 class RunsDatabase:
     """forge's tables in the runs' database, made when first opened."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        options: dict[str, Any] = {"pool_pre_ping": True}
+        options: dict[str, Any] = {}
         if url.startswith("sqlite"):
             options["connect_args"] = {"timeout": 30}
         self.engine = sa.create_engine(_engine_url(url), **options)
+        if url.startswith("sqlite"):
+            _write_ahead_log(self.engine)
         metadata = sa.MetaData()
         self.idempotency = sa.Table(
             "forge_idempotency", metadata,
@@ -90,7 +119,7 @@ class RunsDatabase:
             sa.Column("executor_id", sa.Text, primary_key=True),
             sa.Column("beat_at", sa.Float, nullable=False),
         )
-        metadata.create_all(self.engine, checkfirst=True)
+        _create(metadata, self.engine)
 
     def lookup(self, key: str) -> tuple[str, bytes, str] | None:
         """The stored `(fingerprint, pickled value, run id)` of `key`, or None."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ class DurableResult:
 
     run_id: str
     status: str
-    turns: tuple[tuple[TransitionRecord, ...], ...] = ()
+    turns: Sequence[tuple[TransitionRecord, ...]] = ()
     reason: str | None = None
     outcome: str | None = None
     summary: str | None = None
@@ -62,7 +62,7 @@ class DurableResult:
            error: str | None = None) -> DurableResult:
         """From DBOS's status of the workflow and the run's last published event."""
         event = event or {}
-        turns = tuple(tuple(TransitionRecord.from_json(line) for line in turn) for turn in event.get("turns", ()))
+        turns = _Turns(event.get("turns", ()))
         status = str(event.get("status", "running"))
         if workflow_status == "CANCELLED":
             status = "cancelled"
@@ -73,6 +73,35 @@ class DurableResult:
         waiting = Waiting.from_json(event["waiting"]) if status == "waiting" and event.get("waiting") else None
         return cls(run_id, status, turns, event.get("reason"), event.get("outcome"), event.get("summary"), waiting,
                    error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"))
+
+
+class _Turns(Sequence[tuple[TransitionRecord, ...]]):
+    """A stored run's turns, read from their JSON when first looked at: waiting for a run
+    polls its status, and most polls never look at the records."""
+
+    def __init__(self, data: Sequence[Sequence[Mapping[str, Any]]]) -> None:
+        self._data: Sequence[Sequence[Mapping[str, Any]]] | None = data
+        self._turns: tuple[tuple[TransitionRecord, ...], ...] = ()
+
+    def _read(self) -> tuple[tuple[TransitionRecord, ...], ...]:
+        if self._data is not None:
+            self._turns = tuple(tuple(TransitionRecord.from_json(line) for line in turn) for turn in self._data)
+            self._data = None
+        return self._turns
+
+    def __len__(self) -> int:
+        return len(self._data) if self._data is not None else len(self._turns)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._read()[index]
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self._read()) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._read())
 
 
 _LAUNCHED: dict[str, Any] = {}
@@ -97,6 +126,8 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
                              f"database (DBOS is one per process), not also {url}")
         return url
     STOPPING.clear()
+    # SQLite's journal mode is set before DBOS connects; a PostgreSQL database may be DBOS's to create
+    early = RunsDatabase(url) if url.startswith("sqlite") else None
     config: dict[str, Any] = {"name": "forge", "system_database_url": url, "log_level": "WARNING",
                               "notification_listener_polling_interval_sec": 0.05}
     if executor_id is not None:
@@ -110,7 +141,7 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
     else:
         _QUEUE.append(DBOS.retrieve_queue(QUEUE_NAME) or DBOS.register_queue(QUEUE_NAME, polling_interval_sec=0.2,
                                                                              on_conflict="never_update"))
-    _LAUNCHED.update(url=url, database=RunsDatabase(url))
+    _LAUNCHED.update(url=url, database=early or RunsDatabase(url))
     return url
 
 

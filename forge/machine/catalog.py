@@ -149,7 +149,11 @@ class StageCatalog:
         return isinstance(other, StageCatalog) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:  # made once: every loop built looks its definition and engine up by it
+            cached = hash(self._key())
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
     def with_stages(self, stages: Mapping[str, Stage]) -> StageCatalog:
         """This catalog plus `stages`, keyed by the action name definitions use.

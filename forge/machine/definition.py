@@ -101,6 +101,14 @@ class MachineDefinition:
     _by_name: dict[str, StateDef] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
     _outgoing: dict[str, tuple[TransitionDef, ...]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False, hash=False)
+    _hash: list[int] = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
+
+    def __hash__(self) -> int:
+        """The fields' hash, made once: every loop built looks its engine up by it."""
+        if not self._hash:
+            self._hash.append(hash((self.name, self.initial, self.states, self.transitions, self.title,
+                                    self.description, self.path)))
+        return self._hash[0]
 
     def __post_init__(self) -> None:
         # lookups by name, built once: a definition of thousands of states stays linear to check

@@ -174,13 +174,30 @@ class _Condition(Condition):
 
 
 class _Transition(Transition):
-    """A transitions `Transition` that knows the definition's edge it stands for."""
+    """A transitions `Transition` that knows the definition's edge it stands for.
+
+    `plain` is set once the engine's machine is built, for an edge that has no callbacks of
+    its own and whose states have none: executing it is then transitions' `execute` less
+    its dispatch over empty callback lists and its debug logging (the state is set with the
+    machine's `set_state`; the machine's `after_state_change` callbacks run as ever)."""
 
     condition_cls = _Condition
+    plain = False
+    _dest_state: Any = None
 
     def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.definition = definition
+
+    def execute(self, event_data: EventData) -> bool:
+        if not self.plain:
+            return bool(super().execute(event_data))
+        machine = event_data.machine
+        setattr(event_data.model, machine.model_attribute, self.dest)
+        event_data.state = self._dest_state
+        for callback in machine.after_state_change:
+            callback(event_data)  # type: ignore[operator]  # forge registers callables, never names
+        return True
 
     def _eval_conditions(self, event_data: EventData) -> bool:
         # _Event evaluated every condition once already and chose this transition
@@ -265,6 +282,18 @@ def _async_machine_class() -> type[Machine]:
             return None
 
     return _AsyncMachine
+
+
+def _mark_plain(machine: Machine, event: Event) -> None:
+    """Mark the transitions that no callback of anyone's watches (see `_Transition.plain`)."""
+    if machine.before_state_change or machine.on_final or machine.finalize_event:
+        return
+    for transitions in event.transitions.values():
+        for transition in cast(list[_Transition], transitions):
+            source, dest = machine.get_state(transition.source), machine.get_state(str(transition.dest))
+            transition._dest_state = dest
+            transition.plain = not (transition.prepare or transition.before or transition.after or source.on_exit
+                                    or dest.on_enter)
 
 
 def _condition(spec: GuardSpec) -> Callable[[_Firing], bool]:
@@ -352,6 +381,8 @@ class LoopEngine:
             for function in users("on_exit", callbacks.on_exit, state.name):
                 self._machine.get_state(state.name).add_callback("exit", function)
         self.event: Event = self._machine.events[ADVANCE]
+        if not self.asynchronous:
+            _mark_plain(self._machine, self.event)
 
     @property
     def machine(self) -> Machine:

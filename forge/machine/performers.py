@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence, Sized
 from typing import Any, Protocol, TypeVar
 
-from forge.machine.effects import AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, complete, notify
+from forge.machine.effects import AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
 from forge.machine.journal import Journal, JournalEntry, JournalMiss
 
 
@@ -80,7 +80,7 @@ class Performer:
         except Exception as error:
             self.settled(effect, before, None, error)
             raise
-        if not isinstance(value, Awaitable):
+        if not _awaitable(value):
             self.settled(effect, before, value, None)
         return value
 
@@ -181,32 +181,50 @@ async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
             result, error = None, failure
 
 
+def _awaitable(value: Any) -> bool:
+    """Whether `value` must be awaited: what an `async def` returns (a check cheaper than
+    `isinstance(value, Awaitable)`, made on every call of every step)."""
+    return hasattr(value, "__await__")
+
+
 def run_sync(steps: Steps[T], performer: Performer) -> T:
     """Perform `steps` synchronously through `performer` and return the action's result.
 
     A `Call` whose result is awaitable is thrown back into the action as
-    `AsyncNotSupported` (and journaled as that call's error)."""
+    `AsyncNotSupported` (and journaled as that call's error). The same driver as
+    `run_async`'s, written as a plain loop: nothing here ever needs awaiting."""
+    send, throw = steps.send, steps.throw
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = send(result) if error is None else throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            result, error = _perform_sync(effect, performer), None
+        except Exception as failure:  # handed to the action, which classifies it
+            result, error = None, failure
 
-    def perform(effect: Effect) -> Any:
-        if type(effect) is Call:
-            before = len(effect.conversation) if effect.kind and effect.conversation is not None else 0
-            value = performer.call(effect)
-            if isinstance(value, Awaitable):
-                if isinstance(value, Coroutine):
-                    value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
-                refused = AsyncNotSupported(effect.what)
-                if effect.kind:
-                    performer.settled(effect, before, None, refused)
-                raise refused
-            return value
-        if isinstance(effect, Notify):
-            return notify(effect)
-        if isinstance(effect, Sleep):
-            return performer.wait(effect.seconds)
-        assert isinstance(effect, Once)
-        return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), performer))
 
-    return complete(_drive(steps, perform))
+def _perform_sync(effect: Effect, performer: Performer) -> Any:
+    if type(effect) is Call:
+        before = len(effect.conversation) if effect.kind and effect.conversation is not None else 0
+        value = performer.call(effect)
+        if _awaitable(value):
+            if isinstance(value, Coroutine):
+                value.close()  # never awaited on purpose: say so once, not as a RuntimeWarning
+            refused = AsyncNotSupported(effect.what)
+            if effect.kind:
+                performer.settled(effect, before, None, refused)
+            raise refused
+        return value
+    if type(effect) is Notify:
+        return notify(effect)
+    if type(effect) is Sleep:
+        return performer.wait(effect.seconds)
+    assert isinstance(effect, Once)
+    return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), performer))
 
 
 def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
