@@ -11,17 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forge import AgentLoop, ApprovalRequest, Intent, LoopState, Stage, Tool, TransitionCallbacks
+from forge import AgentLoop, ApprovalRequest, Intent, LoopState, Stage, StageOutcome, Tool, TransitionCallbacks
 from forge.machine.run import Run
 
 COSTS = {"read_file": 1, "write_file": 5}
 
 
-def check_budget(run: Run) -> str:
+def check_budget(run: Run) -> StageOutcome:
     """Charge every call so far, refused ones too; past 12 units the run stops in budget_exceeded."""
     spent = sum(COSTS[o.tool_name] for o in run.loop_state.observations)
-    run.detail = {"spent": spent}
-    return "over" if spent > 12 else "within"
+    return StageOutcome("over" if spent > 12 else "within", detail={"spent": spent})
 
 
 STAGES = {

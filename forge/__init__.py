@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
     from forge.machine.journal import Journal, JournalCodec, JournalEncodeError, JournalEntry, JournalMiss
     from forge.machine.loader import load_definition
+    from forge.machine.outcome import StageOutcome
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
     from forge.machine.trace import (
         GuardResult,
@@ -52,6 +53,7 @@ _WHERE: dict[str, str] = {
     "LoopResult": "forge.result",
     "AgentLoop": "forge.loop",
     "Stage": "forge.machine.catalog",
+    "StageOutcome": "forge.machine.outcome",
     "DefinitionError": "forge.machine.definition",
     "MachineDefinition": "forge.machine.definition",
     "AsyncNotSupported": "forge.machine.effects",
@@ -99,6 +101,7 @@ __all__ = [
     "AsyncNotSupported",
     # extending the machine: user stages, transitions callbacks, approvals
     "Stage",
+    "StageOutcome",
     "TransitionCallbacks",
     "ApprovalRequest",
     "ApprovalRejected",

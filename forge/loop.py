@@ -30,7 +30,7 @@ from forge.machine.engine import (
 from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
 from forge.machine.performers import Performer, ReplayingPerformer, ReplayStopped
-from forge.machine.run import Run, RunConfig
+from forge.machine.run import Run, RunConfig, RunCounts
 from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
@@ -196,6 +196,7 @@ class AgentLoop:
             verify_takes_state=_takes_state(verify),
             repeat_by=repeat_by,
             redact=redact,
+            machine=self.definition.name,
         )
 
     def replace(self, **changes: Any) -> AgentLoop:
@@ -248,8 +249,8 @@ class AgentLoop:
         journal = Journal(run_id=run_id, codec=self.codec)
         run = Run(goal=goal, config=self._config, state=self.definition.initial,
                   registry=registry if registry is not None else IdempotencyRegistry(),
-                  loop_state=loop_state, base_steps=loop_state.step_count, messages_seen=len(loop_state.messages),
-                  observers=self._observers.for_run() + observers, machine=self.definition.name,
+                  loop_state=loop_state, counts=RunCounts(messages_seen=len(loop_state.messages)),
+                  observers=self._observers.for_run() + observers,
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
                               redact=self._config.redact), journal=journal)
         config = self._config

@@ -98,3 +98,17 @@ def test_loops_with_equal_stages_share_one_parsed_definition_and_engine():
     second = scripted_loop([tool("b")], [intent("b")], definition=BUDGETED, stages=dict(STAGES))
     assert first.definition is second.definition
     assert first.engine is second.engine
+
+
+def test_a_stage_that_still_assigns_run_detail_works_with_a_deprecation_warning():
+    def check(run):
+        run.detail = {"spent": run.loop_state.step_count}
+        return "within"
+
+    old_style = {"check_budget": Stage(check, {"within", "over"}, guards={"within_budget": "within", "over_budget": "over"},
+                                       stops_in={"over_budget": "budget_exceeded"})}
+    loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True, definition=BUDGETED, stages=old_style)
+    with pytest.warns(DeprecationWarning, match="return StageOutcome"):
+        result = loop.run("goal")
+    assert result.reason == "verified_success"
+    assert [r.detail for r in result.trace if r.source == "budget"][:1] == [{"spent": 1}]

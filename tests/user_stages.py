@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from forge import Stage
+from forge import Stage, StageOutcome
 
 
 def budget(limit: int) -> Stage:
@@ -10,8 +10,7 @@ def budget(limit: int) -> Stage:
 
     def check(run):
         spent = run.loop_state.step_count
-        run.detail = {"spent": spent, "limit": limit}
-        return "over" if spent > limit else "within"
+        return StageOutcome("over" if spent > limit else "within", detail={"spent": spent, "limit": limit})
 
     return Stage(check, {"within", "over"}, guards={"within_budget": "within", "over_budget": "over"},
                  stops_in={"over_budget": "budget_exceeded"})

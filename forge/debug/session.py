@@ -91,7 +91,7 @@ class DebugSession(Stepper):
         try:
             record = self.loop.engine.fire(self._run)
         except KeyboardInterrupt:  # Ctrl-C inside the transition: the session stays where it was
-            self._run.interrupted = None
+            self._run.firing.interrupted = None
             self._restore()
             raise
         self._records.append(record)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.errors import UsageError
 from forge.machine.effects import Call, Steps
+from forge.machine.outcome import StageOutcome
 
 if TYPE_CHECKING:
     from forge.machine.run import Run
@@ -30,10 +31,10 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 @dataclass(frozen=True, slots=True)
 class ActionSpec:
     """A stage action: `run(run)` is a generator of effects (`forge.machine.effects`) whose
-    return value is the verdict, one of `verdicts`."""
+    return value is a `StageOutcome` whose verdict is one of `verdicts`."""
 
     name: str
-    run: Callable[[Run], Steps[str]]
+    run: Callable[[Run], Steps[StageOutcome]]
     verdicts: frozenset[str]
     doc: str
 
@@ -61,13 +62,16 @@ class GuardSpec:
 
 @dataclass(frozen=True, slots=True, init=False)
 class Stage:
-    """A stage users supply: `action(run) -> verdict`, sync or `async def` (under `arun`).
+    """A stage users supply: `action(run) -> StageOutcome | verdict`, sync or `async def`
+    (under `arun`).
 
-    `verdicts` lists every value `action` may return; returning another one ends the run in
+    `verdicts` lists every verdict `action` may give; giving another one ends the run in
     `fatal_error`. `guards` maps each guard name a definition may use to the verdict it tests
     (default: one guard per verdict, named like it). `stops_in` maps a guard to the terminal
-    state it must lead to, when the verdict means the run is over. The action reads and
-    writes the `Run` it is given; what it puts in `run.detail` goes into the trace.
+    state it must lead to, when the verdict means the run is over. The action reads the run
+    it is given and returns `StageOutcome(verdict, detail={...})`: the detail goes into the
+    trace (or it returns the verdict alone). Assigning `run.detail` still works for this
+    release, with a DeprecationWarning.
 
     Raises:
         ValueError: no verdicts, a guard on an undeclared verdict, or a name that is not an
@@ -115,17 +119,22 @@ class Stage:
         return _spec_of(self, name)
 
 
+_NO_DETAIL: Mapping[str, Any] = {}
+
+
 @lru_cache(maxsize=256)
 def _spec_of(stage: Stage, name: str) -> ActionSpec:
     action, verdicts = stage.action, stage.verdicts
 
-    def steps(run: Run) -> Steps[str]:
-        run.detail = {}
-        verdict = yield Call(action, (run,), f"stage {name!r}")
-        if verdict not in verdicts:
-            raise UsageError(f"stage {name!r} returned {verdict!r}, not one of its declared verdicts "
+    def steps(run: Run) -> Steps[StageOutcome]:
+        firing = run.firing
+        firing.detail = _NO_DETAIL  # what a stage that still assigns run.detail replaces
+        returned = yield Call(action, (run,), f"stage {name!r}")
+        outcome = returned if isinstance(returned, StageOutcome) else StageOutcome(returned, firing.detail)
+        if outcome.verdict not in verdicts:
+            raise UsageError(f"stage {name!r} returned {outcome.verdict!r}, not one of its declared verdicts "
                              f"({', '.join(sorted(verdicts))})")
-        return str(verdict)
+        return outcome
 
     steps.user_action = action  # type: ignore[attr-defined]  # lets run() refuse an async stage up front
     return ActionSpec(name, steps, verdicts, stage.doc or f"user stage {name}")

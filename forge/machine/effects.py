@@ -60,6 +60,8 @@ class Call(NamedTuple):
     name: str = ""
     identity: Any = None
     conversation: list[Any] | None = None
+    step: int = 0  # the loop step it is made for, when the run's own is not yet it (the policy's)
+    hook: str = ""  # local code that names itself when it fails (`redact`)
 
 
 class Sleep(NamedTuple):

@@ -37,6 +37,7 @@ from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps
+from forge.machine.outcome import StageOutcome
 from forge.machine.performers import run_async, run_sync
 from forge.machine.run import Run
 from forge.machine.stages import BUILTIN_STAGES
@@ -151,8 +152,8 @@ def _choose(event_data: Any, candidates: Iterable[Any]) -> Any:
             enabled.append(transition)
     if len(enabled) != 1:
         run = cast(Run, event_data.model)
-        guards = tuple(GuardResult(name, value) for name, value in run.guard_values.items())
-        raise NoTransitionEnabled(run.state, run.verdict, guards, tuple(t.definition.entry for t in enabled))
+        guards = tuple(GuardResult(name, value) for name, value in run.firing.guard_values.items())
+        raise NoTransitionEnabled(run.state, run.firing.verdict, guards, tuple(t.definition.entry for t in enabled))
     event_data.transition = event_data.decided = enabled[0]
     return enabled[0]
 
@@ -302,16 +303,17 @@ def _condition(spec: GuardSpec) -> Callable[[_Firing], bool]:
     if spec.test is None:  # a plain verdict comparison, which cannot raise: no hook to name
 
         def guard(event: _Firing) -> bool:
-            run = event.model
-            value = run.guard_values[name] = run.verdict == wanted
+            firing = event.model.firing
+            value = firing.guard_values[name] = firing.verdict == wanted
             return value
     else:
         holds = spec.holds
 
         def guard(event: _Firing) -> bool:
             run = event.model
-            run.hook = hook
-            value = run.guard_values[name] = holds(run.verdict)
+            firing = run.firing
+            firing.hook = hook
+            value = firing.guard_values[name] = holds(firing.verdict)
             return value
 
     guard.__name__ = name
@@ -350,7 +352,7 @@ class LoopEngine:
         self._name = definition.name
         self._clock = clock
         self._terminal = {s.name: s.terminal for s in definition.states}
-        self._actions: dict[str, tuple[str, Callable[[Run], Steps[str]]]] = {
+        self._actions: dict[str, tuple[str, Callable[[Run], Steps[StageOutcome]]]] = {
             s.name: (f"action {s.action}", stages.actions[s.action].run) for s in definition.states if s.action
         }
         self._guard_tuples: dict[tuple[str, str | None], tuple[dict[str, bool], tuple[GuardResult, ...]]] = {}
@@ -404,7 +406,7 @@ class LoopEngine:
             NoTransitionEnabled: the verdict enables zero or several transitions.
         """
         self.advance(run)
-        return run.record if run.record is not None else run.trace[-1]
+        return run.firing.record if run.firing.record is not None else run.trace[-1]
 
     def advance(self, run: Run) -> None:
         """`fire`, without making the record when nobody asked for one (what `run()` uses)."""
@@ -415,19 +417,20 @@ class LoopEngine:
         if self._terminal[run.state]:
             raise RunFinished(f"the run has ended in {run.state!r}; there is nothing left to fire")
 
-    def _begin(self, event: _Firing) -> tuple[str, Callable[[Run], Steps[str]]] | None:
+    def _begin(self, event: _Firing) -> tuple[str, Callable[[Run], Steps[StageOutcome]]] | None:
         """Start a firing: note where from and when; tell observers. The state's action,
         if any, is returned for the caller to drive; an action-less state's verdict is None."""
         run = event.model
-        run.source, run.started, run.recorded, run.guard_values = run.state, self._clock(), False, {}
-        run.record = run.subject = None
+        firing = run.firing
+        firing.source, firing.started, firing.recorded, firing.guard_values = run.state, self._clock(), False, {}
+        firing.record = firing.subject = None
         if "transition_started" in run.observers.wanted:
             run.observers.notify(run, "transition_started", run.state)
         action = self._actions.get(run.state)
         if action is None:
-            run.verdict, run.detail = None, {}
+            firing.verdict, firing.detail = None, {}
         else:
-            run.hook = action[0]
+            firing.hook = action[0]
         return action
 
     def _prepare(self, event: _Firing) -> None:
@@ -435,23 +438,24 @@ class LoopEngine:
         if action is not None:
             run = event.model
             assert run.performer is not None, "AgentLoop.start gives every run its performer"
-            run.verdict = run_sync(action[1](run), run.performer)
+            _fold(run, run_sync(action[1](run), run.performer))
 
     async def _aprepare(self, event: _Firing) -> None:
         action = self._begin(event)
         if action is not None:
             run = event.model
             assert run.performer is not None, "AgentLoop.start gives every run its performer"
-            run.verdict = await run_async(action[1](run), run.performer)
+            _fold(run, await run_async(action[1](run), run.performer))
 
     def _guards_of(self, run: Run) -> tuple[GuardResult, ...]:
         """The guards evaluated this firing, as a tuple shared by every record with the same
         values (guards are functions of the verdict, so a state has a few such tuples)."""
-        key = (run.source, run.verdict)
+        firing = run.firing
+        key = (firing.source, firing.verdict)
         shared = self._guard_tuples.get(key)
-        if shared is not None and shared[0] == run.guard_values:
+        if shared is not None and shared[0] == firing.guard_values:
             return shared[1]
-        values = run.guard_values
+        values = firing.guard_values
         guards = tuple(GuardResult(n, v) for n, v in values.items())
         self._guard_tuples[key] = (values, guards)
         return guards
@@ -460,20 +464,21 @@ class LoopEngine:
                 detail: Mapping[str, Any], source: str | None = None, record: bool = True) -> TransitionRecord | None:
         """Add the transition to the run's trace; make its record too when `record` (an
         observer reads it), else the trace makes one when asked."""
-        source = run.source if source is None else source
+        firing = run.firing
+        source = firing.source if source is None else source
         trace = run.trace
-        trace.add(run.step, source, trigger, dest, guards, run.verdict, self._clock() - run.started, detail,
-                  _wall_clock() - trace.started_at, run.subject)
-        run.recorded = True
+        trace.add(run.facts.step, source, trigger, dest, guards, firing.verdict, self._clock() - firing.started, detail,
+                  _wall_clock() - trace.started_at, firing.subject)
+        firing.recorded = True
         if not record:
             return None
-        run.record = trace[-1]
-        return run.record
+        firing.record = trace[-1]
+        return firing.record
 
     def _record(self, event: _Firing) -> None:
         run = event.model
         wanted = "transition_finished" in run.observers.wanted
-        record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail,
+        record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.firing.detail,
                               record=wanted)
         if record is not None:
             run.observers.notify(run, "transition_finished", record)
@@ -485,16 +490,16 @@ class LoopEngine:
         if isinstance(error, ObserverFailed):
             error = error.error
         if not isinstance(error, Exception):  # KeyboardInterrupt, CancelledError: the caller's to handle
-            run.interrupted = error
+            run.firing.interrupted = error
             raise error
         if isinstance(error, (NoTransitionEnabled, RunFinished, MachineError)):
             raise error  # a definition or usage error, not something the run did
-        if not run.recorded and run.state != run.source:  # it failed after the state changed
-            self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.detail,
+        if not run.firing.recorded and run.state != run.firing.source:  # it failed after the state changed
+            self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.firing.detail,
                          record=False)
         failed_in = run.state
         self._machine.set_state(FAILURE_STATE, model=run)
-        run.error = error
+        run.facts.error = error
         record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
                               source=failed_in)
         assert record is not None  # fire() returns it, and transition_failed observers read it
@@ -504,6 +509,17 @@ class LoopEngine:
             except Exception as also:  # the run has already failed; keep both, lose neither
                 error.add_note(f"then {run.hook} raised {type(also).__name__}: {also}")
                 _log.exception("%s raised while being told of a failure", run.hook)
+
+
+def _fold(run: Run, outcome: StageOutcome) -> None:
+    """Fold a stage's outcome into the run: the engine is the only writer of a run."""
+    firing = run.firing
+    firing.verdict, firing.detail, firing.subject = str(outcome.verdict), outcome.detail, outcome.subject
+    if outcome.facts or outcome.counts:
+        run.fold(outcome.facts, outcome.counts)
+    if outcome.observe is not None:
+        tool, status, payload, action = outcome.observe
+        firing.subject = run.loop_state.record(tool, status, payload, action=action)  # the trace summarises its payload
 
 
 def _failure_detail(hook: str, error: BaseException) -> dict[str, Any]:
@@ -521,7 +537,7 @@ class AsyncLoopEngine(LoopEngine):
     async def afire(self, run: Run) -> TransitionRecord:
         """`fire`, awaited. Raises as `fire` does; a cancelled run re-raises CancelledError."""
         await self.aadvance(run)
-        return run.record if run.record is not None else run.trace[-1]
+        return run.firing.record if run.firing.record is not None else run.trace[-1]
 
     def advance(self, run: Run) -> None:
         raise WrongType("an AsyncLoopEngine advances with `await engine.aadvance(run)`")
@@ -530,7 +546,7 @@ class AsyncLoopEngine(LoopEngine):
         """`afire`, without making the record when nobody asked for one (what `arun()` uses)."""
         self._refuse_finished(run)
         await cast(Any, self.event).trigger(run)
-        interrupted, run.interrupted = run.interrupted, None
+        interrupted, run.firing.interrupted = run.firing.interrupted, None
         if interrupted is not None:
             raise interrupted
 

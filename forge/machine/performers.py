@@ -34,6 +34,8 @@ class Position(Protocol):
     @property
     def step(self) -> int: ...
 
+    hook: str
+
 __all__ = ["Performer", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
 
 T = TypeVar("T")
@@ -73,7 +75,7 @@ class Performer:
         """`effect.fn(*effect.args)`, journaled when it is a call to the world. What it
         returns may be awaitable (the async driver awaits it, then calls `settled`)."""
         if not effect.kind:
-            return effect.fn(*effect.args)
+            return self.local(effect)
         before = len(effect.conversation) if effect.conversation is not None else 0
         try:
             value = effect.fn(*effect.args)
@@ -84,9 +86,22 @@ class Performer:
             self.settled(effect, before, value, None)
         return value
 
+    def local(self, effect: Call) -> Any:
+        """Local code (a user stage, `redact`): called, never journaled. One that names
+        itself (`hook`) is named as what was running if it raises."""
+        if not effect.hook:
+            return effect.fn(*effect.args)
+        run = self._run()
+        assert run is not None, "a performer performs only for a live run"
+        running, run.hook = run.hook, effect.hook
+        value = effect.fn(*effect.args)
+        run.hook = running
+        return value
+
     def settled(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
         """Journal `effect`'s outcome (`before`: its conversation's length when it began)."""
         transition, step = self.where()
+        step = effect.step or step
         added = tuple(effect.conversation[before:]) if effect.conversation is not None else ()
         self.journal.add(transition, step, effect.kind, effect.name, effect.identity, value, error, added)
 
@@ -130,8 +145,9 @@ class ReplayingPerformer(Performer):
 
     def call(self, effect: Call) -> Any:
         if not effect.kind:
-            return effect.fn(*effect.args)
+            return self.local(effect)
         transition, step = self.where()
+        step = effect.step or step
         entry = self._answer(JournalEntry(self.journal.run_id, transition, step, effect.kind, effect.name,
                                           effect.identity))
         if entry.messages and effect.conversation is not None:

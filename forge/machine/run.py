@@ -1,12 +1,21 @@
-"""One run's mutable context: the model that the shared machine moves from state to state.
+"""One run: the model that the shared machine moves from state to state.
 
-The machine itself is shared by every run of a definition, so all per-run facts live here:
-the `LoopState`, the last intent, selection, call outcome and stop decision, counters for the
-summary, and the trace so far.
+The machine is shared by every run of a definition, so all per-run facts live here. A run is
+what it was asked (`goal`, `config`), where it is (`state`), what it has seen (`loop_state`,
+the `trace` of its transitions, the `journal` of its calls to the world), what it has
+decided (`facts`, `counts`) and the engine's scratch for the firing under way (`firing`).
+
+The engine alone writes a run. Stages return a `StageOutcome` (`forge.machine.outcome`)
+and the engine folds it in (`Run.fold`): `facts` and `counts` are small values only the
+engine changes, so a snapshot of a run (what the debugger steps back to) is a copy of three
+small objects, whatever the stages produce. Observers and user code read the run through `forge.observe.RunView`;
+the old attribute names (`run.step`, `run.intent`, `run.verdict`, …) are read-only views
+of these values.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,7 +34,7 @@ if TYPE_CHECKING:
     from forge.machine.performers import Performer
     from forge.machine.trace import TransitionRecord
 
-__all__ = ["Run", "RunConfig", "RunSnapshot"]
+__all__ = ["Firing", "Run", "RunConfig", "RunCounts", "RunFacts", "RunSnapshot"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,24 +58,15 @@ class RunConfig:
     which are fixed for the loop, so each distinct set is decided once per loop."""
     repeat_by: str = "call"  # "call": repetition counts identical calls; "tool": uses of a tool
     redact: Redact | None = None  # what the trace may keep of arguments and payloads
+    machine: str = ""  # the definition's name
 
 
-@dataclass(eq=False, slots=True, weakref_slot=True)
-class Run:
-    """The state of one run. `state` is the machine state's name (the engine sets it).
+@dataclass(eq=False, slots=True)
+class RunFacts:
+    """What the run's stages have decided so far: the loop step, the call under way (its
+    intent and the action chosen for it), that call's outcome (`status`, `payload`), the
+    stop decision, and the error that ended the run, if any."""
 
-    Attributes after the last fired transition: `verdict` is the source state's action
-    result; `detail` what the trace keeps of it (tool, status, attempts, replayed …);
-    `guard_values` every guard transitions evaluated, by name. While a transition fires,
-    `hook` names what is running (the action, a guard, a callback, an observer), so a
-    failure can say where it happened.
-    """
-
-    goal: str
-    config: RunConfig
-    state: str
-    registry: IdempotencyRegistry = field(default_factory=IdempotencyRegistry)
-    loop_state: LoopState = field(default_factory=LoopState)
     step: int = 0
     intent: Intent | None = None
     action: Action | None = None
@@ -74,78 +74,147 @@ class Run:
     payload: Any = None
     decision: StopDecision | None = None
     error: BaseException | None = None
-    verdict: str | None = None
-    guard_values: dict[str, bool] = field(default_factory=dict)
-    detail: dict[str, Any] = field(default_factory=dict)
+
+    def copy(self) -> RunFacts:
+        return RunFacts(self.step, self.intent, self.action, self.status, self.payload, self.decision, self.error)
+
+
+@dataclass(eq=False, slots=True)
+class RunCounts:
+    """What a run counts for its result: retries of transient tool errors, side effects run
+    and replayed from the idempotency registry, and how many of the conversation's messages
+    the trace already holds."""
+
     retries: int = 0
     side_effects_run: int = 0
     side_effects_replayed: int = 0
-    trace: Trace = field(default_factory=Trace)
-    record: TransitionRecord | None = None  # the last record written
-    base_steps: int = 0  # observations carried over from an earlier turn of a conversation
-    messages_seen: int = 0  # how many of the policy's messages the trace already holds
-    observers: Observers = field(default_factory=Observers)
-    machine: str = ""
-    hook: str = ""
+    messages_seen: int = 0
+
+    def copy(self) -> RunCounts:
+        return RunCounts(self.retries, self.side_effects_run, self.side_effects_replayed, self.messages_seen)
+
+
+@dataclass(eq=False, slots=True)
+class Firing:
+    """The engine's scratch while a transition fires, and what it left after the last one:
+    the source state, when it started, whether its record is made, which hook is running
+    (so a failure can say where), every guard evaluated, the source action's verdict, the
+    detail the trace keeps of it and the record's subject, the record made for observers,
+    and an interrupt (KeyboardInterrupt, CancelledError) to raise once the firing ends."""
+
     source: str = ""
     started: float = 0.0
     recorded: bool = True
+    hook: str = ""
+    guard_values: dict[str, bool] = field(default_factory=dict)
+    verdict: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    subject: Any = None
+    record: TransitionRecord | None = None
     interrupted: BaseException | None = None
-    subject: Any = None  # what the trace keeps of this firing beyond its detail (see Trace)
-    journal: Journal = field(default_factory=Journal)  # every call to the world, in order
+
+    def copy(self) -> Firing:
+        return Firing(self.source, self.started, self.recorded, self.hook, self.guard_values, self.verdict,
+                      self.detail, self.subject, self.record, None)
+
+
+@dataclass(eq=False, slots=True, weakref_slot=True)
+class Run:
+    """The state of one run (see the module). `state` is the machine state's name."""
+
+    goal: str
+    config: RunConfig
+    state: str
+    loop_state: LoopState = field(default_factory=LoopState)
+    registry: IdempotencyRegistry = field(default_factory=IdempotencyRegistry)
+    observers: Observers = field(default_factory=Observers)
+    trace: Trace = field(default_factory=Trace)
+    journal: Journal = field(default_factory=Journal)
     performer: Performer | None = None  # through which the stages' effects reach the world
+    facts: RunFacts = field(default_factory=RunFacts)
+    counts: RunCounts = field(default_factory=RunCounts)
+    firing: Firing = field(default_factory=Firing)
+
+    # read-only views by the names observers, callbacks and tools have used
+    step = property(lambda self: self.facts.step)
+    intent = property(lambda self: self.facts.intent)
+    action = property(lambda self: self.facts.action)
+    status = property(lambda self: self.facts.status)
+    payload = property(lambda self: self.facts.payload)
+    decision = property(lambda self: self.facts.decision)
+    error = property(lambda self: self.facts.error)
+    retries = property(lambda self: self.counts.retries)
+    side_effects_run = property(lambda self: self.counts.side_effects_run)
+    side_effects_replayed = property(lambda self: self.counts.side_effects_replayed)
+    messages_seen = property(lambda self: self.counts.messages_seen)
+    verdict = property(lambda self: self.firing.verdict)
+    guard_values = property(lambda self: self.firing.guard_values)
+    record = property(lambda self: self.firing.record)
+    source = property(lambda self: self.firing.source)
+    machine = property(lambda self: self.config.machine)
+    base_steps = property(lambda self: self.loop_state.turn_start)
+
+    @property
+    def hook(self) -> str:
+        """What is running now (the action, a guard, a callback, an observer)."""
+        return self.firing.hook
+
+    @hook.setter
+    def hook(self, name: str) -> None:
+        self.firing.hook = name
+
+    @property
+    def detail(self) -> Mapping[str, Any]:
+        """What the trace keeps of the last fired transition's stage work."""
+        return self.firing.detail
+
+    @detail.setter
+    def detail(self, detail: Mapping[str, Any]) -> None:
+        warnings.warn("a stage that assigns run.detail is deprecated: return StageOutcome(verdict, detail=...) "
+                      "instead (forge.StageOutcome)", DeprecationWarning, stacklevel=2)
+        self.firing.detail = detail
 
     def snapshot(self) -> RunSnapshot:
         """Everything needed to put this run back exactly as it is now, given the
-        observations and records it had (observations and the trace only ever grow)."""
-        return RunSnapshot(
-            state=self.state, step=self.step, intent=self.intent, action=self.action, status=self.status,
-            payload=self.payload, decision=self.decision, error=self.error, verdict=self.verdict,
-            guard_values=self.guard_values, detail=self.detail, retries=self.retries,
-            side_effects_run=self.side_effects_run, side_effects_replayed=self.side_effects_replayed,
-            observations=self.loop_state.step_count, terminal=self.loop_state.terminal, transitions=len(self.trace),
-            messages=len(self.loop_state.messages), messages_seen=self.messages_seen, calls=len(self.journal),
-        )
+        observations, records and calls it had (they only ever grow): a few references,
+        whatever the stages produced."""
+        return RunSnapshot(self.state, self.facts.copy(), self.counts.copy(), self.firing.copy(),
+                           self.loop_state.step_count,
+                           self.loop_state.terminal, len(self.trace), len(self.loop_state.messages), len(self.journal))
 
     def restore(self, snapshot: RunSnapshot, history: Sequence[Observation], actions: Sequence[str],
                 conversation: Sequence[dict[str, Any]], records: Sequence[TransitionRecord],
                 calls: Sequence[JournalEntry] = ()) -> None:
-        """Put the run back as `snapshot` says, moving its state and trace to the snapshot's
-        lengths with what the run recorded at its furthest (`history`, `actions`,
+        """Put the run back as `snapshot` says, moving its state, trace and journal to the
+        snapshot's lengths with what the run recorded at its furthest (`history`, `actions`,
         `conversation`, `records`, `calls`): the cost is what one step changed."""
-        for name in _SCALARS:
-            setattr(self, name, getattr(snapshot, name))
+        self.state, self.facts, self.counts, self.firing = (snapshot.state, snapshot.facts.copy(),
+                                                            snapshot.counts.copy(), snapshot.firing.copy())
         self.loop_state.move_to(snapshot.observations, snapshot.messages, snapshot.terminal, history, actions,
                                 conversation)
         self.trace.move_to(snapshot.transitions, records)
         self.journal.move_to(snapshot.calls, calls)
 
+    def fold(self, facts: Mapping[str, Any], counts: Mapping[str, int]) -> None:
+        """The engine's one way to change what a run has decided: these facts replaced,
+        these counts added to."""
+        for name, value in facts.items():
+            setattr(self.facts, name, value)
+        current = self.counts
+        for name, value in counts.items():
+            setattr(current, name, getattr(current, name) + value)
+
 
 @dataclass(frozen=True, slots=True)
 class RunSnapshot:
-    """A run's state between two transitions (see `Run.snapshot`)."""
+    """A run between two transitions (see `Run.snapshot`)."""
 
     state: str
-    step: int
-    intent: Intent | None
-    action: Action | None
-    status: str | None
-    payload: Any
-    decision: StopDecision | None
-    error: BaseException | None
-    verdict: str | None
-    guard_values: Mapping[str, bool]
-    detail: dict[str, Any]
-    retries: int
-    side_effects_run: int
-    side_effects_replayed: int
-    messages_seen: int
+    facts: RunFacts
+    counts: RunCounts
+    firing: Firing
     observations: int
     terminal: bool
     transitions: int
     messages: int
-    calls: int = 0
-
-
-_SCALARS = ("state", "step", "intent", "action", "status", "payload", "decision", "error", "verdict", "guard_values",
-            "detail", "retries", "side_effects_run", "side_effects_replayed", "messages_seen")
+    calls: int

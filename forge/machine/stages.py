@@ -1,8 +1,10 @@
 """The built-in stages: the seven stage modules as the machine's actions and guards.
 
 Each action is written once, as a generator of effects (`forge.machine.effects`), and runs
-unchanged under `run()` and `arun()`. Actions never raise for anything a tool, the policy or
-`verify` does: each such failure becomes a verdict (and `run.error` when it ends the run).
+unchanged under `run()` and `arun()`. It reads the run and returns a `StageOutcome`: its
+verdict (a member of the stage's `StrEnum`), the facts it produced and what the trace keeps;
+the engine folds that into the run. Actions never raise for anything a tool, the policy or
+`verify` does: each such failure becomes a verdict (and the run's error when it ends the run).
 What does raise (a bug in a stage, an approver or user stage that fails, an observer) is the
 engine's to turn into `fatal_error`.
 """
@@ -13,6 +15,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from itertools import count
 from typing import Any
 
@@ -23,14 +26,16 @@ from forge.agent.stopping import StopReason
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
+from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.trace import ARGUMENTS_LIMIT, ERROR_TEXT_LIMIT, error_text, quoted, summary
 from forge.observe import ToolAttempt
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
 
-__all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "ApprovalRejected", "ApprovalRequest",
-           "NotFingerprintable", "error_text", "request_fingerprint"]
+__all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "Approval", "ApprovalRejected", "ApprovalRequest",
+           "CallOutcome", "NotFingerprintable", "Recording", "Selection", "Verification", "error_text",
+           "request_fingerprint"]
 
 
 class NotFingerprintable(ArgumentContractError):
@@ -98,74 +103,119 @@ class ApprovalRejected(ForgeError, RuntimeError):
         self.request = request
 
 
-def _select_tool(run: Run) -> Steps[str]:
-    config = run.config
-    run.step = run.loop_state.step_count + 1
-    run.action = None
+class Selection(StrEnum):
+    """select_tool's verdicts."""
+
+    SELECTED = "selected"
+    FINISHED = "finished"
+    AMBIGUOUS = "ambiguous"
+    NO_TOOL = "no_tool"
+    POLICY_ERROR = "policy_error"
+
+
+class CallOutcome(StrEnum):
+    """call_tool's verdicts: the observation status of the call."""
+
+    OK = "ok"
+    RETRYABLE_ERROR = "retryable_error"
+    FATAL_ERROR = "fatal_error"
+
+
+class Approval(StrEnum):
+    """request_approval's verdicts."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    NO_ANSWER = "no_answer"
+    NOT_NEEDED = "not_needed"
+
+
+class Recording(StrEnum):
+    """record_observation's verdict."""
+
+    RECORDED = "recorded"
+
+
+class Verification(StrEnum):
+    """verify_and_decide's verdicts: the stop controller's reasons, and verify's failure."""
+
+    VERIFIED_SUCCESS = "verified_success"
+    FATAL_ERROR = "fatal_error"
+    STEP_BUDGET_EXHAUSTED = "step_budget_exhausted"
+    REPEATED_ACTION = "repeated_action"
+    CONTINUE = "continue"
+    VERIFY_ERROR = "verify_error"
+
+
+def _select_tool(run: Run) -> Steps[StageOutcome]:
+    config, state, goal = run.config, run.loop_state, run.goal
+    step = state.step_count + 1
     try:
-        state = run.loop_state
-        intent = yield Call(config.policy, (run.goal, state), "the policy", "policy", "policy",
-                            {"goal": run.goal, "observations": state.step_count}, state.messages)
+        intent = yield Call(config.policy, (goal, state), "the policy", "policy", "policy",
+                            {"goal": goal, "observations": state.step_count}, state.messages, step=step)
         if not isinstance(intent, (Intent, Finish)):
             raise WrongType(f"policy returned {intent!r}, not an Intent or a Finish")
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
-        run.error = error
-        run.detail = {"error": error_text(error)}
-        return "policy_error"
-    run.detail = _new_messages(run)
+        return StageOutcome(Selection.POLICY_ERROR, {"error": error_text(error)},
+                            facts={"step": step, "action": None, "error": error})
+    detail, seen = _new_messages(run)
+    counts = {"messages_seen": seen} if seen else _NONE
     if isinstance(intent, Finish):
-        run.intent = None
-        run.action = Action(FINISH, "the policy gave its answer")
-        run.status, run.payload = "ok", intent
-        run.detail["finish"] = quoted(repr(intent.answer), 200)
-        return "finished"
-    run.intent = intent
+        detail["finish"] = quoted(repr(intent.answer), 200)
+        return StageOutcome(Selection.FINISHED, detail, counts=counts,
+                            facts={"step": step, "intent": None, "action": Action(FINISH, "the policy gave its answer"),
+                                   "status": "ok", "payload": intent})
+    action: Action | None = None
     refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
         if intent.tool is not None:
-            run.action = select_named(intent.tool, config.specs)
+            action = select_named(intent.tool, config.specs)
         else:
-            chosen = config.chosen.get(intent.capabilities)
-            if chosen is None:  # failures are not kept: they end the run
-                chosen = config.chosen[intent.capabilities] = select_action(run.goal, intent.capabilities, config.specs)
-            run.action = chosen
+            action = config.chosen.get(intent.capabilities)
+            if action is None:  # failures are not kept: they end the run
+                action = config.chosen[intent.capabilities] = select_action(goal, intent.capabilities, config.specs)
     except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
-        refused = run.error = error
-    run.subject = yield from _arguments_text(run, run.action.tool_name if run.action else intent.tool or "", intent)
+        refused = error
+    subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
+    facts: dict[str, Any] = {"step": step, "intent": intent, "action": action}
+    if refused is not None:
+        facts["error"] = refused
     if isinstance(refused, UnknownTool):
-        run.detail.update(unknown_tool=refused.name, suggestions=list(refused.suggestions))
-        return "no_tool"
+        detail.update(unknown_tool=refused.name, suggestions=list(refused.suggestions))
+        return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
     if isinstance(refused, AmbiguousToolChoice):
-        run.detail["tied"] = list(refused.tied)
-        return "ambiguous"
+        detail["tied"] = list(refused.tied)
+        return StageOutcome(Selection.AMBIGUOUS, detail, subject, facts, counts)
     if isinstance(refused, NoMatchingTool):
-        run.detail["capabilities"] = sorted(refused.required)
-        return "no_tool"
-    assert run.action is not None
-    run.detail["tool"] = run.action.tool_name
-    return "selected"
+        detail["capabilities"] = sorted(refused.required)
+        return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
+    assert action is not None
+    detail["tool"] = action.tool_name
+    return StageOutcome(Selection.SELECTED, detail, subject, facts, counts)
+
+
+_NONE: Mapping[str, int] = {}
 
 
 def _arguments_text(run: Run, tool: str, intent: Intent) -> Steps[str]:
     """What the trace keeps of the intent's arguments: JSON text capped at ARGUMENTS_LIMIT,
-    after the loop's `redact` hook (user code: its failure ends the run, recorded as "redact")."""
+    after the loop's `redact` hook (user code: its failure ends the run, named "redact")."""
     arguments: Any = intent.arguments
     redact = run.config.redact
     if redact is not None:
-        action, run.hook = run.hook, "redact"
-        arguments = yield Call(redact, (tool, "arguments", arguments), "redact")
-        run.hook = action
+        arguments = yield Call(redact, (tool, "arguments", arguments), "redact", hook="redact")
     return summary(arguments, ARGUMENTS_LIMIT)
 
 
-def _new_messages(run: Run) -> dict[str, Any]:
-    """The policy's messages added since the last step, for the trace (JSON-safe)."""
+def _new_messages(run: Run) -> tuple[dict[str, Any], int]:
+    """The policy's messages added since the last step, for the trace (JSON-safe), and how
+    many they are."""
     messages = run.loop_state.messages
-    if len(messages) <= run.messages_seen:
-        return {}
-    fresh = messages[run.messages_seen:]
-    run.messages_seen = len(messages)
-    return {"messages": json.loads(json.dumps(fresh, default=str))}
+    seen = run.counts.messages_seen
+    if len(messages) <= seen:
+        return {}, 0
+    fresh = messages[seen:]
+    return {"messages": json.loads(json.dumps(fresh, default=str))}, len(fresh)
 
 
 def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[Any]) -> Steps[Any]:
@@ -194,7 +244,6 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
             tally.append((error_text(error), waited))
             if waited is None:
                 raise
-            run.retries += 1
             delay = waited
             if delay > 0:
                 yield Sleep(delay)
@@ -214,38 +263,43 @@ def _invoke(contract: ToolContract, arguments: Mapping[str, Any]) -> Any:
     return execute_tool(contract, arguments).value
 
 
-def _call_tool(run: Run) -> Steps[str]:
-    config, intent, action = run.config, run.intent, run.action
+def _call_tool(run: Run) -> Steps[StageOutcome]:
+    config, facts = run.config, run.facts
+    intent, action = facts.intent, facts.action
     assert intent is not None and action is not None, "call_tool fires only after select_tool"
     tool = config.tools[action.tool_name]
     arguments = intent.arguments
     tally: list[Any] = [0]
     replayed = False
+    error: BaseException | None = None
     try:
         if tool.side_effect:
             fingerprint = request_fingerprint(tool.name, arguments)
             key = intent.idempotency_key or f"{tool.name}:{fingerprint}"
-            value, replayed = yield Once(run.registry, key, fingerprint,
-                                         lambda: _attempts(run, tool, arguments, tally))
-            if replayed:
-                run.side_effects_replayed += 1
-            else:
-                run.side_effects_run += 1
+            value, replayed = yield Once(run.registry, key, fingerprint, lambda: _attempts(run, tool, arguments, tally))
         else:
             value = yield from _attempts(run, tool, arguments, tally)
-        run.status, run.payload = "ok", value
-    except (ArgumentContractError, TransientToolError, ToolError) as error:
-        run.status, run.payload = "retryable_error", error
-    except Exception as error:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
-        run.status, run.payload, run.error = "fatal_error", error, error
-    run.detail = {"tool": tool.name, "status": run.status, "attempts": tally[0]}
+        status: CallOutcome = CallOutcome.OK
+        payload: Any = value
+    except (ArgumentContractError, TransientToolError, ToolError) as failure:
+        status, payload = CallOutcome.RETRYABLE_ERROR, failure
+    except Exception as failure:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
+        status, payload, error = CallOutcome.FATAL_ERROR, failure, failure
+    detail: dict[str, Any] = {"tool": tool.name, "status": str(status), "attempts": tally[0]}
+    counts: dict[str, int] = {}
     if tool.side_effect:
-        run.detail["replayed"] = replayed
-    if run.status != "ok":
-        run.detail["error"] = error_text(run.payload)
+        detail["replayed"] = replayed
+        counts["side_effects_replayed" if replayed else "side_effects_run"] = 1
+    if len(tally) > 1:
+        counts["retries"] = sum(1 for _, waited in tally[1:] if waited is not None)
+    if status is not CallOutcome.OK:
+        detail["error"] = error_text(payload)
     if tally[0] > 1:
-        run.detail["tries"] = _tries(tally)
-    return run.status
+        detail["tries"] = _tries(tally)
+    facts_now: dict[str, Any] = {"status": str(status), "payload": payload}
+    if error is not None:
+        facts_now["error"] = error
+    return StageOutcome(status, detail, facts=facts_now, counts=counts)
 
 
 def _tries(tally: list[Any]) -> list[dict[str, Any]]:
@@ -259,58 +313,55 @@ def _tries(tally: list[Any]) -> list[dict[str, Any]]:
     return tries
 
 
-def _request_approval(run: Run) -> Steps[str]:
-    config, intent, action = run.config, run.intent, run.action
+def _request_approval(run: Run) -> Steps[StageOutcome]:
+    config, facts = run.config, run.facts
+    intent, action = facts.intent, facts.action
     assert intent is not None and action is not None, "request_approval fires only after select_tool"
     tool = config.tools[action.tool_name]
     if not tool.side_effect:
-        run.detail = {"tool": tool.name, "approval": "not needed"}
-        return "not_needed"
+        return StageOutcome(Approval.NOT_NEEDED, {"tool": tool.name, "approval": "not needed"})
     if config.approver is None:
         raise UsageError("this definition asks for approvals, but the loop has no approver: "
                          "pass AgentLoop(..., approver=...)")
     try:
         fingerprint = request_fingerprint(tool.name, intent.arguments)
     except NotFingerprintable as error:  # it could not run either: tell the policy, ask no one
-        run.status, run.payload = "retryable_error", error
-        run.detail = {"tool": tool.name, "approval": "refused", "status": run.status, "error": error_text(error)}
-        return "rejected"
-    request = ApprovalRequest(run.goal, run.step, tool.name, intent.arguments, fingerprint)
+        return StageOutcome(Approval.REJECTED, {"tool": tool.name, "approval": "refused", "status": "retryable_error",
+                                                "error": error_text(error)},
+                            facts={"status": "retryable_error", "payload": error})
+    request = ApprovalRequest(run.goal, facts.step, tool.name, intent.arguments, fingerprint)
     answer = yield Call(config.approver, (request,), "the approver", "approver", "approver", fingerprint)
     if answer is None:
-        run.error = None
-        run.detail = {"tool": tool.name, "approval": "no answer"}
-        return "no_answer"
+        return StageOutcome(Approval.NO_ANSWER, {"tool": tool.name, "approval": "no answer"}, facts={"error": None})
     if not isinstance(answer, bool):
         raise WrongType(f"the approver returned {answer!r}; it must return True, False or None (no answer yet)")
     if answer:
-        run.detail = {"tool": tool.name, "approval": "approved"}
-        return "approved"
-    run.status, run.payload = "retryable_error", ApprovalRejected(request)
-    run.detail = {"tool": tool.name, "approval": "rejected", "status": run.status,
-                  "error": f"ApprovalRejected: {run.payload}"}
-    return "rejected"
+        return StageOutcome(Approval.APPROVED, {"tool": tool.name, "approval": "approved"})
+    rejected = ApprovalRejected(request)
+    return StageOutcome(Approval.REJECTED, {"tool": tool.name, "approval": "rejected", "status": "retryable_error",
+                                            "error": f"ApprovalRejected: {rejected}"},
+                        facts={"status": "retryable_error", "payload": rejected})
 
 
-def _record_observation(run: Run) -> Steps[str]:
-    assert run.action is not None and run.status is not None, "record follows call_tool"
-    name = run.action.tool_name
+def _record_observation(run: Run) -> Steps[StageOutcome]:
+    facts = run.facts
+    assert facts.action is not None and facts.status is not None, "record follows call_tool"
+    name, payload = facts.action.tool_name, facts.payload
     if run.config.repeat_by == "tool":
         action = name
     else:  # the whole call: the same tool with the same canonical arguments (or the same answer)
-        shown = run.payload.answer if isinstance(run.payload, Finish) else (run.intent.arguments if run.intent else {})
+        finished = isinstance(payload, Finish)
+        shown = payload.answer if finished else (facts.intent.arguments if facts.intent else {})
         try:
-            action = f"{name}#{request_fingerprint(name, {'': shown} if isinstance(run.payload, Finish) else shown)[:12]}"
+            action = f"{name}#{request_fingerprint(name, {'': shown} if finished else shown)[:12]}"
         except NotFingerprintable:  # no canonical form: each such call counts as its own
-            action = f"{name}#{id(run.payload):x}.{run.loop_state.step_count}"
-    observation = run.loop_state.record(name, run.status, run.payload, action=action)
-    run.subject = observation  # the trace summarises its payload when read
-    run.detail = {"status": observation.status}  # its sequence is the record's step: nothing unique per step
-    return "recorded"
+            action = f"{name}#{id(payload):x}.{run.loop_state.step_count}"
+    # the observation is recorded by the engine; its sequence is the record's step
+    return StageOutcome(Recording.RECORDED, {"status": facts.status}, observe=(name, facts.status, payload, action))
     yield  # a generator like every action, though it needs nothing from outside
 
 
-def _verify_and_decide(run: Run) -> Steps[str]:
+def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
     config, state = run.config, run.loop_state
     last = state.observations[-1]
     verified = False
@@ -323,19 +374,15 @@ def _verify_and_decide(run: Run) -> Steps[str]:
                                 "is never taken as success)")
             verified = said
         except Exception as error:  # verify is user code: its failure ends the run, recorded
-            run.error = error
-            run.detail = {"error": error_text(error)}
-            return "verify_error"
-    run.decision = config.controller.decide(
-        step_count=state.step_count - run.base_steps,
+            return StageOutcome(Verification.VERIFY_ERROR, {"error": error_text(error)}, facts={"error": error})
+    decision = config.controller.decide(
+        step_count=state.step_count - state.turn_start,
         verified=verified,
         fatal_error=state.terminal,
         action_history=state.action_history,
     )
-    reason = run.decision.reason
-    verdict = reason.value if isinstance(reason, StopReason) else str(reason)  # one string per reason, not per step
-    run.detail = {"verified": verified, "decision": verdict}
-    return verdict
+    verdict = Verification(decision.reason.value if isinstance(decision.reason, StopReason) else str(decision.reason))
+    return StageOutcome(verdict, {"verified": verified, "decision": str(verdict)}, facts={"decision": decision})
 
 
 ACTIONS: Mapping[str, ActionSpec] = {
@@ -343,26 +390,26 @@ ACTIONS: Mapping[str, ActionSpec] = {
     for spec in (
         ActionSpec(
             "select_tool", _select_tool,
-            frozenset({"selected", "finished", "ambiguous", "no_tool", "policy_error"}),
+            frozenset(Selection),
             "ask the policy for an intent (select_action picks the one tool that fits) or its final answer",
         ),
         ActionSpec(
             "call_tool", _call_tool,
-            frozenset({"ok", "retryable_error", "fatal_error"}),
+            frozenset(CallOutcome),
             "execute_tool inside bounded retry; side effects through the idempotency registry",
         ),
         ActionSpec(
             "request_approval", _request_approval,
-            frozenset({"approved", "rejected", "no_answer", "not_needed"}),
+            frozenset(Approval),
             "ask the approver about a side-effecting call; other tools need no approval",
         ),
         ActionSpec(
-            "record_observation", _record_observation, frozenset({"recorded"}),
+            "record_observation", _record_observation, frozenset(Recording),
             "LoopState.record the call's outcome",
         ),
         ActionSpec(
             "verify_and_decide", _verify_and_decide,
-            frozenset({reason.value for reason in StopReason} | {"verify_error"}),
+            frozenset(Verification),
             "verify an ok observation, then StopController.decide",
         ),
     )
@@ -372,23 +419,23 @@ ACTIONS: Mapping[str, ActionSpec] = {
 def _guards() -> dict[str, GuardSpec]:
     fatal = StopReason.FATAL_ERROR.value
     specs = [
-        GuardSpec("tool_selected", "select_tool", "selected"),
-        GuardSpec("policy_finished", "select_tool", "finished"),
-        GuardSpec("tool_choice_ambiguous", "select_tool", "ambiguous", "clarification_required"),
-        GuardSpec("no_tool_fits", "select_tool", "no_tool", "capability_gap"),
-        GuardSpec("policy_raised", "select_tool", "policy_error", fatal),
-        GuardSpec("call_ok", "call_tool", "ok"),
-        GuardSpec("call_retryable", "call_tool", "retryable_error"),
-        GuardSpec("call_fatal", "call_tool", "fatal_error"),
-        GuardSpec("approval_granted", "request_approval", "approved"),
-        GuardSpec("approval_not_needed", "request_approval", "not_needed"),
-        GuardSpec("approval_rejected", "request_approval", "rejected"),
-        GuardSpec("approval_unanswered", "request_approval", "no_answer", "approval_required"),
-        GuardSpec("verify_raised", "verify_and_decide", "verify_error", fatal),
+        GuardSpec("tool_selected", "select_tool", Selection.SELECTED),
+        GuardSpec("policy_finished", "select_tool", Selection.FINISHED),
+        GuardSpec("tool_choice_ambiguous", "select_tool", Selection.AMBIGUOUS, "clarification_required"),
+        GuardSpec("no_tool_fits", "select_tool", Selection.NO_TOOL, "capability_gap"),
+        GuardSpec("policy_raised", "select_tool", Selection.POLICY_ERROR, fatal),
+        GuardSpec("call_ok", "call_tool", CallOutcome.OK),
+        GuardSpec("call_retryable", "call_tool", CallOutcome.RETRYABLE_ERROR),
+        GuardSpec("call_fatal", "call_tool", CallOutcome.FATAL_ERROR),
+        GuardSpec("approval_granted", "request_approval", Approval.APPROVED),
+        GuardSpec("approval_not_needed", "request_approval", Approval.NOT_NEEDED),
+        GuardSpec("approval_rejected", "request_approval", Approval.REJECTED),
+        GuardSpec("approval_unanswered", "request_approval", Approval.NO_ANSWER, "approval_required"),
+        GuardSpec("verify_raised", "verify_and_decide", Verification.VERIFY_ERROR, fatal),
     ]
     for reason in StopReason:
         stops_in = None if reason is StopReason.CONTINUE else reason.value
-        specs.append(GuardSpec(f"decided_{reason.value}", "verify_and_decide", reason.value, stops_in))
+        specs.append(GuardSpec(f"decided_{reason.value}", "verify_and_decide", Verification(reason.value), stops_in))
     return {spec.name: spec for spec in specs}
 
 
