@@ -1,10 +1,11 @@
 """Boundedness and stage order: explore every abstract run, prove each ends within N
 transitions, and that no stage runs without what it needs from the ones before it.
 
-An abstract run is the machine state × the step count × how often the picked call has been
-made before (capped at `repeat_limit`) × the last call's count once recorded × the last
-call's status, plus what the stages have produced since the last decision (a selection, an
-outcome to record, a recorded observation). The stop decision is computed by the real
+An abstract run (`forge.machine.abstract`) is the machine state × the step count × how often
+the picked call has been made before (capped at `repeat_limit`) × the last call's count once
+recorded × the last call's status, plus what the stages have produced since the last decision.
+Each stage object carries its model (`ActionSpec.model`); a user stage's may give any verdict
+it declares. The stop decision is computed by the real
 `StopController`, so the proof is about the code that runs. Calls are unbounded (the worst
 case for repetition): the policy may pick a new call, or one made before any number of times
 below the limit (a call made `repeat_limit` times has already stopped the run). That space
@@ -21,107 +22,21 @@ state is the bound.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from forge.agent.stopping import StopController
+from forge.machine.abstract import NEEDS, AbstractModel, AbstractRun
 from forge.machine.catalog import StageCatalog
 from forge.machine.definition import MachineDefinition, TransitionDef
 from forge.machine.stages import BUILTIN_STAGES
 
 __all__ = ["ABSTRACT_MODELS", "AbstractRun", "Boundedness", "explore"]
 
-_NEEDS = "needs"  # the verdict a model gives when its stage cannot run here
-
-
-@dataclass(frozen=True, slots=True)
-class AbstractRun:
-    state: str
-    steps: int = 0
-    pick: int | None = None  # how often the selected call was made before; None: nothing selected
-    last: int = 0  # how often the last recorded call has been made, once recorded
-    status: str | None = None  # the outcome waiting to be recorded
-    recorded: str | None = None  # the status of the observation recorded and not yet decided on
-    fatal: bool = False
-
-
-_Model = Callable[[AbstractRun, StopController], Iterator[tuple[str, AbstractRun]]]
-
-
-def _select(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    for verdict in ("ambiguous", "no_tool", "policy_error"):
-        yield verdict, run
-    for count in range(min(run.steps, controller.repeat_limit - 1) + 1):  # a new call, or one made `count` times
-        yield "selected", replace(run, pick=count)
-        yield "finished", replace(run, pick=count, status="ok")  # an answer is recorded like a call
-
-
-def _call(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    if run.pick is None:
-        yield _NEEDS, run
-        return
-    for status in ("ok", "retryable_error", "fatal_error"):
-        yield status, replace(run, status=status)
-
-
-def _approve(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    if run.pick is None:
-        yield _NEEDS, run
-        return
-    for verdict in ("approved", "not_needed", "no_answer"):
-        yield verdict, run
-    yield "rejected", replace(run, status="retryable_error")  # recorded as an observation next
-
-
-def _record(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    if run.pick is None or run.status is None:
-        yield _NEEDS, run
-        return
-    yield "recorded", replace(
-        run, steps=run.steps + 1, pick=None, last=min(run.pick + 1, controller.repeat_limit), status=None,
-        recorded=run.status, fatal=run.fatal or run.status == "fatal_error",
-    )
-
-
-def _decide(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    if run.recorded is None:
-        yield _NEEDS, run
-        return
-    ok = run.recorded == "ok"  # verify is asked only about an ok observation
-    history = ["other"] * (run.steps - run.last) + ["last"] * run.last  # the last call made `last` times
-    after = replace(run, last=0, recorded=None)
-    if ok:
-        yield "verify_error", after
-    for verified in (True, False) if ok else (False,):
-        yield str(controller.decide(run.steps, verified, run.fatal, history).reason), after
-
-
-ABSTRACT_MODELS: dict[str, _Model] = {
-    "select_tool": _select,
-    "call_tool": _call,
-    "request_approval": _approve,
-    "record_observation": _record,
-    "verify_and_decide": _decide,
+ABSTRACT_MODELS: Mapping[str, AbstractModel] = {
+    name: spec.model for name, spec in BUILTIN_STAGES.actions.items() if spec.model is not None
 }
-
-_NEEDED = {
-    "call_tool": "a tool selected by select_tool",
-    "request_approval": "a tool selected by select_tool",
-    "record_observation": "an outcome to record (from call_tool, a rejected approval or a finish)",
-    "verify_and_decide": "an observation recorded since the last decision (by record_observation)",
-}
-
-
-def _any_verdict(verdicts: frozenset[str]) -> _Model:
-    """A user stage's model: it may return any verdict it declares, and changes nothing the
-    stop decision reads (it records no observation), so a cycle through user stages alone
-    is caught as unbounded."""
-
-    def model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-        for verdict in sorted(verdicts):
-            yield verdict, run
-
-    return model
+"""The built-in stages' models, by action name (each stage object carries its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,10 +67,7 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
         ValueError: a limit below 1 (from StopController).
     """
     controller = StopController(max_steps, repeat_limit)
-    models = {
-        s.name: ABSTRACT_MODELS.get(s.action) or _any_verdict(stages.actions[s.action].verdicts)
-        for s in definition.states if s.action
-    }
+    models = {s.name: stages.actions[s.action].abstract for s in definition.states if s.action}
     actions = {s.name: s.action for s in definition.states if s.action}
     terminal = {s.name for s in definition.states if s.terminal}
     routes: dict[str, dict[str | None, list[TransitionDef]]] = {}
@@ -168,8 +80,8 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
         results = model(run, controller) if model else iter([(None, run)])
         by_verdict = routes.get(run.state, {})
         for verdict, after in results:
-            if verdict == _NEEDS:
-                yield _NEEDS, after
+            if verdict == NEEDS:
+                yield NEEDS, after
                 continue
             for t in (*by_verdict.get(verdict, ()), *by_verdict.get(None, ())):
                 yield t, replace(after, state=t.dest)
@@ -191,7 +103,8 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
         run, children, best = stack[-1]
         for edge, after in children:
             if isinstance(edge, str):  # the stage here cannot run
-                return failed(needs=f"{run.state}: {actions[run.state]} needs {_NEEDED.get(actions[run.state], edge)}")
+                needed = stages.actions[actions[run.state]].needs or edge
+                return failed(needs=f"{run.state}: {actions[run.state]} needs {needed}")
             if after.state in terminal:
                 best = max(best, 1)
                 continue

@@ -8,7 +8,9 @@ from typing import Any
 
 from forge.debug.stepper import Stepper
 from forge.diagram.overlay import overlay_of
+from forge.machine.catalog import StageCatalog
 from forge.machine.definition import MachineDefinition
+from forge.machine.stages import BUILTIN_STAGES
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["RecordedObservation", "ReplaySession"]
@@ -33,11 +35,15 @@ class ReplaySession(Stepper):
         TraceMismatch: the records are not a run of `definition`.
     """
 
-    def __init__(self, definition: MachineDefinition, records: Iterable[TransitionRecord]) -> None:
+    def __init__(self, definition: MachineDefinition, records: Iterable[TransitionRecord],
+                 stages: StageCatalog = BUILTIN_STAGES) -> None:
         super().__init__(definition)
         self._records = tuple(records)
         overlay_of(definition, self._records)  # validates the whole trace up front
         self._position = 0
+        self._calls = frozenset(  # the states whose stage's records are a tool call's outcome
+            s.name for s in definition.states
+            if s.action and s.action in stages.actions and stages.actions[s.action].observes)
 
     @property
     def state(self) -> str:
@@ -50,7 +56,8 @@ class ReplaySession(Stepper):
 
     @property
     def observations(self) -> tuple[RecordedObservation, ...]:
-        """Observations recorded so far, from the execute records' details (and the
+        """Observations recorded so far, from the details of the records of stages that call
+        tools (and the
         answers a policy finished with)."""
         out: list[RecordedObservation] = []
         arguments: str | None = None
@@ -58,7 +65,7 @@ class ReplaySession(Stepper):
             detail = record.detail
             if "arguments" in detail:
                 arguments = detail["arguments"]
-            if record.source == "execute" and "tool" in detail and "status" in detail:
+            if record.source in self._calls and "tool" in detail and "status" in detail:
                 out.append(RecordedObservation(len(out) + 1, detail["tool"], detail["status"], arguments))
             elif record.trigger == "finish" and "finish" in detail:
                 out.append(RecordedObservation(len(out) + 1, "finish", "ok", None, detail["finish"]))

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from forge.errors import UsageError
+from forge.machine.abstract import AbstractModel, any_verdict
 from forge.machine.effects import Call, Steps
 from forge.machine.outcome import StageOutcome
 
@@ -37,6 +38,19 @@ class ActionSpec:
     run: Callable[[Run], Steps[StageOutcome]]
     verdicts: frozenset[str]
     doc: str
+    model: AbstractModel | None = None
+    """What `forge check` explores of the action (`forge.machine.abstract`); None: any
+    declared verdict, changing nothing the stop decision reads (a user stage)."""
+    needs: str = ""
+    """What the action needs an earlier stage to have produced, said when a path lacks it."""
+    observes: bool = False
+    """Whether its records' detail is a tool call's outcome (`tool`, `status`): an
+    observation, for whoever reads a trace without running it (the replay debugger)."""
+
+    @property
+    def abstract(self) -> AbstractModel:
+        """Its model, or a user stage's: any declared verdict."""
+        return self.model if self.model is not None else any_verdict(self.verdicts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,146 @@
+"""call_tool: `execute_tool` inside bounded retry, side effects through the idempotency registry.
+Verdicts: `CallOutcome`, the observation status of the call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from enum import StrEnum
+from itertools import count
+from typing import Any
+
+from forge.agent.execution import ArgumentContractError, ToolContract, execute_tool
+from forge.agent.retry import ToolError, TransientToolError, retry_delay
+from forge.agent.stopping import StopController
+from forge.machine.abstract import NEEDS, AbstractRun
+from forge.machine.catalog import ActionSpec, GuardSpec
+from forge.machine.effects import Call, Notify, Once, Sleep, Steps
+from forge.machine.outcome import StageOutcome
+from forge.machine.run import Run
+from forge.machine.stages.fingerprint import request_fingerprint
+from forge.machine.trace import error_text, quoted
+from forge.observe import ToolAttempt
+from forge.tools import Tool
+
+__all__ = ['GUARDS', 'SPEC', 'CallOutcome']
+
+
+class CallOutcome(StrEnum):
+    """call_tool's verdicts: the observation status of the call."""
+
+    OK = "ok"
+    RETRYABLE_ERROR = "retryable_error"
+    FATAL_ERROR = "fatal_error"
+
+
+def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[Any]) -> Steps[Any]:
+    """The handler called under bounded retry (`retry_delay` decides, as in
+    `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts;
+    each failed attempt adds `(error text, delay before the next)` to `tally[1:]`.
+    A tool that reports its errors has every non-transient failure become a `ToolError`,
+    and a value its `is_error` flags is one too."""
+    config, observers, contract = run.config, run.observers, tool.contract
+    what = f"tool {contract.name!r}"
+    started, delay = config.clock(), 0.0
+    for number in count(1):
+        tally[0] = number
+        try:
+            value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments)
+        except Exception as error:
+            if observers.wants("tool_attempt"):
+                yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay, error)),
+                             "tool_attempt")
+            if not isinstance(error, TransientToolError):
+                if tool.errors == "report" and not isinstance(error, (ToolError, ArgumentContractError)):
+                    raise ToolError(error_text(error)) from error
+                raise
+            waited = retry_delay(number, error, max_attempts=config.max_attempts, elapsed=config.clock() - started,
+                                 **config.retry_options)
+            tally.append((error_text(error), waited))
+            if waited is None:
+                raise
+            delay = waited
+            if delay > 0:
+                yield Sleep(delay)
+            continue
+        if observers.wants("tool_attempt"):
+            yield Notify(observers.notify, (run, "tool_attempt", ToolAttempt(contract.name, number, delay)),
+                         "tool_attempt")
+        if tool.is_error is not None and tool.is_error(value):
+            failure = ToolError(quoted(repr(value), 200))
+            failure.value = value  # type: ignore[attr-defined]
+            raise failure
+        return value
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _invoke(contract: ToolContract, arguments: Mapping[str, Any]) -> Any:
+    return execute_tool(contract, arguments).value
+
+
+def _call_tool(run: Run) -> Steps[StageOutcome]:
+    config, facts = run.config, run.facts
+    intent, action = facts.intent, facts.action
+    assert intent is not None and action is not None, "call_tool fires only after select_tool"
+    tool = config.tools[action.tool_name]
+    arguments = intent.arguments
+    tally: list[Any] = [0]
+    replayed = False
+    error: BaseException | None = None
+    try:
+        if tool.side_effect:
+            fingerprint = request_fingerprint(tool.name, arguments)
+            key = intent.idempotency_key or f"{tool.name}:{fingerprint}"
+            value, replayed = yield Once(run.registry, key, fingerprint, lambda: _attempts(run, tool, arguments, tally))
+        else:
+            value = yield from _attempts(run, tool, arguments, tally)
+        status: CallOutcome = CallOutcome.OK
+        payload: Any = value
+    except (ArgumentContractError, TransientToolError, ToolError) as failure:
+        status, payload = CallOutcome.RETRYABLE_ERROR, failure
+    except Exception as failure:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
+        status, payload, error = CallOutcome.FATAL_ERROR, failure, failure
+    detail: dict[str, Any] = {"tool": tool.name, "status": str(status), "attempts": tally[0]}
+    counts: dict[str, int] = {}
+    if tool.side_effect:
+        detail["replayed"] = replayed
+        counts["side_effects_replayed" if replayed else "side_effects_run"] = 1
+    if len(tally) > 1:
+        counts["retries"] = sum(1 for _, waited in tally[1:] if waited is not None)
+    if status is not CallOutcome.OK:
+        detail["error"] = error_text(payload)
+    if tally[0] > 1:
+        detail["tries"] = _tries(tally)
+    facts_now: dict[str, Any] = {"status": str(status), "payload": payload}
+    if error is not None:
+        facts_now["error"] = error
+    return StageOutcome(status, detail, facts=facts_now, counts=counts)
+
+
+def _tries(tally: list[Any]) -> list[dict[str, Any]]:
+    """Each attempt with the wait before it and what it raised (None: it returned)."""
+    failures = tally[1:]
+    tries, delay = [], 0.0
+    for number in range(1, tally[0] + 1):
+        error, waited = failures[number - 1] if number <= len(failures) else (None, None)
+        tries.append({"attempt": number, "delay_s": delay, "error": error})
+        delay = waited or 0.0
+    return tries
+
+
+def _call_model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    if run.pick is None:
+        yield NEEDS, run
+        return
+    for status in CallOutcome:
+        yield status, replace(run, status=status)
+
+
+SPEC = ActionSpec("call_tool", _call_tool, frozenset(CallOutcome),
+                  "execute_tool inside bounded retry; side effects through the idempotency registry",
+                  _call_model, "a tool selected by select_tool", observes=True)
+GUARDS = (
+    GuardSpec("call_ok", "call_tool", CallOutcome.OK),
+    GuardSpec("call_retryable", "call_tool", CallOutcome.RETRYABLE_ERROR),
+    GuardSpec("call_fatal", "call_tool", CallOutcome.FATAL_ERROR),
+)

@@ -1,0 +1,125 @@
+"""select_tool: ask the policy for an intent (`select_action` picks the one tool that fits) or
+its final answer. Verdicts: `Selection`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from enum import StrEnum
+from typing import Any
+
+from forge.agent.actions import Action, AmbiguousToolChoice, NoMatchingTool, UnknownTool, select_action, select_named
+from forge.agent.stopping import StopController, StopReason
+from forge.errors import WrongType
+from forge.machine.abstract import AbstractRun
+from forge.machine.catalog import ActionSpec, GuardSpec
+from forge.machine.effects import Call, Steps
+from forge.machine.outcome import StageOutcome
+from forge.machine.run import Run
+from forge.machine.stages.call_tool import CallOutcome
+from forge.machine.trace import ARGUMENTS_LIMIT, error_text, quoted, summary
+from forge.policy import FINISH, Finish, Intent
+
+__all__ = ['GUARDS', 'SPEC', 'Selection']
+
+
+class Selection(StrEnum):
+    """select_tool's verdicts."""
+
+    SELECTED = "selected"
+    FINISHED = "finished"
+    AMBIGUOUS = "ambiguous"
+    NO_TOOL = "no_tool"
+    POLICY_ERROR = "policy_error"
+
+
+def _select_tool(run: Run) -> Steps[StageOutcome]:
+    config, state, goal = run.config, run.loop_state, run.goal
+    step = state.step_count + 1
+    try:
+        intent = yield Call(config.policy, (goal, state), "the policy", "policy", "policy",
+                            {"goal": goal, "observations": state.step_count}, state.messages, step=step)
+        if not isinstance(intent, (Intent, Finish)):
+            raise WrongType(f"policy returned {intent!r}, not an Intent or a Finish")
+    except Exception as error:  # the policy is user code: any failure ends the run, recorded
+        return StageOutcome(Selection.POLICY_ERROR, {"error": error_text(error)},
+                            facts={"step": step, "action": None, "error": error})
+    detail, seen = _new_messages(run)
+    counts = {"messages_seen": seen} if seen else _NONE
+    if isinstance(intent, Finish):
+        detail["finish"] = quoted(repr(intent.answer), 200)
+        return StageOutcome(Selection.FINISHED, detail, counts=counts,
+                            facts={"step": step, "intent": None, "action": Action(FINISH, "the policy gave its answer"),
+                                   "status": "ok", "payload": intent})
+    action: Action | None = None
+    refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
+    try:
+        if intent.tool is not None:
+            action = select_named(intent.tool, config.specs)
+        else:
+            action = config.chosen.get(intent.capabilities)
+            if action is None:  # failures are not kept: they end the run
+                action = config.chosen[intent.capabilities] = select_action(goal, intent.capabilities, config.specs)
+    except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
+        refused = error
+    subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
+    facts: dict[str, Any] = {"step": step, "intent": intent, "action": action}
+    if refused is not None:
+        facts["error"] = refused
+    if isinstance(refused, UnknownTool):
+        detail.update(unknown_tool=refused.name, suggestions=list(refused.suggestions))
+        return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
+    if isinstance(refused, AmbiguousToolChoice):
+        detail["tied"] = list(refused.tied)
+        return StageOutcome(Selection.AMBIGUOUS, detail, subject, facts, counts)
+    if isinstance(refused, NoMatchingTool):
+        detail["capabilities"] = sorted(refused.required)
+        return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
+    assert action is not None
+    detail["tool"] = action.tool_name
+    return StageOutcome(Selection.SELECTED, detail, subject, facts, counts)
+
+
+_NONE: Mapping[str, int] = {}
+
+
+def _arguments_text(run: Run, tool: str, intent: Intent) -> Steps[str]:
+    """What the trace keeps of the intent's arguments: JSON text capped at ARGUMENTS_LIMIT,
+    after the loop's `redact` hook (user code: its failure ends the run, named "redact")."""
+    arguments: Any = intent.arguments
+    redact = run.config.redact
+    if redact is not None:
+        arguments = yield Call(redact, (tool, "arguments", arguments), "redact", hook="redact")
+    return summary(arguments, ARGUMENTS_LIMIT)
+
+
+def _new_messages(run: Run) -> tuple[dict[str, Any], int]:
+    """The policy's messages added since the last step, for the trace (JSON-safe), and how
+    many they are."""
+    messages = run.loop_state.messages
+    seen = run.counts.messages_seen
+    if len(messages) <= seen:
+        return {}, 0
+    fresh = messages[seen:]
+    return {"messages": json.loads(json.dumps(fresh, default=str))}, len(fresh)
+
+
+def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    for verdict in (Selection.AMBIGUOUS, Selection.NO_TOOL, Selection.POLICY_ERROR):
+        yield verdict, run
+    for made in range(min(run.steps, controller.repeat_limit - 1) + 1):  # a new call, or one made `made` times
+        yield Selection.SELECTED, replace(run, pick=made)
+        yield Selection.FINISHED, replace(run, pick=made, status=CallOutcome.OK)  # an answer is recorded like a call
+
+
+SPEC = ActionSpec("select_tool", _select_tool, frozenset(Selection),
+                  "ask the policy for an intent (select_action picks the one tool that fits) or its final answer",
+                  _select_model)
+GUARDS = (
+    GuardSpec("tool_selected", "select_tool", Selection.SELECTED),
+    GuardSpec("policy_finished", "select_tool", Selection.FINISHED),
+    GuardSpec("tool_choice_ambiguous", "select_tool", Selection.AMBIGUOUS, "clarification_required"),
+    GuardSpec("no_tool_fits", "select_tool", Selection.NO_TOOL, "capability_gap"),
+    GuardSpec("policy_raised", "select_tool", Selection.POLICY_ERROR, StopReason.FATAL_ERROR.value),
+)

@@ -1,0 +1,78 @@
+"""verify_and_decide: verify an ok observation, then `StopController.decide`. Verdicts:
+`Verification`, the stop controller's reasons and verify's failure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from enum import StrEnum
+
+from forge.agent.stopping import StopController, StopReason
+from forge.errors import WrongType
+from forge.machine.abstract import NEEDS, AbstractRun
+from forge.machine.catalog import ActionSpec, GuardSpec
+from forge.machine.effects import Call, Steps
+from forge.machine.outcome import StageOutcome
+from forge.machine.run import Run
+from forge.machine.stages.call_tool import CallOutcome
+from forge.machine.trace import error_text
+
+__all__ = ['GUARDS', 'SPEC', 'Verification']
+
+
+class Verification(StrEnum):
+    """verify_and_decide's verdicts: the stop controller's reasons, and verify's failure."""
+
+    VERIFIED_SUCCESS = "verified_success"
+    FATAL_ERROR = "fatal_error"
+    STEP_BUDGET_EXHAUSTED = "step_budget_exhausted"
+    REPEATED_ACTION = "repeated_action"
+    CONTINUE = "continue"
+    VERIFY_ERROR = "verify_error"
+
+
+def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
+    config, state = run.config, run.loop_state
+    last = state.observations[-1]
+    verified = False
+    if last.status == "ok":
+        try:
+            said = yield Call(config.verify, (last, state) if config.verify_takes_state else (last,), "verify",
+                              "verify", "verify", {"sequence": last.sequence, "tool": last.tool_name, "status": last.status})
+            if not isinstance(said, bool):
+                raise WrongType(f"verify returned {said!r}; it must return True or False (a {type(said).__name__} "
+                                "is never taken as success)")
+            verified = said
+        except Exception as error:  # verify is user code: its failure ends the run, recorded
+            return StageOutcome(Verification.VERIFY_ERROR, {"error": error_text(error)}, facts={"error": error})
+    decision = config.controller.decide(
+        step_count=state.step_count - state.turn_start,
+        verified=verified,
+        fatal_error=state.terminal,
+        action_history=state.action_history,
+    )
+    verdict = Verification(decision.reason.value if isinstance(decision.reason, StopReason) else str(decision.reason))
+    return StageOutcome(verdict, {"verified": verified, "decision": str(verdict)}, facts={"decision": decision})
+
+
+def _decide_model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
+    if run.recorded is None:
+        yield NEEDS, run
+        return
+    ok = run.recorded == CallOutcome.OK  # verify is asked only about an ok observation
+    history = ["other"] * (run.steps - run.last) + ["last"] * run.last  # the last call made `last` times
+    after = replace(run, last=0, recorded=None)
+    if ok:
+        yield Verification.VERIFY_ERROR, after
+    for verified in (True, False) if ok else (False,):
+        yield Verification(str(controller.decide(run.steps, verified, run.fatal, history).reason)), after
+
+
+SPEC = ActionSpec("verify_and_decide", _verify_and_decide, frozenset(Verification),
+                  "verify an ok observation, then StopController.decide",
+                  _decide_model, "an observation recorded since the last decision (by record_observation)")
+GUARDS = (
+    GuardSpec("verify_raised", "verify_and_decide", Verification.VERIFY_ERROR, StopReason.FATAL_ERROR.value),
+    *(GuardSpec(f"decided_{reason.value}", "verify_and_decide", Verification(reason.value),
+                None if reason is StopReason.CONTINUE else reason.value) for reason in StopReason),
+)
