@@ -377,7 +377,7 @@ class AgentLoop:
             read_journal(journal, self.codec) if isinstance(journal, (str, os.PathLike)) else journal
         )
         if goal is None:
-            goal = next((e.identity["goal"] for e in recorded if e.kind == "policy" and isinstance(e.identity, dict)),
+            goal = next((e.identity[0] for e in recorded if e.kind == "policy" and isinstance(e.identity, tuple)),
                         None)
             if goal is None:
                 raise UsageError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")

@@ -24,9 +24,10 @@ number fired (so it stands before that transition's record)::
 - `kind` is `policy`, `tool`, `verify`, `approver` or `wait`; `name` is the tool's name for
   a tool attempt and the kind otherwise.
 - `args_sha256` is the SHA-256 of the canonical JSON (sorted keys, no spaces) of what the
-  call was asked: a tool's arguments; for the policy the goal and how many observations it
-  saw; for verify the observation's sequence, tool and status; for the approver the call's
-  fingerprint; for a wait its seconds. Values without a canonical form hash their `repr`.
+  call was asked: a tool's arguments; for the policy `[goal, observations seen]`; for verify
+  the observation's sequence; for the approver the call's fingerprint; for a wait its
+  seconds. Values without a canonical form hash their `repr`. (Kept small in memory: a run
+  holds a few entries per step.)
 - Exactly one of `value` (what it returned) and `error` (what it raised:
   `{"type": "module:QualName", "message": …, "args": […], "attributes": {…}}`) is present.
   A policy's decision is `{"$forge": "intent", …}` or `{"$forge": "finish", "answer": …}`.
@@ -171,8 +172,8 @@ class JournalEntry:
             line["error"] = _error_json(self.error)
         else:
             line["value"] = _encode(self.value, codec, self)
-        if self.kind == "policy" and self.identity is not None:
-            line["asked"] = self.identity  # the goal: what a replay from the file starts with
+        if self.kind == "policy" and isinstance(self.identity, tuple):  # the goal: what a replay from the file starts with
+            line["asked"] = {"goal": self.identity[0], "observations": self.identity[1]}
         if self.messages:
             line["messages"] = json.loads(json.dumps(list(self.messages), default=str))
         return line
@@ -190,6 +191,8 @@ class JournalEntry:
             if not isinstance(messages, list):
                 raise UsageError("'messages' must be a list")
             asked = data.get("asked") if kind == "policy" else None
+            if isinstance(asked, dict):
+                asked = (_text(asked["goal"]), _number(asked["observations"]))
             return cls(_text(data["run_id"]), _number(data["transition"]), _number(data["step"]), kind,
                        _text(data["name"]), asked, value, error, tuple(messages), _text(data["args_sha256"]))
         except KeyError as missing:

@@ -39,7 +39,7 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
     step = state.step_count + 1
     try:
         intent = yield Call(config.policy, (goal, state), "the policy", "policy", "policy",
-                            {"goal": goal, "observations": state.step_count}, state.messages, step=step)
+                            (goal, state.step_count), state.messages, step=step)
         if not isinstance(intent, (Intent, Finish)):
             raise WrongType(f"policy returned {intent!r}, not an Intent or a Finish")
     except Exception as error:  # the policy is user code: any failure ends the run, recorded

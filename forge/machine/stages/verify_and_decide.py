@@ -38,7 +38,7 @@ def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
     if last.status == "ok":
         try:
             said = yield Call(config.verify, (last, state) if config.verify_takes_state else (last,), "verify",
-                              "verify", "verify", {"sequence": last.sequence, "tool": last.tool_name, "status": last.status})
+                              "verify", "verify", last.sequence)
             if not isinstance(said, bool):
                 raise WrongType(f"verify returned {said!r}; it must return True or False (a {type(said).__name__} "
                                 "is never taken as success)")
