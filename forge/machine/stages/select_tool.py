@@ -7,9 +7,18 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
-from forge.agent.actions import Action, AmbiguousToolChoice, NoMatchingTool, UnknownTool, select_action, select_named
+from forge.agent.actions import (
+    Action,
+    AmbiguousToolChoice,
+    NoMatchingTool,
+    ToolSpec,
+    UnknownTool,
+    select_action,
+    select_named,
+)
 from forge.agent.stopping import StopController, StopReason
 from forge.errors import WrongType
 from forge.machine.abstract import AbstractRun
@@ -60,7 +69,7 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
         else:
             action = config.chosen.get(intent.capabilities)
             if action is None:  # failures are not kept: they end the run
-                action = config.chosen[intent.capabilities] = select_action(goal, intent.capabilities, config.specs)
+                action = config.chosen[intent.capabilities] = _ranked(intent.capabilities, config.specs)
     except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
         refused = error
     subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
@@ -82,6 +91,13 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
 
 
 _NONE: Mapping[str, int] = {}
+
+
+@lru_cache(maxsize=1024)
+def _ranked(capabilities: frozenset[str], specs: tuple[ToolSpec, ...]) -> Action:
+    """`select_action`'s choice, shared by every loop with these tools: a pure function of
+    the capabilities and the tools (the goal only has to be non-blank, as every run's is)."""
+    return select_action("(any goal)", capabilities, specs)
 
 
 def _arguments_text(run: Run, tool: str, intent: Intent) -> Steps[str]:
