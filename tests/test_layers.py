@@ -12,6 +12,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.errors",),
     ("forge.agent",),
     ("forge.policy", "forge.tools", "forge.machine.definition", "forge.machine.journal", "forge.machine.effects",
+     "forge.machine.columns",
      "forge.machine.abstract", "forge.machine.outcome",
      "forge.machine.trace"),
     ("forge.machine.performers", "forge.result", "forge.observe", "forge.narrate"),

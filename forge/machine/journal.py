@@ -48,11 +48,12 @@ import hashlib
 import importlib
 import json
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload
+from typing import Any, Protocol
 
 from forge.errors import ForgeError, UsageError, WrongType
+from forge.machine.columns import Columns
 
 __all__ = [
     "JOURNAL_KINDS",
@@ -199,7 +200,7 @@ class JournalEntry:
             raise UsageError(f"a call line is missing {missing}") from None
 
 
-class Journal(Sequence[JournalEntry]):
+class Journal(Columns[JournalEntry]):
     """A run's journal: its entries in the order the calls were made.
 
     Kept as columns, like the trace, and made into `JournalEntry`s when read: a long run
@@ -260,7 +261,7 @@ class Journal(Sequence[JournalEntry]):
                  entry.identity if entry.stored_hash is None else _Hashed(entry.stored_hash, entry.identity),
                  entry.value, entry.error, entry.messages)
 
-    def _entry(self, index: int) -> JournalEntry:
+    def _item(self, index: int) -> JournalEntry:
         kind, name = self._kinds[self._kind[index]]
         identity = self._identity[index]
         stored = None
@@ -273,22 +274,6 @@ class Journal(Sequence[JournalEntry]):
     def __len__(self) -> int:
         return len(self._kind)
 
-    @overload
-    def __getitem__(self, index: int) -> JournalEntry: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[JournalEntry, ...]: ...
-    def __getitem__(self, index: int | slice) -> JournalEntry | tuple[JournalEntry, ...]:
-        if isinstance(index, slice):
-            return tuple(self._entry(i) for i in range(*index.indices(len(self))))
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("journal index out of range")
-        return self._entry(index)
-
-    def __iter__(self) -> Iterator[JournalEntry]:
-        return (self._entry(i) for i in range(len(self)))
-
     def move_to(self, count: int, entries: Sequence[JournalEntry]) -> None:
         """Keep the first `count` entries, cutting back or appending from `entries` (the
         furthest the run got): the debugger steps back and forth with it."""
@@ -300,13 +285,6 @@ class Journal(Sequence[JournalEntry]):
                     del extra[position]
         for entry in entries[len(self):count]:
             self.append(entry)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
-            return NotImplemented
-        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"Journal({len(self)} calls of run {self.run_id or '?'})"

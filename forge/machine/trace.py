@@ -37,13 +37,14 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 from forge.errors import ForgeError, UsageError, WrongType
+from forge.machine.columns import Columns
 from forge.machine.journal import Journal, JournalCodec, JournalEntry
 
 __all__ = [
@@ -157,7 +158,7 @@ class TransitionRecord:
             raise UsageError(f"malformed record: {error}") from None
 
 
-class Trace(Sequence[TransitionRecord]):
+class Trace(Columns[TransitionRecord]):
     """A run's trace: its records, kept as columns and made into `TransitionRecord`s when read.
 
     A long run keeps one trace entry per transition, so the entry is small: the edge
@@ -189,6 +190,7 @@ class Trace(Sequence[TransitionRecord]):
         "run_id",
         "started_at",
     )
+    what = "trace"
 
     def __init__(self, records: Iterable[TransitionRecord] = (), machine: str = "", run_id: str = "",
                  started_at: float = 0.0, redact: Redact | None = None) -> None:
@@ -248,7 +250,7 @@ class Trace(Sequence[TransitionRecord]):
         except TypeError:  # an unhashable value: this detail is its own
             return detail
 
-    def _record(self, index: int) -> TransitionRecord:
+    def _item(self, index: int) -> TransitionRecord:
         source, trigger, dest = self._edges[self._edge[index]]
         detail = self._detail[index]
         subject = self._subject[index]
@@ -272,22 +274,6 @@ class Trace(Sequence[TransitionRecord]):
     def __len__(self) -> int:
         return len(self._step)
 
-    @overload
-    def __getitem__(self, index: int) -> TransitionRecord: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[TransitionRecord, ...]: ...
-    def __getitem__(self, index: int | slice) -> TransitionRecord | tuple[TransitionRecord, ...]:
-        if isinstance(index, slice):
-            return tuple(self._record(i) for i in range(*index.indices(len(self))))
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("trace index out of range")
-        return self._record(index)
-
-    def __iter__(self) -> Iterator[TransitionRecord]:
-        return (self._record(i) for i in range(len(self)))
-
     def move_to(self, count: int, records: Sequence[TransitionRecord]) -> None:
         """Keep the first `count` transitions, cutting back or appending from `records` (the
         furthest the run got); the cost is what changes (the debugger steps with it)."""
@@ -297,13 +283,6 @@ class Trace(Sequence[TransitionRecord]):
                 del column[count:]
         for record in records[len(self):count]:
             self.append(record)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (str, bytes)) or not isinstance(other, Sequence):
-            return NotImplemented
-        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"Trace({len(self)} transitions of {self.machine or 'a machine'})"
