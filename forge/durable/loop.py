@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dbos import DBOS, Queue, SetWorkflowID
+from dbos import DBOS, SetWorkflowID
 
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase, database_url
-from forge.durable.workflow import ANSWER_TOPIC, EVENT, LOOPS, QUEUE_NAME, STOPPING, WAITING_HERE, forge_run
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, HOST, LOOPS, QUEUE_NAME, forge_run
 from forge.errors import RunNotFound, UsageError
 from forge.loop import AgentLoop
 from forge.machine.trace import TransitionRecord
@@ -104,10 +104,6 @@ class _Turns(Sequence[tuple[TransitionRecord, ...]]):
         return repr(self._read())
 
 
-_LAUNCHED: dict[str, Any] = {}
-_QUEUE: list[Queue] = []
-
-
 def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None = None,
            concurrency: int | None = None, worker: bool = False) -> str:
     """Start this process's DBOS on the database `db` (see `database_url`), once; later
@@ -120,12 +116,12 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
         UsageError: DBOS was launched here already, on another database.
     """
     url = database_url(db)
-    if _LAUNCHED:
-        if _LAUNCHED["url"] != url:
-            raise UsageError(f"this process runs durable loops on {_LAUNCHED['url']}; one process has one runs "
+    if HOST.url is not None:
+        if HOST.url != url:
+            raise UsageError(f"this process runs durable loops on {HOST.url}; one process has one runs "
                              f"database (DBOS is one per process), not also {url}")
         return url
-    STOPPING.clear()
+    HOST.stopping.clear()
     # SQLite's journal mode is set before DBOS connects; a PostgreSQL database may be DBOS's to create
     early = RunsDatabase(url) if url.startswith("sqlite") else None
     config: dict[str, Any] = {"name": "forge", "system_database_url": url, "log_level": "WARNING",
@@ -136,12 +132,12 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
     DBOS.listen_queues([QUEUE_NAME] if worker else [])
     DBOS.launch()
     if worker:  # a worker says how many runs each worker takes at once (kept with the queue)
-        _QUEUE.append(DBOS.register_queue(QUEUE_NAME, worker_concurrency=concurrency, polling_interval_sec=0.2,
-                                          on_conflict="always_update"))
+        HOST.queue = DBOS.register_queue(QUEUE_NAME, worker_concurrency=concurrency, polling_interval_sec=0.2,
+                                         on_conflict="always_update")
     else:
-        _QUEUE.append(DBOS.retrieve_queue(QUEUE_NAME) or DBOS.register_queue(QUEUE_NAME, polling_interval_sec=0.2,
-                                                                             on_conflict="never_update"))
-    _LAUNCHED.update(url=url, database=early or RunsDatabase(url))
+        HOST.queue = DBOS.retrieve_queue(QUEUE_NAME) or DBOS.register_queue(QUEUE_NAME, polling_interval_sec=0.2,
+                                                                            on_conflict="never_update")
+    HOST.url, HOST.database = url, early or RunsDatabase(url)
     return url
 
 
@@ -150,14 +146,14 @@ def shutdown() -> None:
     recovered by the next process of this executor (or a worker); runs waiting here for an
     answer are woken and leave their threads (they stay waiting, in the database), so the
     process can exit."""
-    if _LAUNCHED:
-        STOPPING.set()
-        for run_id, ended in list(WAITING_HERE.items()):
+    if HOST.url is not None:
+        HOST.stopping.set()
+        for run_id, ended in list(HOST.waiting.items()):
             DBOS.send(run_id, {"kind": "process stopping"}, ANSWER_TOPIC)  # an answer no wait accepts
             ended.wait(timeout=10)
-        _LAUNCHED["database"].close()
-        _LAUNCHED.clear()
-        _QUEUE.clear()
+        if HOST.database is not None:
+            HOST.database.close()
+        HOST.url = HOST.database = HOST.queue = None
         DBOS.destroy(destroy_registry=False)
 
 
@@ -219,10 +215,9 @@ class DurableLoop:
     @property
     def database(self) -> RunsDatabase:
         """The runs' database this process launched on (forge's own tables in it)."""
-        if not _LAUNCHED:
+        if HOST.database is None:
             raise UsageError("durable runs are not launched in this process: call launch() or DurableLoop.launch()")
-        database: RunsDatabase = _LAUNCHED["database"]
-        return database
+        return HOST.database
 
     def loop_for(self, extra_tools: tuple[str, ...]) -> AgentLoop:
         """The loop a turn runs: this loop, plus the extra tools answers added (made once
@@ -254,7 +249,7 @@ class DurableLoop:
         run_id = _checked(goal, run_id)
         self.launch()
         with SetWorkflowID(run_id):
-            _QUEUE[0].enqueue(forge_run, self.name, goal)
+            HOST.queue.enqueue(forge_run, self.name, goal)
         return run_id
 
     def run(self, goal: str, run_id: str | None = None, timeout: float | None = None) -> DurableResult:

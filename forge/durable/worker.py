@@ -17,8 +17,8 @@ from typing import Any
 
 from dbos import DBOS
 
-from forge.durable.loop import _LAUNCHED, executor_name, launch, shutdown
-from forge.durable.workflow import LOOPS
+from forge.durable.loop import executor_name, launch, shutdown
+from forge.durable.workflow import HOST, LOOPS
 
 __all__ = ["work"]
 
@@ -41,12 +41,13 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         raise UsageError(f"concurrency must be at least 1, got {concurrency}")
     me = executor_id or executor_name()
     launch(db, executor_id=me, concurrency=concurrency, worker=True)
-    database = _LAUNCHED["database"]
+    database = HOST.database
+    assert database is not None, "launch() opened it"
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-    _log.info("worker %s taking runs of %s from %s", me, ", ".join(sorted(LOOPS)), _LAUNCHED["url"])
+    _log.info("worker %s taking runs of %s from %s", me, ", ".join(sorted(LOOPS)), HOST.url)
     try:
         while not stop.is_set():
             database.beat(me)

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     from forge.machine.run import Run
     from forge.result import LoopResult
 
-__all__ = ["ANSWER_TOPIC", "EVENT", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Plan",
+__all__ = ["ANSWER_TOPIC", "EVENT", "HOST", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Host",
+           "Plan",
            "HostedLoop", "ProcessStopping", "forge_run"]
 
 WORKFLOW_NAME = "forge_run"
@@ -67,15 +68,28 @@ class HostedLoop(Protocol):
     def loop_for(self, extra_tools: tuple[str, ...]) -> AgentLoop: ...
 
 
-LOOPS: dict[str, HostedLoop] = {}
-"""The durable loops this process can run, by name: a recovered or dequeued run names its loop."""
+@dataclass(eq=False)
+class Host:
+    """What this process hosts of durable runs, the one process-wide value forge keeps for
+    them (DBOS itself is one per process): the loops it can run by name (a recovered or
+    dequeued run names its loop: what DBOS's registration of `forge_run` needs), what
+    `launch` opened (the runs database's URL and forge's tables in it, and forge's queue),
+    whether `shutdown()` is under way (a run waiting here then leaves its thread, staying
+    stored), and the runs waiting here for an answer, each with an event set once its wait
+    ends."""
+
+    loops: dict[str, HostedLoop] = field(default_factory=dict)
+    url: str | None = None
+    database: RunsDatabase | None = None
+    queue: Any = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+    waiting: dict[str, threading.Event] = field(default_factory=dict)
+
+
+HOST = Host()
+LOOPS, STOPPING, WAITING_HERE = HOST.loops, HOST.stopping, HOST.waiting  # the names earlier releases exported
 
 _WAITS = ("clarification_required", "capability_gap", "approval_required")
-
-STOPPING = threading.Event()
-"""Set by `shutdown()`: a run waiting here leaves its thread (the run stays stored, pending)."""
-WAITING_HERE: dict[str, threading.Event] = {}
-"""The runs this process hosts that wait for an answer, each with an event set once its wait ends."""
 
 
 class ProcessStopping(BaseException):
@@ -166,17 +180,17 @@ class _Workflow:
         tools = {tool.name for tool in self.durable.loop.tools}
         self.publish("waiting", waiting=waiting.to_json(), tools=sorted(tools), extra_tools=sorted(self.durable.extra_tools),
                      **more)
-        ended = WAITING_HERE[self.run_id] = threading.Event()
+        ended = HOST.waiting[self.run_id] = threading.Event()
         try:
             return self._receive(waiting, tools)
         finally:
-            WAITING_HERE.pop(self.run_id, None)
+            HOST.waiting.pop(self.run_id, None)
             ended.set()
 
     def _receive(self, waiting: Waiting, tools: set[str]) -> Answer:
         while True:
             data = DBOS.recv(ANSWER_TOPIC, timeout_seconds=3600)
-            if STOPPING.is_set():
+            if HOST.stopping.is_set():
                 raise ProcessStopping(self.run_id)
             if data is None:
                 continue
