@@ -112,3 +112,15 @@ def test_a_stage_that_still_assigns_run_detail_works_with_a_deprecation_warning(
         result = loop.run("goal")
     assert result.reason == "verified_success"
     assert [r.detail for r in result.trace if r.source == "budget"][:1] == [{"spent": 1}]
+
+
+def test_a_stage_reads_the_run_but_cannot_write_what_the_stages_decided():
+    def meddle(run):
+        run.intent = None  # what select_tool decided is the engine's to change
+        return "within"
+
+    stages = {"check_budget": Stage(meddle, {"within", "over"}, guards={"within_budget": "within", "over_budget": "over"},
+                                    stops_in={"over_budget": "budget_exceeded"})}
+    result = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True, definition=BUDGETED, stages=stages).run("g")
+    assert result.reason == "fatal_error" and isinstance(result.error, AttributeError)
+    assert result.trace[-1].detail["failed"] == "action check_budget"
