@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Protocol, cast
 
 from transitions import Machine, MachineError, Transition
@@ -206,7 +206,16 @@ class _Transition(Transition):
 
 
 class _Event(Event):
-    """transitions' event, made exclusive: all conditions evaluated, exactly one enabled."""
+    """transitions' event, made exclusive: all conditions evaluated, exactly one enabled.
+
+    A machine without a queue runs a trigger at once (`Machine._process` calls it); `trigger`
+    does that directly, without the partial it would wrap it in."""
+
+    def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
+        event_data = EventData(None, self, self.machine, model, args=args, kwargs=kwargs)
+        if self.machine.has_queue:
+            return bool(self.machine._process(partial(self._trigger, event_data)))
+        return bool(self._trigger(event_data))
 
     def _process(self, event_data: EventData) -> bool:
         self.machine.callbacks(self.machine.prepare_event, event_data)

@@ -263,6 +263,8 @@ class Trace(Columns[TransitionRecord]):
     def _facts(self, subject: Any) -> dict[str, str]:
         if isinstance(subject, str):
             return {"arguments": subject}
+        if isinstance(subject, Mapping):  # a call's arguments, kept as they were (no redact hook)
+            return {"arguments": summary(subject, ARGUMENTS_LIMIT)}
         payload = subject.payload
         if self.redact is not None:
             try:

@@ -100,13 +100,15 @@ def _ranked(capabilities: frozenset[str], specs: tuple[ToolSpec, ...]) -> Action
     return select_action("(any goal)", capabilities, specs)
 
 
-def _arguments_text(run: Run, tool: str, intent: Intent) -> Steps[str]:
+def _arguments_text(run: Run, tool: str, intent: Intent) -> Steps[Any]:
     """What the trace keeps of the intent's arguments: JSON text capped at ARGUMENTS_LIMIT,
-    after the loop's `redact` hook (user code: its failure ends the run, named "redact")."""
-    arguments: Any = intent.arguments
+    after the loop's `redact` hook (user code: its failure ends the run, named "redact").
+    Without a redact hook, the arguments themselves (the journal holds them already): the
+    trace makes their text only when a record is read."""
     redact = run.config.redact
-    if redact is not None:
-        arguments = yield Call(redact, (tool, "arguments", arguments), "redact", hook="redact")
+    if redact is None:
+        return intent.arguments
+    arguments = yield Call(redact, (tool, "arguments", intent.arguments), "redact", hook="redact")
     return summary(arguments, ARGUMENTS_LIMIT)
 
 
