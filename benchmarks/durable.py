@@ -83,7 +83,12 @@ class Commits:
         wrote = [False]
 
         def executed(connection: Any, cursor: Any, statement: str, *rest: Any) -> None:
-            wrote[0] = wrote[0] or _writes(statement)
+            if not _writes(statement):
+                return
+            if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+                self.count += 1  # a statement committed on its own
+            else:
+                wrote[0] = True
 
         def committed(connection: Any) -> None:
             if wrote[0]:
