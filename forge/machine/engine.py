@@ -253,10 +253,24 @@ def _async_machine_class() -> type[Machine]:
 
     class _AsyncTransition(AsyncTransition):
         condition_cls = _Condition  # type: ignore[assignment]  # forge's guards are plain functions: no coroutine each
+        plain = False  # as `_Transition.plain`
+        _dest_state: Any = None
 
         def __init__(self, *args: Any, definition: TransitionDef, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.definition = definition
+
+        async def execute(self, event_data: Any) -> bool:  # type: ignore[override]
+            if not self.plain:
+                return bool(await super().execute(event_data))
+            machine = event_data.machine
+            setattr(event_data.model, machine.model_attribute, self.dest)
+            event_data.state = self._dest_state
+            for callback in machine.after_state_change:
+                result = callback(event_data)
+                if isinstance(result, Awaitable):
+                    await result
+            return True
 
         async def _eval_conditions(self, event_data: Any) -> bool:  # type: ignore[override]
             if getattr(event_data, "decided", None) is self:
@@ -299,7 +313,7 @@ def _mark_plain(machine: Machine, event: Event) -> None:
     if machine.before_state_change or machine.on_final or machine.finalize_event:
         return
     for transitions in event.transitions.values():
-        for transition in cast(list[_Transition], transitions):
+        for transition in cast(list[_Transition], transitions):  # or the async machine's, alike
             source, dest = machine.get_state(transition.source), machine.get_state(str(transition.dest))
             transition._dest_state = dest
             transition.plain = not (transition.prepare or transition.before or transition.after or source.on_exit
@@ -392,8 +406,7 @@ class LoopEngine:
             for function in users("on_exit", callbacks.on_exit, state.name):
                 self._machine.get_state(state.name).add_callback("exit", function)
         self.event: Event = self._machine.events[ADVANCE]
-        if not self.asynchronous:
-            _mark_plain(self._machine, self.event)
+        _mark_plain(self._machine, self.event)
 
     @property
     def machine(self) -> Machine:
