@@ -7,6 +7,7 @@ import os
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,7 +181,8 @@ class AgentLoop:
             )
             if function is not None and _is_async(function)
         )
-        self._observers = Observers((LoggingObserver(), *observers))
+        extra: tuple[LoopObserver, ...] = self._options["observers"]  # the iterable, taken once above
+        self._observers = Observers((LoggingObserver(), *extra)) if extra else _default_observers()
         self._config = RunConfig(
             tools={tool.name: tool for tool in tools},
             specs=tuple(tool.spec for tool in tools),
@@ -399,6 +401,13 @@ class AgentLoop:
         return self._finish(run)
 
 
+@lru_cache(maxsize=1)
+def _default_observers() -> Observers:
+    """The observers of a loop given none: the logging one, shared by every such loop (it
+    keeps nothing per loop), so a new loop does not work out again what it wants told."""
+    return Observers((LoggingObserver(),))
+
+
 def _inspector(result: LoopResult) -> str:
     """A run's inspector page as a notebook fragment (imported when a notebook asks)."""
     from forge.inspect import html
@@ -420,6 +429,8 @@ def _takes_state(verify: Callable[..., Any]) -> bool:
 
 
 def _is_async(function: Any) -> bool:
+    if type(function) is types.FunctionType:  # an `async def` has the flag; read directly, as loops are built often
+        return bool(function.__code__.co_flags & inspect.CO_COROUTINE)
     if inspect.iscoroutinefunction(function):
         return True
     if isinstance(function, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
