@@ -241,27 +241,18 @@ class AgentLoop:
             run_id = os.urandom(16).hex()
         elif not isinstance(run_id, str) or not run_id.strip():
             raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
-        return self._start(goal, observers, state, run_id, registry if registry is not None else self.registry,
-                           performer=performer)
-
-    def _start(self, goal: str, observers: Iterable[LoopObserver], state: LoopState | None, run_id: str,
-               registry: IdempotencyRegistry | None, replaying: Sequence[JournalEntry] | None = None,
-               performer: PerformerFactory | None = None) -> Run:
+        if registry is None:
+            registry = self.registry if self.registry is not None else IdempotencyRegistry()
         loop_state = LoopState() if state is None else state.continued()
         journal = Journal(run_id=run_id, codec=self.codec)
-        run = Run(goal=goal, config=self._config, state=self.definition.initial,
-                  registry=registry if registry is not None else IdempotencyRegistry(),
+        run = Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
                   loop_state=loop_state, counts=RunCounts(messages_seen=len(loop_state.messages)),
                   observers=self._observers.for_run() + observers,
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
                               redact=self._config.redact), journal=journal)
         config = self._config
-        if performer is not None:
-            run.performer = performer(journal, run)
-        elif replaying is not None:
-            run.performer = ReplayingPerformer(replaying, journal, run)
-        else:
-            run.performer = Performer(journal, run, config.sleep, config.async_sleep)
+        run.performer = (performer(journal, run) if performer is not None
+                         else Performer(journal, run, config.sleep, config.async_sleep))
         return run
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
@@ -288,10 +279,7 @@ class AgentLoop:
         self._refuse_async()
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
                          performer=performer)
-        run.observers.notify(run, "run_started")
-        engine = self.engine
-        while not engine.is_terminal(run):
-            engine.advance(run)
+        self._complete(run)
         return self._finish(run)
 
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
@@ -326,6 +314,13 @@ class AgentLoop:
         run = self.start(goal, observers, state, run_id)
         run.observers.notify(run, "run_started")
         return DebugSession(self, run)
+
+    def _complete(self, run: Run) -> None:
+        """Tell the observers the run started, and fire it to a terminal state."""
+        run.observers.notify(run, "run_started")
+        engine = self.engine
+        while not engine.is_terminal(run):
+            engine.advance(run)
 
     def _finish(self, run: Run) -> LoopResult:
         result = self.result(run)
@@ -383,21 +378,21 @@ class AgentLoop:
                         None)
             if goal is None:
                 raise UsageError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
-        run_id = recorded[0].run_id if len(recorded) else os.urandom(16).hex()
-        if not isinstance(goal, str) or not goal.strip():
-            raise UsageError("goal must be a non-blank string")
-        run = self._start(goal, observers, state, run_id, None, replaying=recorded)
-        run.observers.notify(run, "run_started")
-        engine = self.engine
+        replaying: list[ReplayingPerformer] = []
+
+        def answering(journal: Journal, run: Run) -> ReplayingPerformer:
+            replaying.append(ReplayingPerformer(recorded, journal, run))
+            return replaying[0]
+
+        # a registry of its own: a side effect recorded as run is replayed from the journal, not the registry
+        run = self.start(goal, observers, state, recorded[0].run_id if len(recorded) else None,
+                         registry=IdempotencyRegistry(), performer=answering)
         try:
-            while not engine.is_terminal(run):
-                engine.advance(run)
+            self._complete(run)
         except ReplayStopped as stopped:
             raise stopped.miss from None
-        performer = run.performer
-        assert isinstance(performer, ReplayingPerformer)
-        if performer.remaining:
-            raise JournalMiss(recorded[len(recorded) - performer.remaining], None, run.state)
+        if replaying[0].remaining:
+            raise JournalMiss(recorded[len(recorded) - replaying[0].remaining], None, run.state)
         return self._finish(run)
 
 
