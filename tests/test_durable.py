@@ -83,9 +83,9 @@ def test_a_side_effects_outcome_lives_in_the_runs_database_journal(make, db):
         rows = connection.execute(sa.text("select entry from forge_journal where run_id = 'stored-effect' "
                                           "order by turn, seq")).all()
     calls = [pickle.loads(row[0]) for row in rows]
-    assert [(call[3], call[4]) for call in calls] == [("policy", "policy"), ("tool", "write"), ("verify", "verify"),
-                                                      ("policy", "policy"), ("verify", "verify")]
-    assert calls[1][6] == "ok" and calls[1][5] == {"n": 1}
+    assert [(call.kind, call.name) for call in calls] == [("policy", "policy"), ("tool", "write"), ("verify", "verify"),
+                                                          ("policy", "policy"), ("verify", "verify")]
+    assert calls[1].value == "ok" and calls[1].identity == {"n": 1}
 
 
 def test_a_keyed_side_effect_is_recorded_for_every_run(make, db):

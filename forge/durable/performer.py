@@ -65,14 +65,14 @@ class StoredTurn:
         rows = database.journal_of(run_id, turn)
         for row in rows:
             item = pickle.loads(row)
-            if item[0] == "started":
-                self.in_flight = tuple(item[1:])
-            else:
-                self.calls.append(JournalEntry(run_id, *item[1:]))
+            if isinstance(item, JournalEntry):
+                self.calls.append(item)
                 self.in_flight = None
+            else:  # ("started", transition, step, tool): a start marker
+                self.in_flight = item[1:]
         self.rows = len(rows)
 
-    def append(self, items: list[tuple[Any, ...]]) -> None:
+    def append(self, items: list[JournalEntry | tuple[Any, ...]]) -> None:
         """Store `items` (calls and start markers) after the rows stored so far: one commit."""
         if items:
             self.database.append(self.run_id, self.turn, self.rows, [pickle.dumps(item) for item in items])
@@ -100,10 +100,8 @@ class DurablePerformer(ReplayingPerformer):
 
     def flush(self) -> None:
         """Store the calls settled since the last write (one commit; none when nothing is new)."""
-        fresh = self.journal[self._kept:]
+        items: list[JournalEntry | tuple[Any, ...]] = [*self._pending, *self.journal[self._kept:]]
         self._kept = len(self.journal)
-        items = [*self._pending, *(("call", e.transition, e.step, e.kind, e.name, e.identity, e.value, e.error,
-                                    e.messages) for e in fresh)]
         self._pending = []
         self.stored.append(items)
 

@@ -96,13 +96,8 @@ class JournalMiss(ForgeError, LookupError):
         elif expected is None:
             what = f"the journal has no more calls, but the run made {made.describe()}"
         else:
-            differs = [name for name, a, b in (
-                ("kind", expected.kind, made.kind), ("name", expected.name, made.name),
-                ("transition", expected.transition, made.transition), ("step", expected.step, made.step),
-                ("arguments", expected.args_sha256, made.args_sha256),
-            ) if a != b]
             what = (f"expected {expected.describe()}, but the run made {made.describe()} "
-                    f"(they differ in {', '.join(differs)})")
+                    f"(they differ in {', '.join(expected.differences(made))})")
         super().__init__(f"journal miss: {what}")
         self.expected, self.made = expected, made
 
@@ -123,7 +118,6 @@ def identity_hash(identity: Any) -> str:
     form hashed by its repr)."""
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=repr)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,11 +146,19 @@ class JournalEntry:
 
     def same_call(self, other: JournalEntry) -> bool:
         """Whether `other` is the same call: kind, name, transition, step and arguments."""
-        if (self.kind, self.name, self.transition, self.step) != (other.kind, other.name, other.transition, other.step):
-            return False
-        if self.stored_hash is None and other.stored_hash is None and self.identity == other.identity:
-            return True
-        return self.args_sha256 == other.args_sha256
+        return not self.differences(other)
+
+    def differences(self, other: JournalEntry) -> list[str]:
+        """What differs between this call and `other`: of kind, name, transition, step and
+        arguments (compared as they are when both are in memory, else by their hashes)."""
+        differs = [name for name, mine, theirs in (
+            ("kind", self.kind, other.kind), ("name", self.name, other.name),
+            ("transition", self.transition, other.transition), ("step", self.step, other.step),
+        ) if mine != theirs]
+        in_memory = self.stored_hash is None and other.stored_hash is None
+        if not (in_memory and self.identity == other.identity) and self.args_sha256 != other.args_sha256:
+            differs.append("arguments")
+        return differs
 
     def describe(self) -> str:
         what = f"tool {self.name!r}" if self.kind == "tool" else self.kind

@@ -349,12 +349,8 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
                 if data.get("v") == 3 and data.get("type") == "call":
                     continue  # the run's journal: read_journal reads it
                 record = TransitionRecord.from_json(data)
-            except UnicodeDecodeError as error:
-                raise TraceFormatError(str(path), number, f"not UTF-8 text ({error.reason} at byte {error.start})") from None
-            except RecursionError:
-                raise TraceFormatError(str(path), number, "nested too deeply to read") from None
-            except ValueError as error:
-                raise TraceFormatError(str(path), number, quoted(str(error))) from None
+            except (ValueError, RecursionError) as error:
+                raise _unreadable(path, number, error) from None
             if record.sequence != len(records) + 1:
                 raise TraceFormatError(
                     str(path), number, f"sequence {record.sequence} out of order; expected {len(records) + 1}"
@@ -380,11 +376,18 @@ def read_journal(path: str | Path, codec: JournalCodec | None = None) -> Journal
                 if not isinstance(data, dict) or data.get("type") != "call":
                     continue
                 journal.append(JournalEntry.from_json(data, codec))
-            except UnicodeDecodeError as error:
-                raise TraceFormatError(str(path), number, f"not UTF-8 text ({error.reason} at byte {error.start})") from None
-            except (ValueError, TypeError) as error:
-                raise TraceFormatError(str(path), number, quoted(str(error))) from None
+            except (ValueError, TypeError, RecursionError) as error:
+                raise _unreadable(path, number, error) from None
     return journal
+
+
+def _unreadable(path: str | Path, number: int, error: Exception) -> TraceFormatError:
+    """What a trace or journal reader says of line `number` that it could not read."""
+    if isinstance(error, UnicodeDecodeError):
+        return TraceFormatError(str(path), number, f"not UTF-8 text ({error.reason} at byte {error.start})")
+    if isinstance(error, RecursionError):
+        return TraceFormatError(str(path), number, "nested too deeply to read")
+    return TraceFormatError(str(path), number, quoted(str(error)))
 
 
 def quoted(text: str, limit: int = 300) -> str:
