@@ -179,8 +179,8 @@ class _Transition(Transition):
 
     `plain` is set once the engine's machine is built, for an edge that has no callbacks of
     its own and whose states have none: executing it is then transitions' `execute` less
-    its dispatch over empty callback lists and its debug logging (the state is set with the
-    machine's `set_state`; the machine's `after_state_change` callbacks run as ever)."""
+    its dispatch over empty callback lists and its debug logging (the state is set on the
+    run as `set_state` sets it; the machine's `after_state_change` callbacks run as ever)."""
 
     condition_cls = _Condition
     plain = False

@@ -3,7 +3,7 @@
 A stage action yields effects (`forge.machine.effects`); `run_sync` and `run_async` drive it,
 handing each effect to the run's performer and its result (or exception) back to the
 action. Every call to the world goes through `Performer.call` and every retry wait through
-`Performer.sleep`, so the performer sees each one:
+`Performer.wait`, so the performer sees each one:
 
 - `Performer`, the live one, calls the world and records each call to the world in the
   run's `Journal` (its identity and its outcome).
@@ -11,7 +11,8 @@ action. Every call to the world goes through `Performer.call` and every retry wa
   order, and raises `JournalMiss` for a call that is not the one recorded there. Local code
   (user stages, `redact`) and observers still run.
 
-A durable run's performer makes each entry a DBOS step (`forge.durable`).
+A durable run's performer (`forge.durable.performer`) also keeps the journal in the runs'
+database, and replays it when the run is recovered.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ from typing import Any, Protocol, TypeVar
 
 from forge.machine.effects import AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
 from forge.machine.journal import Journal, JournalEntry, JournalMiss
+
+__all__ = ["Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
+
+T = TypeVar("T")
 
 
 class Position(Protocol):
@@ -36,9 +41,6 @@ class Position(Protocol):
 
     hook: str
 
-__all__ = ["Performer", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
-
-T = TypeVar("T")
 
 class ReplayStopped(BaseException):
     """Carries a `JournalMiss` out of a replayed run. A BaseException, so that no stage's

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.actions import Action, ToolSpec
@@ -76,7 +76,7 @@ class RunFacts:
     error: BaseException | None = None
 
     def copy(self) -> RunFacts:
-        return RunFacts(self.step, self.intent, self.action, self.status, self.payload, self.decision, self.error)
+        return replace(self)
 
 
 @dataclass(eq=False, slots=True)
@@ -91,7 +91,7 @@ class RunCounts:
     messages_seen: int = 0
 
     def copy(self) -> RunCounts:
-        return RunCounts(self.retries, self.side_effects_run, self.side_effects_replayed, self.messages_seen)
+        return replace(self)
 
 
 @dataclass(eq=False, slots=True)
@@ -114,8 +114,8 @@ class Firing:
     interrupted: BaseException | None = None
 
     def copy(self) -> Firing:
-        return Firing(self.source, self.started, self.recorded, self.hook, self.guard_values, self.verdict,
-                      self.detail, self.subject, self.record, None)
+        """This firing, less its interrupt (which belongs to the moment it was raised)."""
+        return replace(self, interrupted=None)
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
