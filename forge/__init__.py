@@ -23,9 +23,11 @@ if TYPE_CHECKING:
     from forge.loop import AgentLoop
     from forge.machine.catalog import Stage
     from forge.machine.definition import DefinitionError, MachineDefinition
+    from forge.machine.diff import RunDiff, diff
     from forge.machine.effects import AsyncNotSupported
     from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
-    from forge.machine.journal import Journal, JournalCodec, JournalEncodeError, JournalEntry, JournalMiss
+    from forge.machine.fork import Patch, PatchRefused
+    from forge.machine.journal import ForkOrigin, Journal, JournalCodec, JournalEncodeError, JournalEntry, JournalMiss
     from forge.machine.loader import load_definition
     from forge.machine.outcome import StageOutcome
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
@@ -92,6 +94,11 @@ _WHERE: dict[str, str] = {
     "JournalEntry": "forge.machine.journal",
     "JournalMiss": "forge.machine.journal",
     "read_journal": "forge.machine.trace",
+    "ForkOrigin": "forge.machine.journal",
+    "Patch": "forge.machine.fork",
+    "PatchRefused": "forge.machine.fork",
+    "RunDiff": "forge.machine.diff",
+    "diff": "forge.machine.diff",
 }
 
 __all__ = [
@@ -140,6 +147,12 @@ __all__ = [
     "JournalMiss",
     "JournalEncodeError",
     "read_journal",
+    # time travel: forks (AgentLoop.fork) and how two runs differ
+    "Patch",
+    "PatchRefused",
+    "ForkOrigin",
+    "diff",
+    "RunDiff",
     # errors: every one forge raises on purpose is a ForgeError
     "ForgeError",
     "UsageError",

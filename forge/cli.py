@@ -238,6 +238,9 @@ def _runs(args: argparse.Namespace) -> int:
             print(f"run {stored.run_id} · {stored.loop} · {stored.status}" +
                   (f" · {stored.reason} ({stored.outcome})" if stored.reason else ""))
             print(f"goal: {stored.goal}")
+            if stored.forked_from is not None:
+                print(f"forked from {stored.forked_from.run_id} at transition {stored.forked_from.transition}" +
+                      (f", patched: {stored.forked_from.patch}" if stored.forked_from.patch else ""))
             for number, turn in enumerate(stored.turns, start=1):
                 print(f"turn {number}:")
                 for record in turn:
@@ -246,6 +249,15 @@ def _runs(args: argparse.Namespace) -> int:
                 print(f"waiting in {stored.waiting.state}: {stored.waiting.question}")
             if stored.error:
                 print(f"error: {stored.error}")
+            return 0
+        if args.action == "fork":
+            if args.at is None:
+                raise UsageError("forge runs fork needs --at K: the transition to fork at")
+            patch = _patch_of(args.patch) if args.patch else None
+            new = runs.fork(args.run_id, args.at, patch, args.run_id_new)
+            loop = runs.get(args.run_id).loop
+            print(f"forked {args.run_id} at transition {args.at} into {new}: queued for a worker serving loop {loop!r} "
+                  f"(forge worker --db {args.db} --loops MODULE)")
             return 0
         if args.action == "cancel":
             runs.cancel(args.run_id)
@@ -257,6 +269,34 @@ def _runs(args: argparse.Namespace) -> int:
             stored = runs.wait(args.run_id, args.wait, answers=runs.get(args.run_id).answers + 1)
             print(f"{stored.status}" + (f": {stored.summary}" if stored.summary else ""))
         return 0
+
+
+def _patch_of(path: str) -> Any:
+    import json
+    from pathlib import Path
+
+    from forge.machine.fork import Patch
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise UsageError(f"{path} is not JSON: {error.msg} at line {error.lineno}") from None
+    return Patch.from_json(data)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from forge.machine.diff import diff
+
+    if args.db:
+        from forge.durable.runs import StoredRuns
+
+        with StoredRuns(args.db) as runs:
+            a, b = runs.recorded(args.a), runs.recorded(args.b)
+    else:
+        a, b = args.a, args.b
+    found = diff(a, b, names=(args.a, args.b))
+    print(found)
+    return 0 if found.equal else 1
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -366,7 +406,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.set_defaults(handler=_replay)
 
     runs = commands.add_parser("runs", help="list, show, answer or cancel durable runs in a database")
-    runs.add_argument("action", choices=("list", "show", "resume", "cancel"))
+    runs.add_argument("action", choices=("list", "show", "resume", "cancel", "fork"))
     runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
     runs.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
     runs.add_argument("--limit", type=_positive, default=50, help="list: how many runs, newest first (default 50)")
@@ -377,7 +417,16 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--did-run", metavar="JSON", help="resume: the call in doubt ran, and returned JSON")
     runs.add_argument("--run-again", action="store_true", help="resume: call the call in doubt again")
     runs.add_argument("--wait", type=float, metavar="SECONDS", help="resume: wait this long for what the run does next")
+    runs.add_argument("--at", type=_positive, metavar="K", help="fork: the transition to fork at")
+    runs.add_argument("--patch", metavar="FILE.json", help="fork: the outcome to put in place of the one recorded at K")
+    runs.add_argument("--run-id", dest="run_id_new", metavar="NEW", help="fork: the new run's id (default: random)")
     runs.set_defaults(handler=_runs)
+
+    compare = commands.add_parser("diff", help="where two recorded runs diverge; exit 0 equal, 1 different")
+    compare.add_argument("a", metavar="A", help="a trace file written with its journal, or a run id with --db")
+    compare.add_argument("b", metavar="B")
+    compare.add_argument("--db", help="A and B are durable runs in this database")
+    compare.set_defaults(handler=_diff, error_code=2)
 
     submit = commands.add_parser("submit", help="queue a durable run for the workers")
     submit.add_argument("goal", metavar="GOAL")
@@ -444,7 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except _USER_ERRORS as error:
         print(f"forge: error: {one_line(str(error))}", file=sys.stderr)
-        return 1
+        return int(getattr(args, "error_code", 1))
     except KeyboardInterrupt:
         return 130
 

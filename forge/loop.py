@@ -28,11 +28,12 @@ from forge.machine.engine import (
     async_engine_for,
     engine_for,
 )
+from forge.machine.fork import Patch, fork_plan, goal_of
 from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
-from forge.machine.performers import Performer, ReplayingPerformer, ReplayStopped
+from forge.machine.performers import ForkingPerformer, Performer, ReplayingPerformer, ReplayStopped
 from forge.machine.run import Run, RunConfig, RunCounts
-from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal
+from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
 from forge.policy import Policy
@@ -374,8 +375,7 @@ class AgentLoop:
             read_journal(journal, self.codec) if isinstance(journal, (str, os.PathLike)) else journal
         )
         if goal is None:
-            goal = next((e.identity[0] for e in recorded if e.kind == "policy" and isinstance(e.identity, tuple)),
-                        None)
+            goal = goal_of(recorded)
             if goal is None:
                 raise UsageError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
         replaying: list[ReplayingPerformer] = []
@@ -393,6 +393,67 @@ class AgentLoop:
             raise stopped.miss from None
         if replaying[0].remaining:
             raise JournalMiss(recorded[len(recorded) - replaying[0].remaining], None, run.state)
+        return self._finish(run)
+
+
+    def fork(self, source: LoopResult | str | os.PathLike[str], at: int, patch: Patch | None = None, *,
+             goal: str | None = None, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+             run_id: str | None = None) -> LoopResult:
+        """A new run made from a recorded one: the same up to transition `at`, then live.
+
+        Transitions before `at` replay `source`'s journal and call nothing in the world (no
+        policy, tool, verify or approver; side effects done there are never done again). At
+        `at`, `patch` (a `forge.Patch`) answers the first call recorded there instead of its
+        recorded outcome: a tool's result or error, a policy decision, a verify or approver
+        answer; the transition's trace record shows it (`detail["patched"]`). From `at` on,
+        the run is live, with this loop's tools, policy and verify: a fork also tries new
+        code against an old run. Without a patch, the fork goes live at `at`.
+
+        `source` is a `LoopResult` (with its journal) or a trace file written with one. The
+        fork's journal says where it came from (`result.journal.forked_from`, a `ForkOrigin`
+        written with the trace). `goal`, `observers` and `state` are as for `replay`;
+        `run_id` names the fork (default: random).
+
+        Raises:
+            PatchRefused: (a ValueError) `at` is not one of the source's transitions, or the
+                patch does not fit the call recorded at `at` (another kind of call, none, a
+                decision for a tool this loop lacks or with arguments its contract refuses);
+                nothing has run.
+            JournalMiss: before `at` the run made a call the journal does not have there
+                (this loop's definition or stages differ from the recorded run's); nothing
+                in the world was called.
+            OSError, TraceFormatError: the file cannot be read.
+            AsyncNotSupported: as `run`.
+        """
+        self._refuse_async()
+        if isinstance(source, (str, os.PathLike)):
+            recorded: Sequence[JournalEntry] = read_journal(os.fspath(source), self.codec)
+            transitions = len(read_trace(os.fspath(source)))
+        elif isinstance(source, LoopResult):
+            recorded, transitions = source.journal, len(source.trace)
+        else:
+            raise WrongType(f"fork() takes a LoopResult or a trace file's path, got {type(source).__name__}")
+        if not len(recorded):
+            raise UsageError("the source has no journal to fork from: fork a LoopResult of AgentLoop.run, or a "
+                             "trace written with write_trace(result.trace, path, journal=result.journal)")
+        plan = fork_plan(recorded, transitions, at, patch, self._config.tools, goal,
+                         getattr(recorded, "run_id", None))
+        config = self._config
+        forking: list[ForkingPerformer] = []
+
+        def forks(journal: Journal, run: Run) -> ForkingPerformer:
+            journal.forked_from = plan.origin
+            forking.append(ForkingPerformer(plan.replayed, journal, run, plan.at, config.sleep, config.async_sleep,
+                                            plan.patched, plan.origin.patch))
+            return forking[0]
+
+        run = self.start(plan.goal, observers, state, run_id, registry=IdempotencyRegistry(), performer=forks)
+        try:
+            self._complete(run)
+        except ReplayStopped as stopped:
+            raise stopped.miss from None
+        if forking[0].remaining:
+            raise JournalMiss(plan.replayed[len(plan.replayed) - forking[0].remaining], None, run.state)
         return self._finish(run)
 
 

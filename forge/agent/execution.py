@@ -15,7 +15,7 @@ from typing import Any
 
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "execute_tool"]
+__all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "check_arguments", "execute_tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +106,16 @@ def execute_tool(contract: ToolContract, arguments: Mapping[str, Any]) -> Execut
             values, each named by its path ("tags[1]: 3 is not of type 'string'").
         Whatever the handler raises, unchanged.
     """
+    check_arguments(contract, arguments)
+    return ExecutionResult(contract.name, contract.handler(**arguments))
+
+
+def check_arguments(contract: ToolContract, arguments: Mapping[str, Any]) -> None:
+    """What `execute_tool` checks before it calls the handler, without calling it.
+
+    Raises:
+        ArgumentContractError: as `execute_tool`.
+    """
     given = arguments.keys()
     if not (contract.required <= given <= contract._accepted):  # the common case costs two subset tests
         names = {key if isinstance(key, str) else repr(key) for key in given}  # a key of 1 is unexpected, not a crash
@@ -116,7 +126,6 @@ def execute_tool(contract: ToolContract, arguments: Mapping[str, Any]) -> Execut
         violations = contract.violations(arguments)
         if violations:
             raise ArgumentContractError(contract.name, (), (), violations)
-    return ExecutionResult(contract.name, contract.handler(**arguments))
 
 
 def _validator_for(name: str, schema: Mapping[str, Any]) -> Any:

@@ -26,11 +26,17 @@ __all__ = ["StoredRegistry"]
 
 
 class StoredRegistry(IdempotencyRegistry):
-    """The idempotency registry of one durable run (`run_id`), over `table`."""
+    """The idempotency registry of one durable run (`run_id`), over `table`.
 
-    def __init__(self, table: RunsDatabase, run_id: str) -> None:
+    A fork (`forge.durable.forks`) names its `parent`: while the fork replays the parent's
+    calls (`replaying()`), a key the parent stored is the fork's own call, answered from the
+    journal as the parent's run had it; once the fork is live, the parent's key is another
+    run's, whose stored result the fork gets (the effect is not done again)."""
+
+    def __init__(self, table: RunsDatabase, run_id: str, parent: str | None = None) -> None:
         super().__init__()
-        self.table, self.run_id = table, run_id
+        self.table, self.run_id, self.parent = table, run_id, parent
+        self.replaying: Callable[[], bool] = lambda: False
 
     def execute_once(self, key: str, fingerprint: str, operation: Callable[[], Any]) -> tuple[Any, bool]:
         if key.endswith(f":{fingerprint}"):  # made by the loop: this run's journal keeps it
@@ -43,7 +49,8 @@ class StoredRegistry(IdempotencyRegistry):
             if claimed != fingerprint:
                 raise IdempotencyConflict(key, claimed, fingerprint)
             found = self.table.await_value(key, owner)
-        if found is not None and found[2] != self.run_id:  # another run's call: its result
+        inherited = found is not None and found[2] == self.parent and self.replaying()
+        if found is not None and found[2] != self.run_id and not inherited:  # another run's call: its result
             if found[0] != fingerprint:
                 raise IdempotencyConflict(key, found[0], fingerprint)
             return pickle.loads(found[1]), True

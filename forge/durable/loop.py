@@ -23,9 +23,12 @@ from dbos import DBOS, SetWorkflowID
 
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase, database_url
+from forge.durable.forks import fork_input, origin_of, seed_fork
 from forge.durable.workflow import ANSWER_TOPIC, EVENT, HOST, LOOPS, QUEUE_NAME, forge_run
 from forge.errors import RunNotFound, UsageError
 from forge.loop import AgentLoop
+from forge.machine.fork import Patch
+from forge.machine.journal import ForkOrigin
 from forge.machine.trace import TransitionRecord
 from forge.tools import Tool
 
@@ -52,6 +55,8 @@ class DurableResult:
     answers: int = 0
     goal: str | None = None
     loop: str | None = None
+    forked_from: ForkOrigin | None = None
+    """Where a fork came from (`DurableLoop.fork`); None for a run that is not one."""
 
     @property
     def trace(self) -> tuple[TransitionRecord, ...]:
@@ -72,7 +77,8 @@ class DurableResult:
             status = "running"
         waiting = Waiting.from_json(event["waiting"]) if status == "waiting" and event.get("waiting") else None
         return cls(run_id, status, turns, event.get("reason"), event.get("outcome"), event.get("summary"), waiting,
-                   error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"))
+                   error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"),
+                   ForkOrigin.from_json(event["forked_from"]) if event.get("forked_from") else None)
 
 
 class _Turns(Sequence[tuple[TransitionRecord, ...]]):
@@ -292,6 +298,36 @@ class DurableLoop:
         answer.check(result.waiting, {t.name for t in self.loop.tools}, set(self.extra_tools))
         DBOS.send(run_id, answer.to_json(), ANSWER_TOPIC)
         return self.wait(run_id, timeout, answers=result.answers + 1)
+
+    def fork(self, source: str, /, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
+        """Start a new durable run in this database that is the stored run `source` up to
+        transition `at`, with `patch` replacing the outcome recorded there, then live (as
+        `AgentLoop.fork`, from `source`'s first turn); return the new run's id (`run_id`,
+        default random). Nothing `source` did before `at` is done again; `source` itself is
+        only read. The fork is a durable run like any other: crash-safe, and answered,
+        waited for and shown the same way; its `DurableResult.forked_from` says where it
+        came from. Forking again into the id of the same fork is the same run.
+
+        Raises:
+            RunNotFound: (a LookupError) no run `source`.
+            PatchRefused: (a ValueError) as `AgentLoop.fork`; also when `at` lies past
+                `source`'s first turn. Nothing was stored.
+            UsageError: `run_id` names a run that is not this fork.
+        """
+        self.launch()
+        parent = self.status(source)
+        new = _checked(parent.goal or "fork", run_id)
+        found = DBOS.list_workflows(workflow_ids=[new], load_output=False)
+        if found:
+            existing = origin_of(found[0].input)
+            if existing is None or (existing.run_id, existing.transition) != (source, at):
+                raise UsageError(f"run {new!r} exists already, and is not a fork of {source!r} at {at}; "
+                                 "fork into a new run id")
+            return new
+        plan = seed_fork(self.database, source, parent.turns, at, patch, {t.name: t for t in self.loop.tools}, new)
+        with SetWorkflowID(new):
+            DBOS.start_workflow(forge_run, self.name, plan.goal, fork_input(plan))
+        return new
 
     def cancel(self, run_id: str) -> None:
         """Cancel a run: it stops at its next step and runs no more tools."""

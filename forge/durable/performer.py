@@ -83,15 +83,17 @@ class DurablePerformer(ReplayingPerformer):
     """Answers the calls `stored` has (calling nothing), then performs live, storing each
     call as described in the module. `tools` are the run's tools by name (for `on_crash`);
     `pinned` is the intent the turn's first decision is; `approvals` maps a call's
-    fingerprint to the answer a person gave; `in_doubt` asks about a call found in flight.
+    fingerprint to the answer a person gave; `in_doubt` asks about a call found in flight;
+    `patched` and `patch`, in a fork's first turn, mark the patched call (as
+    `ReplayingPerformer`'s do).
     """
 
     __slots__ = ("_kept", "_pending", "approvals", "in_doubt", "pinned", "run_id", "stored", "tools")
 
     def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
                  sleep: Callable[[float], Any], pinned: Intent | None = None, approvals: Mapping[str, bool] | None = None,
-                 in_doubt: InDoubt | None = None) -> None:
-        super().__init__(stored.calls, journal, run)
+                 in_doubt: InDoubt | None = None, patched: int | None = None, patch: Any = None) -> None:
+        super().__init__(stored.calls, journal, run, patched, patch)
         self.sleep = sleep
         self.stored, self.run_id, self.tools = stored, run_id, tools
         self.pinned, self.approvals, self.in_doubt = pinned, dict(approvals or {}), in_doubt

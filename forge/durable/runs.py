@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,9 +19,13 @@ from dbos import DBOS, DBOSClient
 
 from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.database import database_url
+from forge.durable.forks import fork_input, seed_fork
 from forge.durable.loop import DurableResult, wait_for
 from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, WORKFLOW_NAME
 from forge.errors import RunNotFound, UsageError
+from forge.machine.fork import Patch
+from forge.machine.journal import JournalEntry
+from forge.machine.trace import TransitionRecord
 
 __all__ = ["RunRow", "StoredRuns"]
 
@@ -130,11 +134,67 @@ class StoredRuns:
             raise UsageError("goal must be a non-blank string")
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
+        self._migrate()
+        self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
+        return str(options["workflow_id"])
+
+    @_readable
+    def fork(self, source: str, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
+        """Queue a fork of the stored run `source` at transition `at` (see
+        `DurableLoop.fork`) for a worker serving `source`'s loop; return the new run's id.
+        Without the loop's code at hand, a patched decision's tool is checked by name
+        against the tools `source` published; its arguments are checked when it runs.
+
+        Raises:
+            RunNotFound: (a LookupError) no run `source`.
+            PatchRefused: (a ValueError) as `DurableLoop.fork`; nothing was stored.
+        """
+        from forge.durable.database import RunsDatabase
+
+        result, event = self._read(source)
+        new = run_id or os.urandom(16).hex()
+        if self.client.list_workflows(workflow_ids=[new], load_input=False, load_output=False):
+            raise UsageError(f"run {new!r} exists already; fork into a new run id")
+        database = RunsDatabase(self.url)
+        try:
+            plan = seed_fork(database, source, result.turns, at, patch, frozenset(event.get("tools", ())), new)
+        finally:
+            database.engine.dispose()
+        self._migrate()
+        options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": new}
+        self.client.enqueue(options, str(event.get("loop") or result.loop), plan.goal, fork_input(plan))  # type: ignore[arg-type]
+        return new
+
+    @_readable
+    def recorded(self, run_id: str) -> tuple[Sequence[TransitionRecord], Sequence[JournalEntry]]:
+        """The run's whole history, its turns one after another: every transition record,
+        and every call to the world its journal stored, numbered by the transitions of the
+        whole run. What `forge diff --db` compares.
+
+        Raises:
+            RunNotFound: (a LookupError) no such run.
+        """
+        from forge.durable.database import RunsDatabase
+        from forge.durable.performer import StoredTurn
+
+        result = self.get(run_id)
+        database = RunsDatabase(self.url)
+        records: list[TransitionRecord] = []
+        calls: list[JournalEntry] = []
+        try:
+            for number, turn in enumerate(result.turns, start=1):
+                offset = len(records)
+                records.extend(turn)
+                calls.extend(replace(entry, transition=entry.transition + offset)
+                             for entry in StoredTurn(database, run_id, number).calls)
+        finally:
+            database.engine.dispose()
+        return records, calls
+
+    def _migrate(self) -> None:
         if not self._migrated:  # the first submit may come before any worker made DBOS's tables
             DBOS.migrate(self.url)
             self._migrated = True
-        self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
-        return str(options["workflow_id"])
 
     def wait(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
         """Wait until the run finishes, or waits having had at least `answers` answers.

@@ -28,6 +28,7 @@ from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.performer import DurablePerformer, StoredTurn
 from forge.errors import UsageError
+from forge.machine.journal import ForkOrigin
 from forge.machine.stages import NotFingerprintable, request_fingerprint
 from forge.machine.trace import error_text
 from forge.observe import LoopObserver, RunView
@@ -118,18 +119,19 @@ class _Turn(LoopObserver):
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
-def forge_run(loop_name: str, goal: str) -> dict[str, Any]:
-    """A durable run of `goal` on the loop registered as `loop_name` in this process."""
+def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A durable run of `goal` on the loop registered as `loop_name` in this process;
+    `forked_from` (`forge.durable.forks`) when it is a fork of a stored run."""
     durable = LOOPS.get(loop_name)
     if durable is None:
         raise UsageError(f"this process has no DurableLoop named {loop_name!r} (it has: "
                           f"{', '.join(sorted(LOOPS)) or 'none'}); make it before launching, in every worker")
-    return _Workflow(durable, goal).run()
+    return _Workflow(durable, goal, forked_from).run()
 
 
 class _Workflow:
-    def __init__(self, durable: HostedLoop, goal: str) -> None:
-        self.durable, self.goal = durable, goal
+    def __init__(self, durable: HostedLoop, goal: str, forked_from: Mapping[str, Any] | None = None) -> None:
+        self.durable, self.goal, self.forked_from = durable, goal, forked_from
         run_id = DBOS.workflow_id
         assert run_id is not None, "forge_run runs as a DBOS workflow"
         self.run_id = run_id
@@ -139,12 +141,17 @@ class _Workflow:
     def publish(self, status: str, **more: Any) -> dict[str, Any]:
         event = {"status": status, "loop": self.durable.name, "goal": self.goal, "turns": self.turns,
                  "answers": self.answers, **more}
+        if self.forked_from is not None:
+            event["forked_from"] = {k: v for k, v in self.forked_from.items() if k != "patched"}
         DBOS.set_event(EVENT, event)
         return event
 
     def run(self) -> dict[str, Any]:
         plan, state = Plan(), None
-        registry = StoredRegistry(self.durable.database, self.run_id)  # one for every turn of the run
+        parent = self.forked_from["run_id"] if self.forked_from else None
+        registry = StoredRegistry(self.durable.database, self.run_id, parent)  # one for every turn of the run
+        if parent is not None:
+            self.publish("running")  # a fork says where it came from while it runs
         while True:
             result, run = self.turn(plan, state, registry)
             self.turns.append([record.to_json() for record in result.trace])
@@ -163,10 +170,16 @@ class _Workflow:
         stored = StoredTurn(self.durable.database, self.run_id, len(self.turns) + 1)
         performers: list[DurablePerformer] = []
 
+        forked = self.forked_from if not self.turns else None
+
         def perform(journal: Journal, run: Run) -> DurablePerformer:
             performers.append(DurablePerformer(
                 stored, journal, run, run_id=self.run_id, tools=run.config.tools, sleep=run.config.sleep,
-                pinned=plan.pinned, approvals=plan.approvals, in_doubt=self.in_doubt))
+                pinned=plan.pinned, approvals=plan.approvals, in_doubt=self.in_doubt,
+                patched=forked.get("patched") if forked else None, patch=forked.get("patch") if forked else None))
+            if forked is not None:
+                journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
+            registry.replaying = lambda: performers[0].remaining > 0
             return performers[-1]
 
         result = loop.run(self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,

@@ -489,6 +489,8 @@ class LoopEngine:
         firing = run.firing
         source = firing.source if source is None else source
         trace = run.trace
+        if firing.patched is not None:  # a fork's patched outcome: the record says so
+            detail, firing.patched = {**detail, "patched": firing.patched}, None
         trace.add(run.facts.step, source, trigger, dest, guards, firing.verdict, self._clock() - firing.started, detail,
                   _wall_clock() - trace.started_at, firing.subject)
         firing.recorded = True

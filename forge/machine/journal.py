@@ -62,6 +62,7 @@ __all__ = [
     "JournalEncodeError",
     "JournalEntry",
     "JournalMiss",
+    "ForkOrigin",
     "identity_hash",
 ]
 
@@ -202,11 +203,42 @@ class JournalEntry:
             raise UsageError(f"a call line is missing {missing}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class ForkOrigin:
+    """Where a forked run came from: the run it was forked from (`run_id`), the transition
+    it went live at (`transition`), and the patch that replaced the recorded outcome there
+    (its JSON form, `forge.machine.fork.Patch.to_json`; None for a plain continuation).
+
+    Written as the first line of a forked run's trace file::
+
+        {"v": 3, "type": "fork", "run_id": "…", "forked_from": {"run_id": "…", "transition": 10,
+         "patch": {"tool_result": 999}}}
+    """
+
+    run_id: str
+    transition: int
+    patch: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "transition": self.transition, "patch": self.patch}
+
+    @classmethod
+    def from_json(cls, data: Any) -> ForkOrigin:
+        """Raises ValueError naming what is wrong."""
+        if not isinstance(data, dict):
+            raise UsageError("'forked_from' must be an object")
+        patch = data.get("patch")
+        if patch is not None and not isinstance(patch, dict):
+            raise UsageError("'forked_from.patch' must be an object or null")
+        return cls(_text(data.get("run_id")), _number(data.get("transition")), patch)
+
+
 class Journal(Columns[JournalEntry]):
     """A run's journal: its entries in the order the calls were made.
 
     Kept as columns, like the trace, and made into `JournalEntry`s when read: a long run
-    keeps a few of these per step. `codec` is what `write_trace` writes odd values with.
+    keeps a few of these per step. `codec` is what `write_trace` writes odd values with;
+    `forked_from` is set on a forked run's journal (`AgentLoop.fork`).
     """
 
     __slots__ = (
@@ -220,11 +252,13 @@ class Journal(Columns[JournalEntry]):
         "_transition",
         "_value",
         "codec",
+        "forked_from",
         "run_id",
     )
 
     def __init__(self, entries: Iterable[JournalEntry] = (), run_id: str = "", codec: JournalCodec | None = None) -> None:
         self.run_id, self.codec = run_id, codec
+        self.forked_from: ForkOrigin | None = None
         self._kinds: list[tuple[str, str]] = []
         self._kind_ids: dict[tuple[str, str], int] = {}
         self._kind = array("i")

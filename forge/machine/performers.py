@@ -10,6 +10,8 @@ action. Every call to the world goes through `Performer.call` and every retry wa
 - `ReplayingPerformer` calls nothing: it answers each call from a recorded journal, in
   order, and raises `JournalMiss` for a call that is not the one recorded there. Local code
   (user stages, `redact`) and observers still run.
+- `ForkingPerformer` replays the calls before a transition (and a patched one at it), then
+  performs live: a fork (`AgentLoop.fork`).
 
 A durable run's performer (`forge.durable.performer`) also keeps the journal in the runs'
 database, and replays it when the run is recovered.
@@ -24,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 from forge.machine.effects import AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
 from forge.machine.journal import Journal, JournalEntry, JournalMiss
 
-__all__ = ["Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
+__all__ = ["ForkingPerformer", "Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
 
 T = TypeVar("T")
 
@@ -124,21 +126,28 @@ class Performer:
 class ReplayingPerformer(Performer):
     """Answers every call to the world from `recorded`, in order, calling nothing; the
     answers are journaled again, so the replayed run's journal equals the recorded one.
+    `patched`, in a fork, is the index of the recorded call a patch stands in for: the
+    record of the transition it is answered in gets `detail["patched"]` = `patch`.
 
     Raises (inside the run, as `ReplayStopped`): `JournalMiss` when a call is not the next
     one recorded (another kind, name, transition, step or arguments) or the journal ended.
     """
 
-    __slots__ = ("_next", "recorded")
+    __slots__ = ("_next", "patch", "patched", "recorded")
 
-    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position) -> None:
+    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, patched: int | None = None,
+                 patch: Any = None) -> None:
         super().__init__(journal, run, _no_sleep)
         self.recorded, self._next = recorded, 0
+        self.patched, self.patch = patched, patch
 
     def _answer(self, made: JournalEntry) -> JournalEntry:
         expected = self.recorded[self._next] if self._next < len(self.recorded) else None
         if expected is None or not expected.same_call(made):
             raise ReplayStopped(JournalMiss(expected, made))
+        if self._next == self.patched:  # a fork's patched call: its transition's record says so
+            run: Any = self._run()
+            run.firing.patched = self.patch
         self._next += 1
         self.journal.add(made.transition, made.step, made.kind, made.name,
                          made.identity if made.identity is not None else expected.identity,
@@ -167,6 +176,39 @@ class ReplayingPerformer(Performer):
     def remaining(self) -> int:
         """Recorded calls not yet replayed."""
         return len(self.recorded) - self._next
+
+
+class ForkingPerformer(ReplayingPerformer):
+    """Replays `recorded` (a fork's calls before transition `at`, then the patched call at
+    `at`, see `forge.machine.fork`), then performs live from transition `at` on.
+
+    Before `at` it is as strict as a replay: a call that is not the next recorded one, or
+    any call once the recorded ones are spent, stops the run with `JournalMiss`, so nothing
+    before `at` ever reaches the world. `patched` is the index in `recorded` of the patched
+    call; answering it marks the firing transition's trace record (`detail["patched"]`:
+    `patch`, what the patch said).
+    """
+
+    __slots__ = ("at",)
+
+    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, at: int,
+                 sleep: Callable[[float], Any], async_sleep: Callable[[float], Any] | None = None,
+                 patched: int | None = None, patch: Any = None) -> None:
+        super().__init__(recorded, journal, run, patched, patch)
+        self.sleep, self.async_sleep, self.at = sleep, async_sleep, at
+
+    def _live(self) -> bool:
+        return not self.remaining and self.where()[0] >= self.at
+
+    def call(self, effect: Call) -> Any:
+        if effect.kind and self._live():
+            return Performer.call(self, effect)
+        return super().call(effect)
+
+    def wait(self, seconds: float, asynchronous: bool = False) -> Any:
+        if self._live():
+            return Performer.wait(self, seconds, asynchronous)
+        return super().wait(seconds, asynchronous)
 
 
 def _no_sleep(seconds: float) -> None:

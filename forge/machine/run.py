@@ -100,7 +100,8 @@ class Firing:
     the source state, when it started, whether its record is made, which hook is running
     (so a failure can say where), every guard evaluated, the source action's verdict, the
     detail the trace keeps of it and the record's subject, the record made for observers,
-    and an interrupt (KeyboardInterrupt, CancelledError) to raise once the firing ends."""
+    an interrupt (KeyboardInterrupt, CancelledError) to raise once the firing ends, and,
+    in a fork, the patch that answered a call of this firing (its record shows it)."""
 
     source: str = ""
     started: float = 0.0
@@ -112,6 +113,7 @@ class Firing:
     subject: Any = None
     record: TransitionRecord | None = None
     interrupted: BaseException | None = None
+    patched: Mapping[str, Any] | None = None
 
     def copy(self) -> Firing:
         """This firing, less its interrupt (which belongs to the moment it was raised)."""

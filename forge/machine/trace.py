@@ -45,7 +45,7 @@ from typing import Any
 
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.columns import Columns
-from forge.machine.journal import Journal, JournalCodec, JournalEntry
+from forge.machine.journal import ForkOrigin, Journal, JournalCodec, JournalEntry
 
 __all__ = [
     "ARGUMENTS_LIMIT",
@@ -317,6 +317,11 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     target.parent.mkdir(parents=True, exist_ok=True)
     position = 0
     with target.open("w", encoding="utf-8") as out:
+        origin = journal.forked_from if isinstance(journal, Journal) else None
+        if origin is not None and isinstance(journal, Journal):
+            out.write(json.dumps({"v": 3, "type": "fork", "run_id": journal.run_id, "forked_from": origin.to_json()},
+                                 separators=(",", ":"), default=str))
+            out.write("\n")
         for record in records:
             while position < len(calls) and calls[position]["transition"] <= record.sequence:
                 out.write(json.dumps(calls[position], separators=(",", ":"), default=str))
@@ -346,7 +351,7 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
                 data = json.loads(raw.decode("utf-8"))
                 if not isinstance(data, dict):
                     raise UsageError("a line must be a JSON object")
-                if data.get("v") == 3 and data.get("type") == "call":
+                if data.get("v") == 3 and data.get("type") in ("call", "fork"):
                     continue  # the run's journal: read_journal reads it
                 record = TransitionRecord.from_json(data)
             except (ValueError, RecursionError) as error:
@@ -360,7 +365,8 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
 
 
 def read_journal(path: str | Path, codec: JournalCodec | None = None) -> Journal:
-    """The journal written with a trace (its `"type": "call"` lines; other lines skipped).
+    """The journal written with a trace (its `"type": "call"` lines, and where a forked run
+    came from, its `"type": "fork"` line; other lines skipped).
 
     Raises:
         OSError: the file cannot be read.
@@ -369,11 +375,15 @@ def read_journal(path: str | Path, codec: JournalCodec | None = None) -> Journal
     journal = Journal(codec=codec)
     with Path(path).open("rb") as lines:
         for number, raw in enumerate(lines, start=1):
-            if b'"call"' not in raw:
+            if b'"call"' not in raw and b'"fork"' not in raw:
                 continue
             try:
                 data = json.loads(raw.decode("utf-8"))
-                if not isinstance(data, dict) or data.get("type") != "call":
+                if not isinstance(data, dict) or data.get("type") not in ("call", "fork"):
+                    continue
+                if data["type"] == "fork":
+                    journal.forked_from = ForkOrigin.from_json(data.get("forked_from"))
+                    journal.run_id = journal.run_id or str(data.get("run_id") or "")
                     continue
                 journal.append(JournalEntry.from_json(data, codec))
             except (ValueError, TypeError, RecursionError) as error:

@@ -1,0 +1,80 @@
+"""Durable forks: a new durable run made from a stored one, in the same database.
+
+A durable run's history is its journal in `forge_journal` (`forge.durable.performer`). To
+fork run P at transition K, the calls P made before K (and the patched call at K, see
+`forge.machine.fork`) are stored as the first rows of the new run's journal, under the new
+run's id; then the new run starts as any durable run does, with `forked_from` among its
+inputs. Its first turn replays those rows, calling nothing, and goes on live where they
+end, storing each call as it settles: killed at any point, it is recovered like any other
+durable run. The parent's rows are only read.
+
+DBOS's own `fork_workflow` copies a workflow's recorded step outputs into a new workflow
+and reruns it with the same inputs. It does not fit here: a forge run's calls to the
+world are not DBOS steps (they live in forge's journal, which DBOS does not copy), DBOS
+cannot change a recorded outcome, and a fork's new inputs (where it came from, the patch)
+must reach the run. So a fork is forge's own rows plus an ordinary `forge_run` workflow.
+
+Forks are made from a run's first turn: a turn after an answer depends on that answer,
+which the journal does not hold.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from forge.durable.database import RunsDatabase
+from forge.durable.performer import StoredTurn
+from forge.errors import UsageError
+from forge.machine.fork import ForkPlan, Patch, PatchRefused, fork_plan
+from forge.machine.journal import ForkOrigin
+
+__all__ = ["fork_input", "origin_of", "seed_fork"]
+
+
+def seed_fork(database: RunsDatabase, parent: str, turns: Sequence[Sequence[Any]], at: int, patch: Patch | None,
+              tools: Mapping[str, Any] | Collection[str], run_id: str) -> ForkPlan:
+    """Store the journal rows run `run_id` starts from as a fork of run `parent` at
+    transition `at` (`turns`: the parent's turns' traces as published) and return the plan.
+
+    Storing the same fork again (its process stopped before the run started) stores
+    nothing more.
+
+    Raises:
+        UsageError: the parent stored no calls; `run_id` has other journal rows already.
+        PatchRefused: as `fork_plan`; also when `at` lies past the parent's first turn.
+    """
+    stored = StoredTurn(database, parent, 1)
+    if not stored.calls:
+        raise UsageError(f"run {parent!r} has stored no calls to the world yet: there is nothing to fork")
+    first = len(turns[0]) if turns else max(entry.transition for entry in stored.calls)
+    if turns and len(turns) > 1 and at > first:
+        raise PatchRefused(f"cannot fork run {parent!r} at transition {at}: forks are made from a run's first turn "
+                           f"(transitions 1 to {first}); its later turns follow answers the journal does not hold")
+    plan = fork_plan(stored.calls, first, at, patch, tools, run_id=parent)
+    rows = [pickle.dumps(replace(entry, run_id=run_id)) for entry in plan.replayed]
+    stored_already = database.journal_of(run_id, 1)
+    if stored_already == rows:  # the same fork, stored before its process stopped
+        return plan
+    if stored_already:
+        raise UsageError(f"run {run_id!r} exists already; fork into a new run id")
+    if rows:
+        database.append(run_id, 1, 0, rows)
+    return plan
+
+
+def fork_input(plan: ForkPlan) -> dict[str, Any]:
+    """What the forked workflow is started with (`forge_run(..., forked_from=...)`)."""
+    return {**plan.origin.to_json(), "patched": plan.patched}
+
+
+def origin_of(workflow_input: Any) -> ForkOrigin | None:
+    """Where the run whose workflow was started with `workflow_input` (DBOS's stored
+    `{"args": [...], "kwargs": {...}}`) was forked from; None when it is not a fork."""
+    if not isinstance(workflow_input, dict):
+        return None
+    arguments = list(workflow_input.get("args") or ())
+    given = arguments[2] if len(arguments) > 2 else (workflow_input.get("kwargs") or {}).get("forked_from")
+    return ForkOrigin.from_json(given) if isinstance(given, dict) else None

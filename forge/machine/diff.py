@@ -1,0 +1,177 @@
+"""How two runs differ, transition by transition: `diff(a, b)`, what `forge diff` prints.
+
+A run here is its trace and its journal (a `LoopResult`, a trace file written with its
+journal, or a `(records, journal)` pair). Transition n of one run is set against transition
+n of the other: what differs is its edge and verdict (`state`), the calls to the world made
+while it fired (`call`: their kind and tool; `arguments`; `outcome`: what they returned or
+raised), and the facts its record keeps (`detail`). Timing and run ids are never compared:
+they differ between any two runs. The first transition with a difference is where the runs
+diverge; a fork and its source diverge at the fork's transition.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from forge.errors import WrongType
+from forge.machine.journal import JournalEntry
+from forge.machine.trace import TransitionRecord, error_text, read_journal, read_trace
+
+__all__ = ["Difference", "RunDiff", "diff"]
+
+SHOWN = 40
+"""How many differences `str(RunDiff)` lists before it says how many more there are."""
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One thing transition `transition` did differently: `what` is state, call,
+    arguments, outcome or `detail.KEY`; `a` and `b` say what each run had there (`—`:
+    nothing, as when one run had ended)."""
+
+    transition: int
+    what: str
+    a: str
+    b: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunDiff:
+    """Two runs set side by side: `first` is the first transition where they differ (None
+    when they are equal), `differences` every difference from there on, in order, and
+    `transitions` how many each run fired."""
+
+    first: int | None
+    differences: tuple[Difference, ...]
+    transitions: tuple[int, int]
+    names: tuple[str, str] = ("A", "B")
+
+    @property
+    def equal(self) -> bool:
+        return self.first is None
+
+    def __str__(self) -> str:
+        a, b = self.names
+        if self.first is None:
+            return f"the runs are equal: {self.transitions[0]} transitions each"
+        lines = [f"the runs diverge at transition {self.first} ({a}: {self.transitions[0]} transitions, "
+                 f"{b}: {self.transitions[1]})"]
+        rows = [("transition", "what", a, b)] + [(str(d.transition), d.what, d.a, d.b) for d in self.differences[:SHOWN]]
+        widths = [max(len(row[i]) for row in rows) for i in range(2)] + [min(48, max(len(row[2]) for row in rows))]
+        for row in rows:
+            lines.append(f"{row[0]:>{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}".rstrip())
+        if len(self.differences) > SHOWN:
+            lines.append(f"… and {len(self.differences) - SHOWN} more differences")
+        return "\n".join(lines)
+
+
+Recorded = Any
+"""A run to compare: a `LoopResult`, a trace file's path, or `(records, journal)`."""
+
+
+def diff(a: Recorded, b: Recorded, names: tuple[str, str] = ("A", "B")) -> RunDiff:
+    """Set run `a` against run `b` (see the module); `names` head their columns.
+
+    Raises:
+        TypeError: (WrongType) a run is not one of the accepted forms.
+        OSError, TraceFormatError: a file cannot be read.
+    """
+    records_a, calls_a = _run_of(a)
+    records_b, calls_b = _run_of(b)
+    differences: list[Difference] = []
+    for n in range(1, max(len(records_a), len(records_b)) + 1):
+        differences.extend(_transition(n, _at(records_a, n), _at(records_b, n), calls_a.get(n, ()),
+                                       calls_b.get(n, ())))
+    first = differences[0].transition if differences else None
+    return RunDiff(first, tuple(differences), (len(records_a), len(records_b)), names)
+
+
+def _run_of(run: Recorded) -> tuple[Sequence[TransitionRecord], dict[int, list[JournalEntry]]]:
+    if isinstance(run, (str, os.PathLike)):
+        records, journal = read_trace(os.fspath(run)), read_journal(os.fspath(run))
+    elif isinstance(run, tuple) and len(run) == 2:
+        records, journal = run
+    elif hasattr(run, "trace") and hasattr(run, "journal"):
+        records, journal = run.trace, run.journal
+    else:
+        raise WrongType(f"diff() compares LoopResults, trace files or (records, journal) pairs, got {type(run).__name__}")
+    calls: dict[int, list[JournalEntry]] = {}
+    for entry in journal:
+        calls.setdefault(entry.transition, []).append(entry)
+    return records, calls
+
+
+def _at(records: Sequence[TransitionRecord], n: int) -> TransitionRecord | None:
+    return records[n - 1] if n <= len(records) else None
+
+
+_NOTHING = "—"
+
+
+def _transition(n: int, a: TransitionRecord | None, b: TransitionRecord | None, calls_a: Sequence[JournalEntry],
+                calls_b: Sequence[JournalEntry]) -> list[Difference]:
+    found: list[Difference] = []
+    state_a, state_b = _state(a), _state(b)
+    if state_a != state_b:
+        found.append(Difference(n, "state", state_a, state_b))
+    for index in range(max(len(calls_a), len(calls_b))):
+        call_a = calls_a[index] if index < len(calls_a) else None
+        call_b = calls_b[index] if index < len(calls_b) else None
+        found.extend(_call(n, call_a, call_b))
+    detail_a = dict(a.detail) if a is not None else {}
+    detail_b = dict(b.detail) if b is not None else {}
+    if a is not None and b is not None:
+        for key in sorted(set(detail_a) | set(detail_b)):
+            if detail_a.get(key, _NOTHING) != detail_b.get(key, _NOTHING):
+                found.append(Difference(n, f"detail.{key}", _shown(detail_a.get(key, _NOTHING)),
+                                        _shown(detail_b.get(key, _NOTHING))))
+    return found
+
+
+def _state(record: TransitionRecord | None) -> str:
+    if record is None:
+        return _NOTHING
+    verdict = f" [{record.verdict}]" if record.verdict else ""
+    return f"{record.source} -{record.trigger}-> {record.dest}{verdict}"
+
+
+def _call(n: int, a: JournalEntry | None, b: JournalEntry | None) -> list[Difference]:
+    if a is None or b is None or (a.kind, a.name) != (b.kind, b.name):
+        return [Difference(n, "call", _called(a), _called(b))]
+    found = []
+    if a.args_sha256 != b.args_sha256:
+        found.append(Difference(n, "arguments", _asked(a), _asked(b)))
+    outcome_a, outcome_b = _outcome(a), _outcome(b)
+    if outcome_a != outcome_b:
+        found.append(Difference(n, "outcome", outcome_a, outcome_b))
+    return found
+
+
+def _called(entry: JournalEntry | None) -> str:
+    if entry is None:
+        return _NOTHING
+    return f"tool {entry.name!r}" if entry.kind == "tool" else entry.kind
+
+
+def _asked(entry: JournalEntry) -> str:
+    return _shown(entry.identity) if entry.identity is not None else f"sha256 {entry.args_sha256[:12]}…"
+
+
+def _outcome(entry: JournalEntry) -> str:
+    if entry.error is not None:
+        return f"raised {error_text(entry.error, 200)}"
+    return _shown(entry.value)
+
+
+def _shown(value: Any, limit: int = 200) -> str:
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (Mapping, list, tuple, int, float, bool)) or value is None:
+        text = json.dumps(value, sort_keys=True, default=repr)
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}…"

@@ -1,0 +1,297 @@
+"""Forks: a recorded run made again up to a transition, one outcome changed there, then live.
+
+A run is its definition plus its journal (`forge.machine.journal`). To fork it at
+transition K, a run replays the journal's calls made before K, calling nothing in the
+world; at K, a `Patch` may stand in for the outcome recorded there (a tool's result or
+error, a policy decision, a verify answer, an approver answer); from K on, the run performs
+live, with the loop's current tools and policy. `fork_plan` works out, before anything
+runs, which calls are replayed and whether the patch fits the call recorded at K.
+
+A patch's JSON form (`forge runs fork --patch FILE.json`, `Patch.from_json`) is one of::
+
+    {"tool_result": VALUE}
+    {"tool_error": "message", "retryable": false}
+    {"decision": {"tool": "name", "arguments": {...}}}   or   {"decision": {"finish": ANSWER}}
+    {"verified": true}
+    {"approved": true}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from forge.errors import UsageError, WrongType
+from forge.machine.journal import ForkOrigin, JournalEntry
+
+__all__ = ["ForkPlan", "Patch", "PatchRefused", "fork_plan", "goal_of"]
+
+PATCH_KINDS = {"tool_result": "tool", "tool_error": "tool", "decision": "policy", "verified": "verify",
+               "approved": "approver"}
+"""Each form of patch, and the kind of call it replaces the outcome of."""
+
+
+class PatchRefused(UsageError):
+    """A fork's patch does not fit the call recorded at its transition (another kind of call,
+    no call there, a tool the loop lacks, arguments the tool's contract refuses), or the
+    transition is not one of the run's. Raised before anything runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """One recorded outcome, replaced: what the call at the fork's transition returns (or
+    raises) instead of what it did. Make one with a classmethod:
+
+    - `Patch.tool_result(value)`: the tool returned `value`;
+    - `Patch.tool_error("message", retryable=False)`: the tool failed (`retryable=True`:
+      with a `ToolError`, which the policy replans on; else a `PermanentToolError`), or
+      `Patch.tool_error(exception)` with an exception of your own;
+    - `Patch.decision(Intent.call("tool", ...))` or `Patch.decision(Finish(answer))`: the
+      policy decided that;
+    - `Patch.verified(True)`: verify answered that;
+    - `Patch.approved(False)`: the approver answered that.
+    """
+
+    form: str
+    value: Any = None
+    error: BaseException | None = None
+
+    @property
+    def kind(self) -> str:
+        """The kind of call this patch fits: tool, policy, verify or approver."""
+        return PATCH_KINDS[self.form]
+
+    @classmethod
+    def tool_result(cls, value: Any) -> Patch:
+        return cls("tool_result", value)
+
+    @classmethod
+    def tool_error(cls, error: BaseException | str, retryable: bool = False) -> Patch:
+        if isinstance(error, str):
+            from forge.agent.retry import PermanentToolError, ToolError
+
+            error = ToolError(error) if retryable else PermanentToolError(error)
+        if not isinstance(error, BaseException):
+            raise WrongType(f"Patch.tool_error takes an exception or its message, got {type(error).__name__}")
+        return cls("tool_error", None, error)
+
+    @classmethod
+    def decision(cls, decision: Any) -> Patch:
+        from forge.policy import Finish, Intent
+
+        if not isinstance(decision, (Intent, Finish)):
+            raise WrongType(f"Patch.decision takes an Intent or a Finish, got {type(decision).__name__}")
+        return cls("decision", decision)
+
+    @classmethod
+    def verified(cls, verified: bool) -> Patch:
+        if not isinstance(verified, bool):
+            raise WrongType(f"Patch.verified takes True or False, got {verified!r}")
+        return cls("verified", verified)
+
+    @classmethod
+    def approved(cls, approved: bool | None) -> Patch:
+        if approved is not None and not isinstance(approved, bool):
+            raise WrongType(f"Patch.approved takes True, False or None (no answer), got {approved!r}")
+        return cls("approved", approved)
+
+    @classmethod
+    def from_json(cls, data: Any) -> Patch:
+        """The patch a JSON object describes (see the module).
+
+        Raises:
+            ValueError: (a UsageError) the object is not one of the forms, naming them.
+        """
+        forms = ", ".join(PATCH_KINDS)
+        if not isinstance(data, dict):
+            raise UsageError(f"a patch must be a JSON object with one of: {forms}; got {type(data).__name__}")
+        given = [key for key in data if key in PATCH_KINDS]
+        if len(given) != 1:
+            raise UsageError(f"a patch names exactly one of: {forms}; got {', '.join(map(repr, data)) or 'nothing'}")
+        form = given[0]
+        extra = set(data) - {form, "retryable"} if form == "tool_error" else set(data) - {form}
+        if extra:
+            raise UsageError(f"a {form} patch takes no {', '.join(sorted(extra))}")
+        try:
+            return cls._of(form, data[form], bool(data.get("retryable", False)))
+        except WrongType as wrong:
+            raise UsageError(f"{form!r}: {wrong}") from None
+
+    @classmethod
+    def _of(cls, form: str, value: Any, retryable: bool) -> Patch:
+        if form == "tool_result":
+            return cls.tool_result(value)
+        if form == "tool_error":
+            if not isinstance(value, str):
+                raise UsageError(f"'tool_error' must be the error's message, got {value!r}")
+            return cls.tool_error(value, retryable=retryable)
+        if form == "decision":
+            return cls.decision(_decision_of(value))
+        if form == "verified":
+            return cls.verified(value)
+        return cls.approved(value)
+
+    def to_json(self) -> dict[str, Any]:
+        """This patch as `from_json` reads it (an error as its message)."""
+        if self.form == "tool_error":
+            from forge.agent.retry import ToolError
+
+            return {"tool_error": str(self.error), "retryable": isinstance(self.error, ToolError)}
+        if self.form == "decision":
+            from forge.policy import Finish
+
+            if isinstance(self.value, Finish):
+                return {"decision": {"finish": self.value.answer}}
+            decision: dict[str, Any] = {"arguments": dict(self.value.arguments)}
+            if self.value.tool is not None:
+                decision["tool"] = self.value.tool
+            else:
+                decision["capabilities"] = sorted(self.value.capabilities)
+            return {"decision": json.loads(json.dumps(decision, default=repr))}
+        return {self.form: json.loads(json.dumps(self.value, default=repr))}
+
+
+def _decision_of(value: Any) -> Any:
+    from forge.policy import Finish, Intent
+
+    if not isinstance(value, dict):
+        raise UsageError(f"'decision' must be an object: {{\"tool\": …, \"arguments\": …}} or {{\"finish\": …}}, "
+                         f"got {value!r}")
+    if "finish" in value:
+        return Finish(value["finish"])
+    arguments = value.get("arguments", {})
+    if not isinstance(arguments, dict):
+        raise UsageError(f"'decision.arguments' must be an object, got {arguments!r}")
+    if isinstance(value.get("tool"), str):
+        return Intent(frozenset(), arguments, tool=value["tool"])
+    if isinstance(value.get("capabilities"), list):
+        return Intent(value["capabilities"], arguments)
+    raise UsageError("'decision' names a 'tool' (or 'capabilities') to call, or a 'finish' answer")
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """What a fork replays: `replayed`, the recorded calls made before transition `at`,
+    then the patched call at `at` when there is a patch (`patched`: its index in
+    `replayed`, else None); and `origin`, what the fork's journal says it came from."""
+
+    at: int
+    replayed: tuple[JournalEntry, ...]
+    patched: int | None
+    origin: ForkOrigin
+    goal: str
+
+
+def goal_of(recorded: Sequence[JournalEntry]) -> str | None:
+    """The goal a recorded run's first policy call was asked, if it made one."""
+    return next((e.identity[0] for e in recorded if e.kind == "policy" and isinstance(e.identity, tuple)), None)
+
+
+def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int, patch: Patch | None,
+              tools: Mapping[str, Any] | Collection[str], goal: str | None = None,
+              run_id: str | None = None) -> ForkPlan:
+    """Plan a fork of the run whose journal is `recorded` and which fired `transitions`
+    transitions, at transition `at` (1-based), with `patch` replacing the outcome of the
+    first call recorded at `at`. `tools` are the forking loop's tools by name (a patched
+    decision must call one of them, with arguments its contract accepts), or only their
+    names where the tools themselves are not at hand (`forge runs fork`): then a decision's
+    tool is checked by name, and its arguments when the run reaches them.
+
+    Raises:
+        PatchRefused: `at` is not one of the run's transitions; the patch is not a Patch;
+            the run made no call at `at`, or one of another kind; a patched decision calls
+            a tool the loop lacks, or with arguments its contract refuses.
+        ValueError: no goal is given and the journal records no policy call.
+    """
+    if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= max(transitions, 1):
+        raise PatchRefused(f"cannot fork at transition {at!r}: the run fired transitions 1 to {transitions}")
+    if patch is not None and not isinstance(patch, Patch):
+        raise PatchRefused(f"patch must be a forge Patch (Patch.tool_result(...), Patch.decision(...), …), "
+                           f"got {type(patch).__name__}")
+    goal = goal if goal is not None else goal_of(recorded)
+    if goal is None:
+        raise UsageError("the journal records no policy call to take the goal from: pass goal=...")
+    before = tuple(entry for entry in recorded if entry.transition < at)
+    source = run_id if run_id is not None else (recorded[0].run_id if len(recorded) else "")
+    origin = ForkOrigin(source, at, None if patch is None else patch.to_json())
+    if patch is None:
+        return ForkPlan(at, before, None, origin, goal)
+    there = [entry for entry in recorded if entry.transition == at]
+    if not there:
+        made = sorted({entry.transition for entry in recorded})
+        raise PatchRefused(f"transition {at} made no call to the world, so there is no outcome to patch; "
+                           f"calls were made at transitions {_ranges(made)}")
+    call = there[0]
+    if call.kind != patch.kind:
+        raise PatchRefused(f"transition {at} called {_called(call)}; a {patch.form} patch replaces what "
+                           f"{_KIND_NAMES[patch.kind]} returns, so it does not fit")
+    patched = replace(call, value=patch.value, error=patch.error)
+    if patch.form == "decision":
+        patched = _decision_entry(patched, call, patch.value, tools, at)
+    return ForkPlan(at, (*before, patched), len(before), origin, goal)
+
+
+_KIND_NAMES = {"tool": "a tool", "policy": "the policy", "verify": "verify", "approver": "the approver"}
+
+
+def _called(entry: JournalEntry) -> str:
+    return f"tool {entry.name!r}" if entry.kind == "tool" else _KIND_NAMES.get(entry.kind, entry.kind)
+
+
+def _decision_entry(patched: JournalEntry, recorded: JournalEntry, decision: Any,
+                    tools: Mapping[str, Any] | Collection[str], at: int) -> JournalEntry:
+    """The policy call at `at` answered by `decision`, checked against the loop's tools; a
+    chat policy's recorded reply is replaced by one that says the same as the decision."""
+    from forge.agent.actions import NoMatchingTool, select_action, select_named
+    from forge.agent.execution import ArgumentContractError, check_arguments
+    from forge.policy import Intent
+
+    tool_name = None
+    if isinstance(decision, Intent) and not isinstance(tools, Mapping):
+        if decision.tool is not None and decision.tool not in tools:
+            raise PatchRefused(f"the patched decision at transition {at} selects no tool of this loop: no tool named "
+                               f"{decision.tool!r} (the loop has: {', '.join(sorted(tools))})")
+        tool_name = decision.tool
+    elif isinstance(decision, Intent) and isinstance(tools, Mapping):
+        specs = [tool.spec for tool in tools.values()]
+        try:
+            action = (select_named(decision.tool, specs) if decision.tool is not None
+                      else select_action("fork", decision.capabilities, specs))
+        except (NoMatchingTool, ValueError) as refused:
+            raise PatchRefused(f"the patched decision at transition {at} selects no tool of this loop: {refused}") \
+                from None
+        tool_name = action.tool_name
+        try:
+            check_arguments(tools[tool_name].contract, decision.arguments)
+        except ArgumentContractError as refused:
+            raise PatchRefused(f"the patched decision at transition {at}: {refused}") from None
+    messages = list(recorded.messages)
+    if messages:
+        said = _decision_message(decision, tool_name, f"forge-fork-{at}")
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+        if last is None:
+            messages.append(said)
+        else:
+            messages[last] = said
+    return replace(patched, messages=tuple(messages))
+
+
+def _decision_message(decision: Any, tool: str | None, call_id: str) -> dict[str, Any]:
+    """The assistant message (chat-completions form) a model would have sent to make
+    `decision`: a call of `tool` with the intent's arguments under `call_id`, or the final
+    answer. It stands in the conversation in place of the recorded reply, so that later
+    turns of a chat policy see the call that was made."""
+    from forge.policy import Finish
+
+    if isinstance(decision, Finish):
+        answer = decision.answer
+        return {"role": "assistant", "content": answer if isinstance(answer, str) else json.dumps(answer, default=str)}
+    arguments = json.dumps(dict(decision.arguments), default=str)
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": tool or decision.tool or "", "arguments": arguments}}]}
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    return ", ".join(map(str, numbers[:20])) + (" …" if len(numbers) > 20 else "") if numbers else "none"
