@@ -79,16 +79,24 @@ def _diagrams(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stages_of(references: Sequence[str]) -> dict[str, Any]:
+    """The user stages `--stages MODULE:NAME` options name, by name."""
+    from forge.machine.catalog import import_stages
+
+    stages: dict[str, Any] = {}
+    for reference in references:
+        stages.update(import_stages(reference))
+    return stages
+
+
 def _check(args: argparse.Namespace) -> int:
     from forge.check import check_definitions, default_definitions
-    from forge.machine.catalog import Stage, import_stages
 
     paths = args.definitions or default_definitions()
     if not paths:
         raise MissingFile("no definitions to check: name files, or run where machines/*.toml exist")
-    stages: dict[str, Stage] = {}
-    for reference in args.stages:
-        stages.update(import_stages(reference))
+    stages = _stages_of(args.stages)
+
     def progress(path: str, explored: int) -> None:
         print(f"{path}: {explored:,} abstract states explored so far…", file=sys.stderr, flush=True)
 
@@ -299,6 +307,27 @@ def _diff(args: argparse.Namespace) -> int:
     return 0 if found.equal else 1
 
 
+def _cover(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from forge.cover import cover
+    from forge.machine.loader import load_definition
+
+    definition = load_definition(args.definition, _stages_of(args.stages))
+    coverage = cover(definition, args.traces)
+    print(coverage)
+    if args.generate:
+        from forge.cover.generate import write_tests
+
+        generated = write_tests(definition, coverage.untaken, Path(args.generate), args.definition)
+        if generated.path is not None:
+            print(f"wrote {generated.path}: {len(generated.forced)} test{'s' if len(generated.forced) != 1 else ''}, "
+                  "one for each transition it forces")
+        for unforced in generated.unforced:
+            print(f"cannot force {unforced.edge}: {unforced.why}")
+    return 0
+
+
 def _submit(args: argparse.Namespace) -> int:
     from forge.durable.runs import StoredRuns
 
@@ -427,6 +456,16 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("b", metavar="B")
     compare.add_argument("--db", help="A and B are durable runs in this database")
     compare.set_defaults(handler=_diff, error_code=2)
+
+    coverage = commands.add_parser("cover", help="which transitions of a definition recorded runs took, and which never")
+    coverage.add_argument("definition", metavar="DEFINITION", help="a built-in name (single_agent) or a TOML path")
+    coverage.add_argument("traces", nargs="+", metavar="TRACES",
+                          help="trace files, cassettes, or folders of them (searched for *.jsonl)")
+    coverage.add_argument("--generate", metavar="DIR",
+                          help="write a pytest test to DIR for each transition never taken that can be forced")
+    coverage.add_argument("--stages", action="append", default=[], metavar="MODULE:NAME",
+                          help="user stages the definition names (as forge check takes them)")
+    coverage.set_defaults(handler=_cover)
 
     submit = commands.add_parser("submit", help="queue a durable run for the workers")
     submit.add_argument("goal", metavar="GOAL")

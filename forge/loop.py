@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect  # already loaded by dataclasses: importing it here costs nothing
+import logging
 import os
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,7 +35,7 @@ from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMi
 from forge.machine.loader import catalog_of, load_definition
 from forge.machine.performers import ForkingPerformer, Performer, ReplayingPerformer, ReplayStopped
 from forge.machine.run import Run, RunConfig, RunCounts
-from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace
+from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace, write_trace
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
 from forge.policy import Policy
@@ -326,6 +328,9 @@ class AgentLoop:
     def _finish(self, run: Run) -> LoopResult:
         result = self.result(run)
         run.observers.notify(run, "run_finished", result)
+        kept = os.environ.get("FORGE_TRACE_DIR")
+        if kept:
+            _keep_trace(Path(kept), run.trace)
         return result
 
     def _refuse_async(self) -> None:
@@ -396,7 +401,7 @@ class AgentLoop:
         return self._finish(run)
 
 
-    def fork(self, source: LoopResult | str | os.PathLike[str], at: int, patch: Patch | None = None, *,
+    def fork(self, source: LoopResult | str | os.PathLike[str], at: int | None, patch: Patch | None = None, *,
              goal: str | None = None, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
              run_id: str | None = None) -> LoopResult:
         """A new run made from a recorded one: the same up to transition `at`, then live.
@@ -407,7 +412,10 @@ class AgentLoop:
         recorded outcome: a tool's result or error, a policy decision, a verify or approver
         answer; the transition's trace record shows it (`detail["patched"]`). From `at` on,
         the run is live, with this loop's tools, policy and verify: a fork also tries new
-        code against an old run. Without a patch, the fork goes live at `at`.
+        code against an old run. Without a patch, the fork goes live at `at`. With `at`
+        None, the fork replays as long as this loop makes the recorded calls and goes live
+        at the first it does not (its `forked_from.transition`): a recorded run continued
+        from where changed code first departs from it.
 
         `source` is a `LoopResult` (with its journal) or a trace file written with one. The
         fork's journal says where it came from (`result.journal.forked_from`, a `ForkOrigin`
@@ -452,8 +460,11 @@ class AgentLoop:
             self._complete(run)
         except ReplayStopped as stopped:
             raise stopped.miss from None
-        if forking[0].remaining:
-            raise JournalMiss(plan.replayed[len(plan.replayed) - forking[0].remaining], None, run.state)
+        performer = forking[0]
+        if plan.at is None:
+            run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
+        elif performer.remaining:
+            raise JournalMiss(plan.replayed[len(plan.replayed) - performer.remaining], None, run.state)
         return self._finish(run)
 
 
@@ -464,6 +475,21 @@ def _default_observers() -> Observers:
     return Observers((LoggingObserver(),))
 
 
+def _keep_trace(folder: Path, trace: Trace) -> None:
+    """Write a finished run's trace to `folder` (what `FORGE_TRACE_DIR` asks, for `forge
+    cover`) as RUN_ID.jsonl, or RUN_ID.N.jsonl when a run of that id was kept already (a
+    durable run's next turn). Never fails the run: a folder it cannot write to is logged."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path, number = folder / f"{trace.run_id}.jsonl", 1
+        while path.exists():
+            number += 1
+            path = folder / f"{trace.run_id}.{number}.jsonl"
+        write_trace(trace, path)
+    except OSError as error:
+        logging.getLogger("forge").warning("FORGE_TRACE_DIR: cannot keep the trace of run %s: %s", trace.run_id, error)
+
+
 def _inspector(result: LoopResult) -> str:
     """A run's inspector page as a notebook fragment (imported when a notebook asks)."""
     from forge.inspect import html
@@ -472,16 +498,17 @@ def _inspector(result: LoopResult) -> str:
 
 
 def _takes_state(verify: Callable[..., Any]) -> bool:
-    """Whether `verify` accepts (observation, state) rather than (observation) alone."""
-    code = getattr(verify, "__code__", None)
-    if code is not None and not getattr(verify, "__defaults__", None) and not code.co_flags & 0x04:
-        return int(code.co_argcount) >= 2  # a plain function: no need for inspect.signature
+    """Whether `verify` is called as verify(observation, state) rather than
+    verify(observation): decided by the positional parameters a caller must pass (a
+    bound method's `self` and parameters with defaults do not count), or `*args`."""
+    if type(verify) is types.FunctionType and not verify.__defaults__ and not verify.__code__.co_flags & 0x04:
+        return verify.__code__.co_argcount >= 2  # a plain function: no need for inspect.signature
     try:
         parameters = inspect.signature(verify).parameters.values()
     except (TypeError, ValueError):  # a builtin without a signature: called with the observation
         return False
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    required = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    return len(required) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in parameters)
 
 
 def _is_async(function: Any) -> bool:

@@ -7,7 +7,19 @@ from typing import Any
 
 import pytest
 
-from forge import AgentLoop, Finish, Intent, LoopState, Patch, PermanentToolError, ToolError, read_trace, tool, write_trace
+from forge import (
+    AgentLoop,
+    Finish,
+    Intent,
+    LoopState,
+    Patch,
+    PermanentToolError,
+    ToolError,
+    TransientToolError,
+    read_trace,
+    tool,
+    write_trace,
+)
 from forge.machine.fork import PatchRefused
 from forge.machine.journal import JournalMiss
 
@@ -217,3 +229,60 @@ def test_a_chat_policys_patched_decision_replaces_its_recorded_reply_in_the_conv
     said = [m for m in fork.state.messages if m.get("tool_calls")]
     assert said[0]["tool_calls"][0]["function"] == {"name": "count", "arguments": '{"n": 40}'}
     assert fork.state.observations[1].payload == 40
+
+
+def _flaky_loop(calls: list[int], flaky: bool, max_attempts: int) -> AgentLoop:
+    """Counts to six; with `flaky`, the first call with n=4 fails for a moment."""
+    failed: set[int] = set()
+
+    @tool
+    def count(n: int) -> int:
+        """Count to n."""
+        calls.append(n)
+        if flaky and n == 4 and n not in failed:
+            failed.add(n)
+            raise TransientToolError("busy")
+        return n
+
+    return AgentLoop([count], Counting(6), verify=lambda o: isinstance(o.payload, Finish), max_steps=20,
+                     max_attempts=max_attempts)
+
+
+def test_a_fork_from_the_divergence_replays_while_the_calls_match_then_goes_live():
+    calls: list[int] = []
+    source = _flaky_loop(calls, flaky=True, max_attempts=1).run("count to six")
+    assert source.state.observations[3].status == "retryable_error"
+    calls.clear()
+    same = _flaky_loop(calls, flaky=False, max_attempts=1).fork(source, at=None)
+    assert calls == [] and same.journal.forked_from.transition == len(source.trace)
+    retried = _flaky_loop(calls, flaky=False, max_attempts=2).fork(source, at=None)  # now it retries: a wait
+    assert retried.journal.forked_from.transition == _first_tool_transition(source, 4)
+    assert calls == [4, 5] and retried.state.observations[3].payload == 4
+
+
+def test_a_patch_needs_a_transition_to_patch_at():
+    loop, source = _recorded(3)
+    with pytest.raises(PatchRefused, match="pass at=K with it"):
+        loop.fork(source, at=None, patch=Patch.tool_result(1))
+
+
+def test_trace_messages_pass_through_redact():
+    from forge.cover.stubs import Stub
+
+    def chatty(goal: str, state: LoopState) -> Intent | Finish:
+        if state.step_count:
+            state.messages.append({"role": "tool", "tool_call_id": "c1", "content": "token=abc"})
+            return Finish("done")
+        state.messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "plain", "arguments": '{"n": 1, "key": "abc"}'}}]})
+        return Intent.call("plain", n=1)
+
+    def redact(tool_name: str, field: str, value: Any) -> Any:
+        if field == "arguments" and isinstance(value, dict) and "key" in value:
+            return {**value, "key": "***"}
+        return "***" if field == "payload" and isinstance(value, str) and "abc" in value else value
+
+    stub = Stub("plain", {"plain"}, ["ok"])
+    result = AgentLoop([stub.tool], chatty, verify=lambda o: True, redact=redact, max_steps=3).run("go")
+    assert "abc" not in str([record.detail for record in result.trace])
+    assert '"key": "***"' in str(result.trace[0].detail["messages"])

@@ -175,9 +175,11 @@ def _decision_of(value: Any) -> Any:
 class ForkPlan:
     """What a fork replays: `replayed`, the recorded calls made before transition `at`,
     then the patched call at `at` when there is a patch (`patched`: its index in
-    `replayed`, else None); and `origin`, what the fork's journal says it came from."""
+    `replayed`, else None); and `origin`, what the fork's journal says it came from. With
+    `at` None, every recorded call, replayed as long as the run makes them (the fork goes
+    live at the first it does not: `origin.transition` is set once that is known)."""
 
-    at: int
+    at: int | None
     replayed: tuple[JournalEntry, ...]
     patched: int | None
     origin: ForkOrigin
@@ -189,7 +191,7 @@ def goal_of(recorded: Sequence[JournalEntry]) -> str | None:
     return next((e.identity[0] for e in recorded if e.kind == "policy" and isinstance(e.identity, tuple)), None)
 
 
-def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int, patch: Patch | None,
+def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None, patch: Patch | None,
               tools: Mapping[str, Any] | Collection[str], goal: str | None = None,
               run_id: str | None = None) -> ForkPlan:
     """Plan a fork of the run whose journal is `recorded` and which fired `transitions`
@@ -205,7 +207,9 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int, patch
             a tool the loop lacks, or with arguments its contract refuses.
         ValueError: no goal is given and the journal records no policy call.
     """
-    if isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= max(transitions, 1):
+    if at is None and patch is not None:
+        raise PatchRefused("a patch replaces the outcome at one transition: pass at=K with it")
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= max(transitions, 1)):
         raise PatchRefused(f"cannot fork at transition {at!r}: the run fired transitions 1 to {transitions}")
     if patch is not None and not isinstance(patch, Patch):
         raise PatchRefused(f"patch must be a forge Patch (Patch.tool_result(...), Patch.decision(...), …), "
@@ -213,8 +217,10 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int, patch
     goal = goal if goal is not None else goal_of(recorded)
     if goal is None:
         raise UsageError("the journal records no policy call to take the goal from: pass goal=...")
-    before = tuple(entry for entry in recorded if entry.transition < at)
     source = run_id if run_id is not None else (recorded[0].run_id if len(recorded) else "")
+    if at is None:
+        return ForkPlan(None, tuple(recorded), None, ForkOrigin(source, 0), goal)
+    before = tuple(entry for entry in recorded if entry.transition < at)
     origin = ForkOrigin(source, at, None if patch is None else patch.to_json())
     if patch is None:
         return ForkPlan(at, before, None, origin, goal)

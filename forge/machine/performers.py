@@ -186,27 +186,48 @@ class ForkingPerformer(ReplayingPerformer):
     any call once the recorded ones are spent, stops the run with `JournalMiss`, so nothing
     before `at` ever reaches the world. `patched` is the index in `recorded` of the patched
     call; answering it marks the firing transition's trace record (`detail["patched"]`:
-    `patch`, what the patch said).
+    `patch`, what the patch said). With `at` None it replays as long as the run makes the
+    recorded calls and goes live at the first it does not (`went_live`: that transition).
     """
 
-    __slots__ = ("at",)
+    __slots__ = ("at", "went_live")
 
-    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, at: int,
+    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, at: int | None,
                  sleep: Callable[[float], Any], async_sleep: Callable[[float], Any] | None = None,
                  patched: int | None = None, patch: Any = None) -> None:
         super().__init__(recorded, journal, run, patched, patch)
         self.sleep, self.async_sleep, self.at = sleep, async_sleep, at
+        self.went_live: int | None = None
 
-    def _live(self) -> bool:
-        return not self.remaining and self.where()[0] >= self.at
+    def _live(self, made: JournalEntry | None = None) -> bool:
+        if self.went_live is not None:
+            return True
+        transition = self.where()[0]
+        if self.at is None:  # live from the first call that is not the next recorded one
+            expected = self.recorded[self._next] if self.remaining else None
+            live = expected is None or made is None or not expected.same_call(made)
+        else:
+            live = not self.remaining and transition >= self.at
+        if live:
+            self.went_live, self.recorded = transition, self.recorded[:self._next]
+        return live
+
+    def _made(self, effect: Call) -> JournalEntry | None:
+        if self.at is not None:
+            return None
+        transition, step = self.where()
+        return JournalEntry(self.journal.run_id, transition, effect.step or step, effect.kind, effect.name,
+                            effect.identity)
 
     def call(self, effect: Call) -> Any:
-        if effect.kind and self._live():
+        if effect.kind and self._live(self._made(effect)):
             return Performer.call(self, effect)
         return super().call(effect)
 
     def wait(self, seconds: float, asynchronous: bool = False) -> Any:
-        if self._live():
+        transition, step = self.where()
+        made = JournalEntry(self.journal.run_id, transition, step, "wait", "wait", seconds) if self.at is None else None
+        if self._live(made):
             return Performer.wait(self, seconds, asynchronous)
         return super().wait(seconds, asynchronous)
 

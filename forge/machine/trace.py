@@ -61,6 +61,7 @@ __all__ = [
     "quoted",
     "read_journal",
     "read_trace",
+    "redacted_messages",
     "summary",
     "write_trace",
 ]
@@ -475,3 +476,43 @@ def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise WrongType(f"expected true or false, got {value!r}")
     return value
+
+
+def redacted_messages(messages: Iterable[Mapping[str, Any]], redact: Redact,
+                      earlier: Iterable[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Chat messages (chat-completions form) with `redact` applied to each tool call's
+    arguments and each tool result's content, named by the call it answers (in
+    `messages` or in the `earlier` ones of the conversation). What the trace and a
+    cassette keep of a chat policy's conversation."""
+    names: dict[str, str] = {}
+    for message in earlier:
+        for call in message.get("tool_calls") or ():
+            _redacted_call(call, redact, names, masking=False)
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        message = dict(message)
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            message["tool_calls"] = [_redacted_call(call, redact, names) for call in calls]
+        if message.get("role") == "tool" and message.get("tool_call_id") in names:
+            message["content"] = redact(names[message["tool_call_id"]], "payload", message.get("content"))
+        out.append(message)
+    return out
+
+
+def _redacted_call(call: Any, redact: Redact, names: dict[str, str], masking: bool = True) -> Any:
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        return call
+    names[str(call.get("id"))] = function["name"]
+    if not masking:
+        return call
+    try:
+        arguments = json.loads(function.get("arguments") or "{}")
+    except (TypeError, ValueError):
+        return call
+    if not isinstance(arguments, dict):
+        return call
+    masked = json.dumps(redact(function["name"], "arguments", arguments), default=str)
+    return {**call, "function": {**function, "arguments": masked}}
+

@@ -27,7 +27,7 @@ from forge.machine.effects import Call, Steps
 from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
-from forge.machine.trace import ARGUMENTS_LIMIT, error_text, quoted, summary
+from forge.machine.trace import ARGUMENTS_LIMIT, error_text, quoted, redacted_messages, summary
 from forge.policy import FINISH, Finish, Intent
 
 __all__ = ['GUARDS', 'SPEC', 'Selection']
@@ -113,14 +113,16 @@ def _arguments_text(run: Run, tool: str, intent: Intent) -> Steps[Any]:
 
 
 def _new_messages(run: Run) -> tuple[dict[str, Any], int]:
-    """The policy's messages added since the last step, for the trace (JSON-safe), and how
-    many they are."""
+    """The policy's messages added since the last step, for the trace (JSON-safe, through
+    the loop's `redact`), and how many they are."""
     messages = run.loop_state.messages
     seen = run.counts.messages_seen
     if len(messages) <= seen:
         return {}, 0
     fresh = messages[seen:]
-    return {"messages": json.loads(json.dumps(fresh, default=str))}, len(fresh)
+    redact = run.config.redact
+    kept = fresh if redact is None else redacted_messages(fresh, redact, messages[:seen])
+    return {"messages": json.loads(json.dumps(kept, default=str))}, len(fresh)
 
 
 def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:

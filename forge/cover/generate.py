@@ -1,0 +1,301 @@
+"""Tests for the transitions no recorded run took: `forge cover --generate DIR`.
+
+For each transition a definition has and the recorded runs never took, a search finds the
+shortest script that makes a real run take it, as XState's test models do: the loop runs on
+its definition with stub tools (`forge.cover.stubs`), and each step of a script is one move:
+the policy calls a tool (a new call, the previous call again, a side-effecting tool, an
+intent two tools tie for, a tool that does not exist) or finishes; the tool returns or
+raises (`ToolError`, `PermanentToolError`, `TransientToolError` once or always); verify
+answers True, False or raises; the approver approves, rejects or does not answer. A script
+whose run asks for one more decision is extended (the policy that runs out of script
+raises, which is a transition too); one whose run ended is not. The loop runs with
+`max_steps=3`, `repeat_limit=2`, `max_attempts=2`, so budgets and repetition are reachable in
+a few steps.
+
+Each script found becomes a pytest test that builds the loop with a `ScriptedPolicy`, the
+stubs and the answers the run used, runs it, and asserts the transition was taken. A
+transition no script reaches within the search's bound is named with why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from forge.cover import Edge, edge_of
+from forge.cover.stubs import perform
+from forge.machine.definition import MachineDefinition
+from forge.machine.stages import BUILTIN_STAGES
+
+__all__ = ["LIMITS", "Forced", "Generated", "Unforced", "force", "write_tests"]
+
+LIMITS: dict[str, Any] = {"max_steps": 3, "repeat_limit": 2, "max_attempts": 2}
+"""The loop options every generated test runs with."""
+
+DEPTH = 4
+"""The longest script (in steps) the search tries."""
+
+_TOOL_OUTCOMES: tuple[tuple[str, ...], ...] = (("ok",), ("retryable",), ("fatal",), ("transient", "ok"),
+                                               ("transient", "transient"))
+_VERIFY: tuple[Any, ...] = (False, True, "raise")
+_APPROVALS: tuple[bool | None, ...] = (True, False, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """One step of a script: what the policy decides, what the tool's attempts do, what
+    verify answers, what the approver answers."""
+
+    decision: str
+    outcomes: tuple[str, ...] = ()
+    verify: Any = None
+    approval: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """What a run used, in order: the policy's decisions (as source text), each stub's
+    outcomes, verify's and the approver's answers."""
+
+    decisions: tuple[str, ...]
+    outcomes: tuple[tuple[str, tuple[str, ...]], ...]
+    verify: tuple[Any, ...]
+    approvals: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Forced:
+    edge: Edge
+    script: Script
+
+
+@dataclass(frozen=True, slots=True)
+class Unforced:
+    edge: Edge
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Generated:
+    """What `write_tests` wrote: the file (None when there was nothing to force), the
+    transitions it forces and those it could not, with why."""
+
+    path: Path | None
+    forced: tuple[Forced, ...]
+    unforced: tuple[Unforced, ...]
+
+
+def _moves(with_approval: bool) -> Iterator[Move]:
+    for decision in ("call", "finish", "repeat", "effect", "tie", "missing"):
+        if decision in ("tie", "missing"):
+            yield Move(decision)
+        elif decision == "finish":
+            yield from (Move(decision, (), v) for v in _VERIFY)
+        elif decision == "effect" and with_approval:
+            for approval in _APPROVALS:
+                outcomes = _TOOL_OUTCOMES if approval else ((),)
+                yield from (Move(decision, o, v, approval) for o in outcomes for v in _VERIFY)
+        else:
+            yield from (Move(decision, o, v) for o in _TOOL_OUTCOMES for v in _VERIFY)
+
+
+class _OutOfScript(Exception):
+    """The run asked for a decision past the script: it can be extended."""
+
+
+@dataclass
+class _Harness:
+    """Runs scripts on one loop whose parts read the move of the step under way, and
+    notes what each run used."""
+
+    definition: MachineDefinition
+    moves: Sequence[Move] = ()
+    step: int = -1
+    attempts: int = 0
+    last_n: int = 0
+    used: dict[str, list[Any]] = field(default_factory=dict)
+    loop: Any = None
+
+    def __post_init__(self) -> None:
+        from forge.loop import AgentLoop
+        from forge.tools import Tool
+
+        tools = [Tool(name, frozenset(capabilities), self._handler(name), optional={"n"}, side_effect=name == "effect")
+                 for name, capabilities in _TOOLS]
+        self.loop = AgentLoop(tools, self._policy, self._verify, definition=self.definition,
+                              approver=self._approver if _asks_approval(self.definition) else None, **LIMITS)
+
+    def run(self, moves: Sequence[Move]) -> tuple[Any, bool]:
+        """The run of `moves`, and whether it asked for more."""
+        self.moves, self.step, self.last_n = moves, -1, 0
+        self.used = {"decisions": [], "verify": [], "approvals": [], **{name: [] for name, _ in _TOOLS}}
+        result = self.loop.run("forge cover")
+        return result, isinstance(result.error, _OutOfScript)
+
+    def script(self) -> Script:
+        return Script(tuple(self.used["decisions"]),
+                      tuple((name, tuple(self.used[name])) for name, _ in _TOOLS),
+                      tuple(self.used["verify"]), tuple(self.used["approvals"]))
+
+    def _policy(self, goal: str, state: Any) -> Any:
+        from forge.policy import Finish, Intent
+
+        self.step += 1
+        self.attempts = 0
+        if self.step >= len(self.moves):
+            raise _OutOfScript()
+        move = self.moves[self.step]
+        decision: Any
+        if move.decision == "finish":
+            decision, text = Finish("done"), 'Finish("done")'
+        elif move.decision == "tie":
+            decision, text = Intent({"shared"}), 'Intent({"shared"})'
+        elif move.decision == "missing":
+            decision, text = Intent.call("missing"), 'Intent.call("missing")'
+        else:
+            tool = "effect" if move.decision == "effect" else "plain"
+            n = self.last_n if move.decision == "repeat" and self.last_n else self.step + 1
+            self.last_n = n
+            decision, text = Intent.call(tool, n=n), f'Intent.call("{tool}", n={n})'
+        self.used["decisions"].append(text)
+        return decision
+
+    def _handler(self, name: str) -> Any:
+        def handle(n: int = 0) -> str:
+            outcomes = self.moves[self.step].outcomes
+            outcome = outcomes[min(self.attempts, len(outcomes) - 1)] if outcomes else "ok"
+            self.attempts += 1
+            self.used[name].append(outcome)
+            return perform(name, outcome, n)
+        return handle
+
+    def _verify(self, observation: Any) -> Any:
+        answer = self.moves[self.step].verify if 0 <= self.step < len(self.moves) else False
+        answer = False if answer is None else answer
+        self.used["verify"].append(answer)
+        if answer == "raise":
+            raise RuntimeError("verify raised, as scripted")
+        return answer
+
+    def _approver(self, request: Any) -> Any:
+        answer = self.moves[self.step].approval
+        self.used["approvals"].append(answer)
+        return answer
+
+
+_TOOLS = (("plain", ("plain",)), ("effect", ("effect",)), ("left", ("shared",)), ("right", ("shared",)))
+
+
+def _asks_approval(definition: MachineDefinition) -> bool:
+    return any(state.action == "request_approval" for state in definition.states)
+
+
+def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 60_000
+          ) -> tuple[list[Forced], list[Unforced]]:
+    """The shortest script found for each of `targets` (edges of `definition`), and the
+    targets no script of up to `DEPTH` steps (and `budget` runs) reached, with why."""
+    builtin = set(BUILTIN_STAGES.actions)
+    foreign = sorted({s.action for s in definition.states if s.action and s.action not in builtin})
+    if foreign:
+        why = (f"the definition runs stage {foreign[0]!r}, which forge cover cannot script (it forces only the "
+               "built-in stages' verdicts)")
+        return [], [Unforced(edge, why) for edge in targets]
+    harness = _Harness(definition)
+    edges = tuple(Edge.of(t) for t in definition.transitions)
+    wanted = set(targets)
+    found: dict[Edge, Script] = {}
+    frontier: list[tuple[Move, ...]] = [()]
+    runs = 0
+    moves = list(_moves(_asks_approval(definition)))
+    for _depth in range(DEPTH):
+        extendable: list[tuple[Move, ...]] = []
+        for prefix, move in itertools.product(frontier, moves):
+            if runs >= budget or wanted <= set(found):
+                break
+            script = (*prefix, move)
+            result, more = harness.run(script)
+            runs += 1
+            for record in result.trace:
+                edge = edge_of(record, edges)
+                if edge in wanted and edge not in found:
+                    found[edge] = harness.script()
+            if more:
+                extendable.append(script)
+        frontier = extendable
+        if not frontier or wanted <= set(found):
+            break
+    forced = [Forced(edge, found[edge]) for edge in targets if edge in found]
+    why = (f"no script of up to {DEPTH} steps reaches it: the policy calls a tool (new or again, side-effecting, "
+           "tied, unknown) or finishes, the tool returns or raises, verify and the approver answer either way")
+    return forced, [Unforced(edge, why) for edge in targets if edge not in found]
+
+
+def write_tests(definition: MachineDefinition, targets: Sequence[Edge], folder: Path, reference: str) -> Generated:
+    """Force `targets` (see `force`) and write a test for each one forced to
+    `folder/test_cover_NAME.py`, building the loop on `reference` (how the test names the
+    definition: a built-in name or the file's path). Returns what was written."""
+    forced, unforced = force(definition, targets)
+    if not forced:
+        return Generated(None, (), tuple(unforced))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"test_cover_{_identifier(definition.name)}.py"
+    approver = _asks_approval(definition)
+    parts = [_HEADER.format(name=definition.name, reference=reference, limits=", ".join(f"{k}={v}" for k, v in
+                                                                                      LIMITS.items()))]
+    seen: set[str] = set()
+    for item in forced:
+        name = _identifier(f"{item.edge.source}_{item.edge.trigger}_{item.edge.dest}_{item.edge.guard or ''}")
+        while name in seen:
+            name += "_"
+        seen.add(name)
+        parts.append(_test(name, item, reference, approver))
+    text = "\n\n\n".join(parts) + "\n"
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+    return Generated(path, tuple(forced), tuple(unforced))
+
+
+_HEADER = '''"""Tests `forge cover --generate` wrote for transitions of {name} that no recorded run took.
+
+Each forces one transition by the shortest script forge cover found: a ScriptedPolicy,
+stub tools that return or raise in turn, and scripted verify and approver answers, on a
+loop with {limits}. Regenerate rather than edit.
+"""
+
+from forge import AgentLoop, Finish, Intent, ScriptedPolicy
+from forge.cover import took
+from forge.cover.stubs import Answers, Stub
+
+DEFINITION = {reference!r}'''
+
+
+def _test(name: str, item: Forced, reference: str, approver: bool) -> str:
+    script, edge = item.script, item.edge
+    stubs = ",\n        ".join(
+        f'Stub("{tool}", {{{", ".join(repr(c) for c in capabilities)}}}, {list(dict(script.outcomes)[tool])!r}'
+        + (", side_effect=True)" if tool == "effect" else ")")
+        for tool, capabilities in _TOOLS)
+    decisions = ", ".join(script.decisions)
+    approval = f", approver=Answers(\"the approver\", {list(script.approvals)!r})" if approver else ""
+    options = ", ".join(f"{k}={v}" for k, v in LIMITS.items())
+    guard = f", {edge.guard!r}" if edge.guard else ""
+    return f'''def test_{name}():
+    """{edge}"""
+    stubs = [
+        {stubs},
+    ]
+    loop = AgentLoop([stub.tool for stub in stubs], ScriptedPolicy([{decisions}]),
+                     Answers("verify", {list(script.verify)!r}), definition=DEFINITION{approval}, {options})
+    result = loop.run("reach {edge.source} -{edge.trigger}-> {edge.dest}")
+    assert took(result, {edge.source!r}, {edge.trigger!r}, {edge.dest!r}{guard}), result.trace'''
+
+
+def _identifier(text: str) -> str:
+    name = re.sub(r"\W+", "_", text).strip("_") or "transition"
+    return f"{name}_" if keyword.iskeyword(name) else name

@@ -1,0 +1,68 @@
+"""The parts a generated coverage test runs a loop with: tools that return or raise in a
+scripted order, and scripted answers for verify and the approver. Plain, so a generated
+test reads as what it does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
+from forge.errors import ForgeError
+from forge.tools import Tool
+
+__all__ = ["OUTCOMES", "Answers", "ScriptSpent", "Stub", "perform"]
+
+OUTCOMES = ("ok", "retryable", "fatal", "transient")
+"""What a stub's call does: return, raise ToolError (the policy replans), raise
+PermanentToolError (the run fails), raise TransientToolError (the loop retries)."""
+
+
+class ScriptSpent(ForgeError, AssertionError):
+    """A stub or answer list was called more often than scripted."""
+
+
+class Stub:
+    """A tool named `name` with `capabilities` whose calls do `outcomes` in turn (see
+    `OUTCOMES`); it takes one optional argument, `n`. `side_effect` as for `Tool`."""
+
+    def __init__(self, name: str, capabilities: Iterable[str], outcomes: Sequence[str], side_effect: bool = False) -> None:
+        unknown = [o for o in outcomes if o not in OUTCOMES]
+        if unknown:
+            raise ValueError(f"stub {name!r}: unknown outcome {unknown[0]!r} (expected one of {', '.join(OUTCOMES)})")
+        self.name, self.outcomes, self.calls = name, list(outcomes), 0
+        self.tool = Tool(name, frozenset(capabilities), self, optional={"n"}, side_effect=side_effect)
+
+    def __call__(self, n: int = 0) -> str:
+        if self.calls >= len(self.outcomes):
+            raise ScriptSpent(f"stub {self.name!r} was called {self.calls + 1} times; {len(self.outcomes)} scripted")
+        outcome = self.outcomes[self.calls]
+        self.calls += 1
+        return perform(self.name, outcome, n)
+
+
+def perform(tool: str, outcome: str, n: int) -> str:
+    """What a call of stub `tool` with `n` does when scripted to do `outcome`."""
+    if outcome == "retryable":
+        raise ToolError(f"{tool} failed, try another way")
+    if outcome == "fatal":
+        raise PermanentToolError(f"{tool} failed for good")
+    if outcome == "transient":
+        raise TransientToolError(f"{tool} is busy")
+    return f"{tool} {n} done"
+
+
+class Answers:
+    """A verify or an approver that answers `answers` in turn; the answer "raise" raises."""
+
+    def __init__(self, what: str, answers: Sequence[Any]) -> None:
+        self.what, self.answers, self.calls = what, list(answers), 0
+
+    def __call__(self, *asked: Any) -> Any:
+        if self.calls >= len(self.answers):
+            raise ScriptSpent(f"{self.what} was asked {self.calls + 1} times; {len(self.answers)} answers scripted")
+        answer = self.answers[self.calls]
+        self.calls += 1
+        if answer == "raise":
+            raise RuntimeError(f"{self.what} raised, as scripted")
+        return answer

@@ -1,0 +1,181 @@
+"""forge's pytest plugin: cassettes, so an agent's test calls no model and no tool in CI.
+
+Installed with forge (the `pytest11` entry point), so there is nothing to set up::
+
+    def test_the_agent_files_the_notes(cassette):
+        result = cassette.run(loop, "file the notes")
+        assert result.reason == "verified_success"
+
+The first run records the run's journal (every policy decision with the messages the model
+added, every tool outcome, verify and approver answer) and its trace to
+`cassettes/NAME.jsonl` beside the test file (NAME: the test's name, or the one given with
+`@pytest.mark.forge_cassette("NAME")`). Every later run replays it (`AgentLoop.replay`):
+nothing reaches the network or a tool. A replay that makes a call the cassette does not
+have there fails the test with the first diverging call, expected against got.
+
+`--forge-record=none|new|all` chooses what is recorded: `none` records nothing (a missing
+cassette fails the test), `new` (the default) records missing cassettes, `all` records every
+cassette again. `--forge-rerecord-from-divergence` makes a diverging replay record from the
+divergence on instead of failing: the calls before it stay as recorded.
+
+Cassettes are meant to be reviewed: one JSON object per line with sorted keys, no clock
+times or durations, the run id set to the cassette's name, and the loop's `redact` applied
+to arguments, results and messages, so no secret it masks reaches the file. `redact` should
+keep a value's type (a masked string for a string): the replay checks calls with the masked
+values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from forge.machine.journal import JournalEntry, JournalMiss
+from forge.machine.trace import Redact, TransitionRecord, redacted_messages
+
+if TYPE_CHECKING:
+    from forge.loop import AgentLoop
+    from forge.result import LoopResult
+
+__all__ = ["RECORD_MODES", "Cassette", "cassette", "redacted_journal", "write_cassette"]
+
+RECORD_MODES = ("none", "new", "all")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("forge", "forge cassettes")
+    group.addoption("--forge-record", choices=RECORD_MODES, default="new",
+                    help="which forge cassettes to record: none, new (missing ones; the default) or all")
+    group.addoption("--forge-rerecord-from-divergence", action="store_true",
+                    help="a cassette whose replay diverges is recorded again from the divergence on")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "forge_cassette(name): the forge cassette this test records and replays")
+
+
+class Cassette:
+    """One test's cassette at `path`: `run(loop, goal)` records or replays a run of it.
+
+    `mode` is `--forge-record`'s; `rerecord` is `--forge-rerecord-from-divergence`.
+    `recorded` says whether the last `run` recorded (rather than replayed)."""
+
+    def __init__(self, path: Path, mode: str = "new", rerecord: bool = False) -> None:
+        if mode not in RECORD_MODES:
+            raise ValueError(f"record mode must be one of {', '.join(RECORD_MODES)}, got {mode!r}")
+        self.path, self.mode, self.rerecord = path, mode, rerecord
+        self.recorded = False
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    def run(self, loop: AgentLoop, goal: str, **options: Any) -> LoopResult:
+        """Run `goal` on `loop`: recorded live into the cassette when the mode says so,
+        else replayed from it. `options` are `AgentLoop.run`'s (`state`, `observers`).
+
+        Fails the test (pytest.fail): the cassette is missing under `--forge-record=none`,
+        or the replay diverged from it (naming the first diverging call)."""
+        if self.mode == "all" or (self.mode == "new" and not self.path.exists()):
+            result = loop.run(goal, run_id=self.name, **options)
+            write_cassette(self.path, result, loop.codec, loop._config.redact)
+            self.recorded = True
+            return result
+        if not self.path.exists():
+            pytest.fail(f"no forge cassette at {self.path}; record it with --forge-record=new", pytrace=False)
+        self.recorded = False
+        try:
+            return loop.replay(self.path, goal=goal, **options)
+        except JournalMiss as miss:
+            if not self.rerecord:
+                pytest.fail(f"the run diverged from its cassette {self.path}: {miss} "
+                            "(record it again with --forge-record=all or --forge-rerecord-from-divergence)",
+                            pytrace=False)
+            result = loop.fork(self.path, at=None, goal=goal, run_id=self.name, **options)
+            write_cassette(self.path, result, loop.codec, loop._config.redact)
+            self.recorded = True
+            return result
+
+
+@pytest.fixture
+def cassette(request: pytest.FixtureRequest) -> Cassette:
+    """The test's cassette (see the module)."""
+    marker = request.node.get_closest_marker("forge_cassette")
+    name = str(marker.args[0]) if marker is not None and marker.args else request.node.name
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_.") or "cassette"
+    folder = Path(str(request.node.path)).parent / "cassettes"
+    return Cassette(folder / f"{safe}.jsonl", request.config.getoption("--forge-record"),
+                    request.config.getoption("--forge-rerecord-from-divergence"))
+
+
+def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Redact | None = None) -> Path:
+    """Write `result`'s trace and journal to `path` as a cassette (see the module): sorted
+    keys, no times, `redact` applied. Raises JournalEncodeError as `write_trace` does."""
+    journal = redacted_journal(result.journal, redact)
+    calls = [entry.to_json(codec) for entry in journal]
+    records = [_stable(record, redact) for record in result.trace]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    position = 0
+    for record in records:
+        while position < len(calls) and calls[position]["transition"] <= record["sequence"]:
+            lines.append(_line(calls[position]))
+            position += 1
+        lines.append(_line(record))
+    lines.extend(_line(call) for call in calls[position:])
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text("".join(lines), encoding="utf-8")
+    temporary.replace(path)
+    return path
+
+
+def _line(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str) + "\n"
+
+
+def _stable(record: TransitionRecord, redact: Redact | None) -> dict[str, Any]:
+    data = replace(record, at=0.0, duration_s=0.0).to_json()
+    messages = data["detail"].get("messages")
+    if redact is not None and isinstance(messages, list):
+        data["detail"]["messages"] = redacted_messages(messages, redact)
+    return data
+
+
+def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None) -> list[JournalEntry]:
+    """`journal` with `redact` applied to what it keeps: a tool's arguments (its hash is
+    made of the masked arguments, so a replay of the masked decision matches it) and
+    result, a decision's arguments, an approver's fingerprint (made of the masked
+    arguments), and the messages a policy added."""
+    entries = list(journal)
+    if redact is None:
+        return entries
+    from forge.machine.stages import NotFingerprintable, request_fingerprint
+    from forge.policy import Intent
+
+    tool_of_step = {e.step: (e.name, e.identity) for e in entries if e.kind == "tool" and e.identity is not None}
+    out = []
+    for entry in entries:
+        if entry.kind == "tool" and entry.identity is not None:
+            masked = redact(entry.name, "arguments", entry.identity)
+            value = entry.value if entry.error is not None else redact(entry.name, "payload", entry.value)
+            entry = replace(entry, identity=masked, value=value)
+        elif entry.kind == "policy" and isinstance(entry.value, Intent) and entry.step in tool_of_step:
+            name = tool_of_step[entry.step][0]
+            intent = entry.value
+            entry = replace(entry, value=Intent(intent.capabilities, redact(name, "arguments", intent.arguments),
+                                                intent.idempotency_key, tool=intent.tool))
+        elif entry.kind == "approver" and entry.step in tool_of_step:
+            name, arguments = tool_of_step[entry.step]
+            with contextlib.suppress(NotFingerprintable):  # then the call was refused before it was asked
+                entry = replace(entry, identity=request_fingerprint(name, redact(name, "arguments", arguments)))
+        if entry.messages:
+            entry = replace(entry, messages=tuple(redacted_messages(entry.messages, redact)))
+        out.append(entry)
+    return out
