@@ -162,9 +162,44 @@ def _debug(args: argparse.Namespace) -> int:
 
     if args.db:  # a stored run: stepped through as recorded, never executed again
         return _replay_stored(args.scenario, args.db, args.turn, args.machine)
+    if args.scenario.endswith(".jsonl"):
+        return _debug_recorded(args.scenario, args.at, args.with_scenario, args.machine)
+    if args.at is not None or args.with_scenario:
+        raise UsageError("--at and --scenario open a recorded run: forge debug RUN.jsonl --at K [--scenario FILE]")
     scenario = load_scenario(args.scenario)
     try:
         DebugShell(scenario.loop.debug(scenario.goal)).cmdloop()
+    finally:
+        scenario.close()
+    return 0
+
+
+def _debug_recorded(path: str, at: int | None, scenario_file: str | None, machine: str | None) -> int:
+    """A recorded run, positioned just before transition `at`: replayed as recorded, or,
+    with the scenario that made it, on its loop (stepping replays until the recording
+    departs or ends, and `fork` goes live)."""
+    from forge.debug.repl import DebugShell
+    from forge.debug.replay import ReplaySession
+    from forge.debug.stepper import Stepper
+    from forge.machine.loader import load_definition
+    from forge.machine.trace import read_trace
+    from forge.scenario import load_scenario
+
+    records = read_trace(path)
+    if at is not None and not 1 <= at <= len(records):
+        raise UsageError(f"{path} has transitions 1 to {len(records)}, not {at}")
+    if scenario_file is None:
+        session: Stepper = ReplaySession(load_definition(_machine_of(machine, records)), records)
+        for _ in range((at or 1) - 1):
+            session.step()
+        DebugShell(session).cmdloop()
+        return 0
+    scenario = load_scenario(scenario_file)
+    try:
+        live = scenario.loop.debug_fork(path)
+        for _ in range((at or 1) - 1):
+            live.step()
+        DebugShell(live).cmdloop()
     finally:
         scenario.close()
     return 0
@@ -421,10 +456,15 @@ def _parser() -> argparse.ArgumentParser:
 
     debug = commands.add_parser("debug", help="step through a scenario's run, transition by transition")
     debug.add_argument("scenario", metavar="SCENARIO",
-                       help="a .py file or module defining `loop` and `goal`, a demo scenario name, or with --db a RUN_ID")
+                       help="a .py file or module defining `loop` and `goal`, a demo scenario name, a recorded run "
+                            "(RUN.jsonl, written with its journal), or with --db a RUN_ID")
     debug.add_argument("--db", help="open the stored durable run SCENARIO from this database (nothing runs again)")
     debug.add_argument("--turn", type=_positive, help="with --db: which turn of the run (default: the last)")
     debug.add_argument("--machine", help="with --db: definition the run ran on (default: the one its trace names)")
+    debug.add_argument("--at", type=_positive, metavar="K",
+                       help="with RUN.jsonl: open the recorded run positioned just before transition K")
+    debug.add_argument("--scenario", dest="with_scenario", metavar="FILE",
+                       help="with RUN.jsonl: the scenario that made the run, so that `fork` can go on live")
     debug.set_defaults(handler=_debug)
 
     replay = commands.add_parser("replay", help="step forwards and backwards through a recorded trace")

@@ -30,7 +30,7 @@ from forge.machine.engine import (
     async_engine_for,
     engine_for,
 )
-from forge.machine.fork import Patch, fork_plan, goal_of
+from forge.machine.fork import ForkPlan, Patch, RecordedRun, fork_plan, goal_of
 from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
 from forge.machine.performers import ForkingPerformer, Performer, ReplayingPerformer, ReplayStopped
@@ -401,7 +401,8 @@ class AgentLoop:
         return self._finish(run)
 
 
-    def fork(self, source: LoopResult | str | os.PathLike[str], at: int | None, patch: Patch | None = None, *,
+    def fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
+             patch: Patch | None = None, *,
              goal: str | None = None, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
              run_id: str | None = None) -> LoopResult:
         """A new run made from a recorded one: the same up to transition `at`, then live.
@@ -434,38 +435,75 @@ class AgentLoop:
             AsyncNotSupported: as `run`.
         """
         self._refuse_async()
+        run, plan, performer = self._forked(source, at, patch, goal, observers, state, run_id)
+        try:
+            self._complete(run)
+        except ReplayStopped as stopped:
+            raise stopped.miss from None
+        if plan.at is None:
+            run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
+        elif performer.remaining:
+            raise JournalMiss(plan.replayed[len(plan.replayed) - performer.remaining], None, run.state)
+        return self._finish(run)
+
+    def debug_fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None = None,
+                   patch: Patch | None = None, *, goal: str | None = None, observers: Iterable[LoopObserver] = (),
+                   state: LoopState | None = None) -> DebugSession:
+        """A debugger session over a fork of a recorded run (see `fork`), positioned just
+        before transition `at` (the transitions before it replayed, calling nothing); each
+        step from there is live. With `at` None it is positioned at the start, and stepping
+        replays the recorded run for as long as this loop makes its calls, then goes live:
+        how `forge debug RUN.jsonl --scenario FILE` steps through a recorded run.
+        `source` may also be a `RecordedRun` (a run as far as it went), and `at` one past
+        its transitions: a patch then answers the first call of its kind there.
+
+        Raises:
+            PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as `fork`.
+        """
+        from forge.debug.session import DebugSession
+
+        self._refuse_async()
+        run, plan, _ = self._forked(source, at, patch, goal, observers, state, None)
+        run.observers.notify(run, "run_started")
+        session = DebugSession(self, run)
+        try:
+            for _ in range((plan.at or 1) - 1):
+                session.step()
+        except ReplayStopped as stopped:
+            raise stopped.miss from None
+        return session
+
+    def _forked(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
+                patch: Patch | None, goal: str | None, observers: Iterable[LoopObserver], state: LoopState | None,
+                run_id: str | None) -> tuple[Run, ForkPlan, ForkingPerformer]:
+        """A new run of a fork of `source` (see `fork`), not yet started."""
+        records: Sequence[TransitionRecord]
         if isinstance(source, (str, os.PathLike)):
             recorded: Sequence[JournalEntry] = read_journal(os.fspath(source), self.codec)
-            transitions = len(read_trace(os.fspath(source)))
-        elif isinstance(source, LoopResult):
-            recorded, transitions = source.journal, len(source.trace)
+            records = read_trace(os.fspath(source))
+        elif isinstance(source, (LoopResult, RecordedRun)):
+            recorded, records = source.journal, source.trace
         else:
             raise WrongType(f"fork() takes a LoopResult or a trace file's path, got {type(source).__name__}")
-        if not len(recorded):
+        if not len(recorded) and (goal is None or len(records)):
             raise UsageError("the source has no journal to fork from: fork a LoopResult of AgentLoop.run, or a "
                              "trace written with write_trace(result.trace, path, journal=result.journal)")
-        plan = fork_plan(recorded, transitions, at, patch, self._config.tools, goal,
-                         getattr(recorded, "run_id", None))
+        before = records[-1].dest if records else self.definition.initial
+        state_before = next((s for s in self.definition.states if s.name == before), None)
+        plan = fork_plan(recorded, len(records), at, patch, self._config.tools, goal,
+                         getattr(recorded, "run_id", None) or (recorded[0].run_id if len(recorded) else ""),
+                         state_before.action if state_before is not None and not state_before.terminal else None)
         config = self._config
         forking: list[ForkingPerformer] = []
 
         def forks(journal: Journal, run: Run) -> ForkingPerformer:
             journal.forked_from = plan.origin
             forking.append(ForkingPerformer(plan.replayed, journal, run, plan.at, config.sleep, config.async_sleep,
-                                            plan.patched, plan.origin.patch))
+                                            plan.patched, plan.origin.patch, plan.pending))
             return forking[0]
 
         run = self.start(plan.goal, observers, state, run_id, registry=IdempotencyRegistry(), performer=forks)
-        try:
-            self._complete(run)
-        except ReplayStopped as stopped:
-            raise stopped.miss from None
-        performer = forking[0]
-        if plan.at is None:
-            run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
-        elif performer.remaining:
-            raise JournalMiss(plan.replayed[len(plan.replayed) - performer.remaining], None, run.state)
-        return self._finish(run)
+        return run, plan, forking[0]
 
 
 @lru_cache(maxsize=1)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from forge.errors import UsageError
 from forge.machine.journal import JournalEntry, JournalMiss
 from forge.machine.trace import Redact, TransitionRecord, redacted_messages
 
@@ -69,7 +70,7 @@ class Cassette:
 
     def __init__(self, path: Path, mode: str = "new", rerecord: bool = False) -> None:
         if mode not in RECORD_MODES:
-            raise ValueError(f"record mode must be one of {', '.join(RECORD_MODES)}, got {mode!r}")
+            raise UsageError(f"record mode must be one of {', '.join(RECORD_MODES)}, got {mode!r}")
         self.path, self.mode, self.rerecord = path, mode, rerecord
         self.recorded = False
 

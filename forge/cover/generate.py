@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.cover import Edge, edge_of
-from forge.cover.stubs import perform
+from forge.cover.stubs import ScriptedFailure, perform
 from forge.machine.definition import MachineDefinition
 from forge.machine.stages import BUILTIN_STAGES
 
@@ -179,7 +179,7 @@ class _Harness:
         answer = False if answer is None else answer
         self.used["verify"].append(answer)
         if answer == "raise":
-            raise RuntimeError("verify raised, as scripted")
+            raise ScriptedFailure("verify raised, as scripted")
         return answer
 
     def _approver(self, request: Any) -> Any:

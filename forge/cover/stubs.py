@@ -8,10 +8,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 from forge.tools import Tool
 
-__all__ = ["OUTCOMES", "Answers", "ScriptSpent", "Stub", "perform"]
+__all__ = ["OUTCOMES", "Answers", "ScriptSpent", "ScriptedFailure", "Stub", "perform"]
 
 OUTCOMES = ("ok", "retryable", "fatal", "transient")
 """What a stub's call does: return, raise ToolError (the policy replans), raise
@@ -22,6 +22,10 @@ class ScriptSpent(ForgeError, AssertionError):
     """A stub or answer list was called more often than scripted."""
 
 
+class ScriptedFailure(ForgeError, RuntimeError):
+    """What a verify or an approver scripted to answer "raise" raises."""
+
+
 class Stub:
     """A tool named `name` with `capabilities` whose calls do `outcomes` in turn (see
     `OUTCOMES`); it takes one optional argument, `n`. `side_effect` as for `Tool`."""
@@ -29,7 +33,7 @@ class Stub:
     def __init__(self, name: str, capabilities: Iterable[str], outcomes: Sequence[str], side_effect: bool = False) -> None:
         unknown = [o for o in outcomes if o not in OUTCOMES]
         if unknown:
-            raise ValueError(f"stub {name!r}: unknown outcome {unknown[0]!r} (expected one of {', '.join(OUTCOMES)})")
+            raise UsageError(f"stub {name!r}: unknown outcome {unknown[0]!r} (expected one of {', '.join(OUTCOMES)})")
         self.name, self.outcomes, self.calls = name, list(outcomes), 0
         self.tool = Tool(name, frozenset(capabilities), self, optional={"n"}, side_effect=side_effect)
 
@@ -64,5 +68,5 @@ class Answers:
         answer = self.answers[self.calls]
         self.calls += 1
         if answer == "raise":
-            raise RuntimeError(f"{self.what} raised, as scripted")
+            raise ScriptedFailure(f"{self.what} raised, as scripted")
         return answer

@@ -18,18 +18,19 @@ from forge.debug.replay import ReplaySession
 from forge.debug.session import DebugSession
 from forge.debug.stepper import AtStart, SessionFinished, Stepper
 from forge.diagram import GraphvizNotInstalled, render
-from forge.errors import UsageError
+from forge.errors import ForgeError, UsageError
 from forge.machine.trace import TransitionRecord, summary
 from forge.narrate import decided_by, describe, shorten
 
 __all__ = ["DebugShell"]
 
-_EXPECTED = (SessionFinished, AtStart, ValueError, GraphvizNotInstalled, OSError)
+_EXPECTED = (SessionFinished, AtStart, ValueError, GraphvizNotInstalled, OSError, ForgeError)
 
 
 class DebugShell(cmd.Cmd):
     """`step [N]`, `continue`, `break STATE|TRIGGER`, `delete [ID|all]`, `breaks`, `where`,
-    `obs`, `messages`, `trace`, `back`, `diagram PATH`, `help`, `quit` (or Ctrl-D)."""
+    `obs`, `messages`, `trace`, `back`, `fork [payload JSON | error TEXT]`, `diagram PATH`,
+    `help`, `quit` (or Ctrl-D)."""
 
     def __init__(self, session: Stepper, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
                  colour: bool | None = None) -> None:
@@ -224,6 +225,37 @@ class DebugShell(cmd.Cmd):
         record = self.session.back()
         move = f"{record.source} ─{record.trigger}→ {record.dest}"
         self.say(f"back over {record.sequence}: {move}; now in {self.session.state}")
+
+    def do_fork(self, arg: str) -> None:
+        """fork [payload JSON | error TEXT | fatal TEXT]: fork the run at the next transition
+        and go on live from there; with `payload`, the next tool call returns that JSON
+        instead of running; with `error`, it fails with TEXT for the policy to replan
+        (a ToolError); with `fatal`, it fails for good (a PermanentToolError)."""
+        import json
+
+        from forge.machine.fork import Patch
+
+        session = self.session
+        if not isinstance(session, DebugSession):
+            raise UsageError("fork goes on live, which needs the loop's code: open the recorded run with "
+                             "forge debug RUN.jsonl --scenario FILE")
+        kind, _, rest = arg.strip().partition(" ")
+        patch: Patch | None = None
+        if kind == "payload":
+            try:
+                patch = Patch.tool_result(json.loads(rest))
+            except json.JSONDecodeError as error:
+                raise UsageError(f"fork payload takes JSON: {error.msg} in {rest!r}") from None
+        elif kind in ("error", "fatal"):
+            if not rest.strip():
+                raise UsageError(f"usage: fork {kind} TEXT")
+            patch = Patch.tool_error(rest.strip(), retryable=kind == "error")
+        elif kind:
+            raise UsageError("usage: fork, fork payload JSON, fork error TEXT or fork fatal TEXT")
+        at = len(session.trace) + 1
+        self.session = session.fork(patch)
+        what = "" if patch is None else f", its tool call answered with {patch.to_json()}"
+        self.say(f"forked at transition {at}{what}: stepping on runs live")
 
     def do_diagram(self, arg: str) -> None:
         """diagram PATH: write the machine with the path so far (format from the suffix)."""

@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from forge.agent.observations import LoopState, Observation
-from forge.debug.stepper import Stepper
+from forge.debug.stepper import SessionFinished, Stepper
 from forge.machine.definition import MachineDefinition
 from forge.machine.engine import LoopEngine
+from forge.machine.fork import Patch, RecordedRun
 from forge.machine.journal import JournalEntry
 from forge.machine.run import Run, RunSnapshot
 from forge.machine.trace import TransitionRecord
@@ -30,6 +31,10 @@ class SteppedLoop(Protocol):
     def engine(self) -> LoopEngine: ...
 
     def result(self, run: Run) -> LoopResult: ...
+
+    def debug_fork(self, source: RecordedRun, at: int | None = None, patch: Patch | None = None, *,
+                   goal: str | None = None) -> DebugSession: ...
+
 
 __all__ = ["DebugSession"]
 
@@ -77,6 +82,22 @@ class DebugSession(Stepper):
     def result(self) -> LoopResult | None:
         """The run's LoopResult once it is done, else None."""
         return self.loop.result(self._run) if self.done else None
+
+    def fork(self, patch: Patch | None = None) -> DebugSession:
+        """A new session over a fork of this run at its next transition: the transitions
+        taken so far replayed (nothing runs again), then live from here, with `patch`
+        answering the next transition's call to the world (the observation it makes, for a
+        tool call) instead of the world. This session is left as it is.
+
+        Raises:
+            PatchRefused: the patch does not fit the next transition's call (another kind,
+                or no call: only a tool call takes a payload or an error).
+            SessionFinished: the run has ended (step back first).
+        """
+        if self.done:
+            raise SessionFinished(f"the run has ended in {self.state!r}; back() to a transition to fork at")
+        recorded = RecordedRun(tuple(self._records[: self._position]), tuple(self._calls))
+        return self.loop.debug_fork(recorded, at=self._position + 1, patch=patch, goal=self.goal)
 
     @property
     def replayable(self) -> int:

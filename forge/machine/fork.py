@@ -26,11 +26,25 @@ from typing import Any
 from forge.errors import UsageError, WrongType
 from forge.machine.journal import ForkOrigin, JournalEntry
 
-__all__ = ["ForkPlan", "Patch", "PatchRefused", "fork_plan", "goal_of"]
+__all__ = ["CALLS_OF_ACTION", "ForkPlan", "Patch", "PatchRefused", "RecordedRun", "fork_plan", "goal_of"]
 
 PATCH_KINDS = {"tool_result": "tool", "tool_error": "tool", "decision": "policy", "verified": "verify",
                "approved": "approver"}
 """Each form of patch, and the kind of call it replaces the outcome of."""
+
+
+CALLS_OF_ACTION = {"select_tool": "policy", "call_tool": "tool", "verify_and_decide": "verify",
+                   "request_approval": "approver"}
+"""The kind of call each built-in stage makes to the world (record_observation makes none)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRun:
+    """A run as far as it went: its trace and its journal (what a fork is made from, like a
+    `LoopResult`; the debugger forks the run it is stepping through)."""
+
+    trace: Sequence[Any]
+    journal: Sequence[JournalEntry]
 
 
 class PatchRefused(UsageError):
@@ -184,6 +198,9 @@ class ForkPlan:
     patched: int | None
     origin: ForkOrigin
     goal: str
+    pending: Patch | None = None
+    """A patch for a transition past the recorded ones (the debugger's next transition):
+    it answers the first call of its kind made at `at`."""
 
 
 def goal_of(recorded: Sequence[JournalEntry]) -> str | None:
@@ -193,13 +210,15 @@ def goal_of(recorded: Sequence[JournalEntry]) -> str | None:
 
 def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None, patch: Patch | None,
               tools: Mapping[str, Any] | Collection[str], goal: str | None = None,
-              run_id: str | None = None) -> ForkPlan:
+              run_id: str | None = None, next_action: str | None = None) -> ForkPlan:
     """Plan a fork of the run whose journal is `recorded` and which fired `transitions`
     transitions, at transition `at` (1-based), with `patch` replacing the outcome of the
     first call recorded at `at`. `tools` are the forking loop's tools by name (a patched
     decision must call one of them, with arguments its contract accepts), or only their
     names where the tools themselves are not at hand (`forge runs fork`): then a decision's
-    tool is checked by name, and its arguments when the run reaches them.
+    tool is checked by name, and its arguments when the run reaches them. `at` may be one
+    past the recorded transitions when `next_action` (the action of the state the run is
+    then in) says which kind of call a patch there would answer.
 
     Raises:
         PatchRefused: `at` is not one of the run's transitions; the patch is not a Patch;
@@ -209,7 +228,8 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
     """
     if at is None and patch is not None:
         raise PatchRefused("a patch replaces the outcome at one transition: pass at=K with it")
-    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= max(transitions, 1)):
+    last = transitions + 1 if next_action is not None else max(transitions, 1)
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= last):
         raise PatchRefused(f"cannot fork at transition {at!r}: the run fired transitions 1 to {transitions}")
     if patch is not None and not isinstance(patch, Patch):
         raise PatchRefused(f"patch must be a forge Patch (Patch.tool_result(...), Patch.decision(...), …), "
@@ -225,6 +245,14 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
     if patch is None:
         return ForkPlan(at, before, None, origin, goal)
     there = [entry for entry in recorded if entry.transition == at]
+    if not there and at > transitions and next_action is not None:
+        kind = CALLS_OF_ACTION.get(next_action)
+        if kind != patch.kind:
+            calls = f"which calls {_KIND_NAMES[kind]}" if kind else "which calls nothing in the world"
+            raise PatchRefused(f"transition {at} runs {next_action}, {calls}; a {patch.form} patch does not fit")
+        if patch.form == "decision":
+            _checked_decision(patch.value, tools, at)
+        return ForkPlan(at, before, None, origin, goal, pending=patch)
     if not there:
         made = sorted({entry.transition for entry in recorded})
         raise PatchRefused(f"transition {at} made no call to the world, so there is no outcome to patch; "
@@ -250,6 +278,21 @@ def _decision_entry(patched: JournalEntry, recorded: JournalEntry, decision: Any
                     tools: Mapping[str, Any] | Collection[str], at: int) -> JournalEntry:
     """The policy call at `at` answered by `decision`, checked against the loop's tools; a
     chat policy's recorded reply is replaced by one that says the same as the decision."""
+    tool_name = _checked_decision(decision, tools, at)
+    messages = list(recorded.messages)
+    if messages:
+        said = _decision_message(decision, tool_name, f"forge-fork-{at}")
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+        if last is None:
+            messages.append(said)
+        else:
+            messages[last] = said
+    return replace(patched, messages=tuple(messages))
+
+
+def _checked_decision(decision: Any, tools: Mapping[str, Any] | Collection[str], at: int) -> str | None:
+    """The tool a patched decision selects (None for a Finish). Raises PatchRefused when it
+    selects none of `tools`, or its arguments break the tool's contract."""
     from forge.agent.actions import NoMatchingTool, select_action, select_named
     from forge.agent.execution import ArgumentContractError, check_arguments
     from forge.policy import Intent
@@ -273,15 +316,7 @@ def _decision_entry(patched: JournalEntry, recorded: JournalEntry, decision: Any
             check_arguments(tools[tool_name].contract, decision.arguments)
         except ArgumentContractError as refused:
             raise PatchRefused(f"the patched decision at transition {at}: {refused}") from None
-    messages = list(recorded.messages)
-    if messages:
-        said = _decision_message(decision, tool_name, f"forge-fork-{at}")
-        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
-        if last is None:
-            messages.append(said)
-        else:
-            messages[last] = said
-    return replace(patched, messages=tuple(messages))
+    return tool_name
 
 
 def _decision_message(decision: Any, tool: str | None, call_id: str) -> dict[str, Any]:

@@ -190,14 +190,15 @@ class ForkingPerformer(ReplayingPerformer):
     recorded calls and goes live at the first it does not (`went_live`: that transition).
     """
 
-    __slots__ = ("at", "went_live")
+    __slots__ = ("at", "pending", "went_live")
 
     def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, at: int | None,
                  sleep: Callable[[float], Any], async_sleep: Callable[[float], Any] | None = None,
-                 patched: int | None = None, patch: Any = None) -> None:
+                 patched: int | None = None, patch: Any = None, pending: Any = None) -> None:
         super().__init__(recorded, journal, run, patched, patch)
         self.sleep, self.async_sleep, self.at = sleep, async_sleep, at
         self.went_live: int | None = None
+        self.pending = pending  # a Patch for the first call of its kind at `at`, past the recorded calls
 
     def _live(self, made: JournalEntry | None = None) -> bool:
         if self.went_live is not None:
@@ -221,8 +222,22 @@ class ForkingPerformer(ReplayingPerformer):
 
     def call(self, effect: Call) -> Any:
         if effect.kind and self._live(self._made(effect)):
+            if self.pending is not None and self.pending.kind == effect.kind:
+                return self._patched(effect)
             return Performer.call(self, effect)
         return super().call(effect)
+
+    def _patched(self, effect: Call) -> Any:
+        """Answer `effect` with the pending patch (journaled as its outcome, and marked in
+        the firing transition's record)."""
+        patch, self.pending = self.pending, None
+        before = len(effect.conversation) if effect.conversation is not None else 0
+        self.settled(effect, before, patch.value, patch.error)
+        run: Any = self._run()
+        run.firing.patched = patch.to_json()
+        if patch.error is not None:
+            raise patch.error
+        return patch.value
 
     def wait(self, seconds: float, asynchronous: bool = False) -> Any:
         transition, step = self.where()
