@@ -386,6 +386,14 @@ def _inspect(args: argparse.Namespace) -> int:
     from forge.inspect import write
     from forge.machine.trace import read_trace
 
+    if args.against:
+        from forge.inspect.compare import write_comparison
+
+        written = write_comparison(args.trace, args.against, args.output, args.machine,
+                                   names=(args.trace, args.against))
+        print(f"wrote {written} ({written.stat().st_size:,} bytes): {args.trace} against {args.against}; "
+              "open it in a browser")
+        return 0
     records = read_trace(args.trace)
     written = write(records, args.output, _machine_of(args.machine, records))
     print(f"wrote {written} ({written.stat().st_size:,} bytes, {len(records)} transitions): open it in a browser")
@@ -525,6 +533,9 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("trace", metavar="RUN.jsonl")
     inspect.add_argument("-o", "--output", required=True, metavar="PAGE.html", help="where to write the page")
     inspect.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
+    inspect.add_argument("--against", metavar="B.jsonl",
+                         help="another run of the same definition: draw both paths, mark where they diverge, "
+                              "and align the timelines")
     inspect.set_defaults(handler=_inspect)
 
     check = commands.add_parser("check", help="prove loop definitions sound before they run")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from html import escape
 
 import graphviz
 
@@ -26,11 +27,20 @@ LEGEND_NODE = "__legend__"
 _FONT = "Helvetica"
 
 
-def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None, ids: bool = False) -> graphviz.Digraph:
+def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None, ids: bool = False,
+               against: RunOverlay | None = None, diverged: str | None = None,
+               names: tuple[str, str] = ("A", "B")) -> graphviz.Digraph:
     """Build the diagram. The only node that is not a state is `START_NODE`, whose one edge
     points at the initial state. With `ids`, each state, transition and drawn `fail` edge
     carries an id its SVG element keeps (`state-NAME`, `edge-INDEX`, `fail-SOURCE`), so a
-    page can find what a record moved along (the run inspector)."""
+    page can find what a record moved along (the run inspector).
+
+    With `against`, a second run's overlay, both paths are drawn (`names` say which is
+    which): an edge both took is drawn strong and labelled with each run's count, an edge
+    only one took in that run's colour, and `diverged`, the state the runs were in when
+    they first differed, is marked."""
+    if against is not None and overlay is not None:
+        return _compared(definition, overlay, against, diverged, names)
     title = definition.title or definition.name
     if overlay is not None:
         where = "ended in" if overlay.finished else "now in"
@@ -97,6 +107,68 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         graph.edge(source, failure.dest, label=edge_label(failure.trigger, None, count), color=FAILED,
                    fontcolor=FAILED, style="dashed", penwidth="2", **({"id": f"fail-{source}"} if ids else {}))
     _legend(graph, overlay is not None)
+    return graph
+
+
+FIRST_ONLY = "#1f77b4"
+SECOND_ONLY = "#d35400"
+
+
+def _compared(definition: MachineDefinition, a: RunOverlay, b: RunOverlay, diverged: str | None,
+              names: tuple[str, str]) -> graphviz.Digraph:
+    """Both runs' paths on one diagram (see `to_digraph`)."""
+    ended = " · ".join(f"{name}: {o.transitions} transitions, {'ended in' if o.finished else 'now in'} {o.position}"
+                       for name, o in zip(names, (a, b), strict=True))
+    graph = graphviz.Digraph(
+        name=definition.name,
+        graph_attr={"rankdir": "TB", "label": f"{definition.title or definition.name}{LINE_BREAK}{ended}",
+                    "labelloc": "t", "fontname": _FONT, "fontsize": "16", "nodesep": "0.35", "ranksep": "0.55",
+                    "pad": "0.3", "size": "8.3,30"},
+        node_attr={"fontname": _FONT, "fontsize": "12", "style": "filled", "penwidth": "1.4"},
+        edge_attr={"fontname": _FONT, "fontsize": "10", "arrowsize": "0.8"},
+    )
+    graph.node(START_NODE, label="", shape="circle", width="0.18", style="filled", fillcolor="black")
+    graph.edge(START_NODE, definition.initial)
+    for state in definition.states:
+        palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
+        attrs = {"shape": "box", "style": "rounded,filled", "fillcolor": palette.fill, "color": palette.line}
+        label = f"{state.name}{LINE_BREAK}({state.outcome})" if state.terminal else state.name
+        if state.terminal:
+            attrs["peripheries"] = "2"
+        if state.name not in a.visited | b.visited:
+            attrs.update(fillcolor=FADED.fill, color=FADED.line, fontcolor="#9e9e9e")
+        for name, run in zip(names, (a, b), strict=True):
+            if state.name == run.position:
+                attrs["penwidth"] = "3.5"
+                label += f"{LINE_BREAK}■ {name} ended here" if run.finished else f"{LINE_BREAK}▶ {name} is here"
+        if state.name == diverged:
+            attrs.update(penwidth="3.5", color=FAILED)
+            label += f"{LINE_BREAK}◆ the runs diverge here"
+        graph.node(state.name, label=label, id=f"state-{state.name}", **attrs)
+    for transition in definition.transitions:
+        first, second = a.edge_counts.get(transition.index, 0), b.edge_counts.get(transition.index, 0)
+        attrs = {"color": FADED.line, "fontcolor": "#9e9e9e", "style": "dashed"}
+        if first and second:
+            attrs = {"color": TAKEN, "fontcolor": TAKEN, "penwidth": "2.5"}
+        elif first or second:
+            colour = FIRST_ONLY if first else SECOND_ONLY
+            attrs = {"color": colour, "fontcolor": colour, "penwidth": "2.5"}
+        if _is_back_edge(definition, transition.source, transition.dest):
+            attrs.update(tailport="e", headport="e", constraint="false")
+        elif not definition.state(transition.dest).terminal:
+            attrs["weight"] = "8"
+        counts = " ".join(f"{name}×{n}" for name, n in zip(names, (first, second), strict=True) if n)
+        label = edge_label(transition.trigger, shown_guard(transition.guard, transition.dest))
+        graph.edge(transition.source, transition.dest, label=label + (LINE_BREAK + counts if counts else ""),
+                   id=f"edge-{transition.index}", **attrs)
+    graph.node(LEGEND_NODE, shape="plaintext", fontsize="9", fillcolor="white", label=(
+        f'<<table border="0" cellspacing="2" cellpadding="3"><tr><td bgcolor="{TAKEN}"><font color="white">both'
+        f'</font></td><td bgcolor="{FIRST_ONLY}"><font color="white">{escape(names[0])} only</font></td>'
+        f'<td bgcolor="{SECOND_ONLY}"><font color="white">{escape(names[1])} only</font></td>'
+        '<td>dashed: neither · ◆ where they diverge</td></tr></table>>'))
+    with graph.subgraph() as bottom:
+        bottom.attr(rank="sink")
+        bottom.node(LEGEND_NODE)
     return graph
 
 

@@ -21,7 +21,7 @@ from forge.errors import WrongType
 from forge.machine.journal import JournalEntry
 from forge.machine.trace import TransitionRecord, error_text, read_journal, read_trace
 
-__all__ = ["Difference", "RunDiff", "diff"]
+__all__ = ["Difference", "RunDiff", "diff", "recorded_run"]
 
 SHOWN = 40
 """How many differences `str(RunDiff)` lists before it says how many more there are."""
@@ -80,8 +80,8 @@ def diff(a: Recorded, b: Recorded, names: tuple[str, str] = ("A", "B")) -> RunDi
         TypeError: (WrongType) a run is not one of the accepted forms.
         OSError, TraceFormatError: a file cannot be read.
     """
-    records_a, calls_a = _run_of(a)
-    records_b, calls_b = _run_of(b)
+    records_a, calls_a = _by_transition(*recorded_run(a))
+    records_b, calls_b = _by_transition(*recorded_run(b))
     differences: list[Difference] = []
     for n in range(1, max(len(records_a), len(records_b)) + 1):
         differences.extend(_transition(n, _at(records_a, n), _at(records_b, n), calls_a.get(n, ()),
@@ -90,7 +90,13 @@ def diff(a: Recorded, b: Recorded, names: tuple[str, str] = ("A", "B")) -> RunDi
     return RunDiff(first, tuple(differences), (len(records_a), len(records_b)), names)
 
 
-def _run_of(run: Recorded) -> tuple[Sequence[TransitionRecord], dict[int, list[JournalEntry]]]:
+def recorded_run(run: Recorded) -> tuple[Sequence[TransitionRecord], Sequence[JournalEntry]]:
+    """A run's records and its journal.
+
+    Raises:
+        TypeError: (WrongType) `run` is not one of the accepted forms.
+        OSError, TraceFormatError: a file cannot be read.
+    """
     if isinstance(run, (str, os.PathLike)):
         records, journal = read_trace(os.fspath(run)), read_journal(os.fspath(run))
     elif isinstance(run, tuple) and len(run) == 2:
@@ -99,6 +105,11 @@ def _run_of(run: Recorded) -> tuple[Sequence[TransitionRecord], dict[int, list[J
         records, journal = run.trace, run.journal
     else:
         raise WrongType(f"diff() compares LoopResults, trace files or (records, journal) pairs, got {type(run).__name__}")
+    return records, journal
+
+
+def _by_transition(records: Sequence[TransitionRecord], journal: Sequence[JournalEntry]
+                   ) -> tuple[Sequence[TransitionRecord], dict[int, list[JournalEntry]]]:
     calls: dict[int, list[JournalEntry]] = {}
     for entry in journal:
         calls.setdefault(entry.transition, []).append(entry)
