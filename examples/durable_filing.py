@@ -2,22 +2,26 @@
 outside the database), survives SIGKILL, and can wait for a person's approval of each write.
 
     python examples/durable_filing.py [--db PATH] [--run-id ID] [--kill-at N] [--approvals] [--approve]
+                                      [--fork-from RUN --at K [--patch JSON]]
 
 Run it (or run it again: an unfinished run with that id is recovered, not started anew);
 `--kill-at N` SIGKILLs the process as transition N begins; `--approvals` runs
 machines/approval.toml, so every write waits for an approval; `--approve` approves what
-the run waits for until it ends.
+the run waits for until it ends; `--fork-from RUN --at K` makes the run a fork of the stored
+run RUN at transition K, with `--patch` (JSON, as `forge.Patch.from_json` reads it) in place
+of the outcome recorded there.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
-from forge import AgentLoop, Finish, Intent, Tool
+from forge import AgentLoop, Finish, Intent, Patch, Tool
 from forge.durable import Answer, DurableLoop, idempotency_key, shutdown
 from forge.observe import LoopObserver
 
@@ -63,6 +67,9 @@ def main() -> None:
     parser.add_argument("--kill-at", type=int)
     parser.add_argument("--approvals", action="store_true")
     parser.add_argument("--approve", action="store_true")
+    parser.add_argument("--fork-from", metavar="RUN")
+    parser.add_argument("--at", type=int, metavar="K")
+    parser.add_argument("--patch", metavar="JSON")
     args = parser.parse_args()
     ledger = Path(args.db).with_suffix(".ledger")
 
@@ -73,7 +80,11 @@ def main() -> None:
                      approver=(lambda request: None) if args.approvals else None,  # None: ask a person
                      observers=[KillAt(args.kill_at)] if args.kill_at else [])
     durable = DurableLoop(loop, name="filing", db=args.db)
-    result = durable.run("file every item", run_id=args.run_id)
+    if args.fork_from:
+        patch = Patch.from_json(json.loads(args.patch)) if args.patch else None
+        result = durable.wait(durable.fork(args.fork_from, at=args.at, patch=patch, run_id=args.run_id))
+    else:
+        result = durable.run("file every item", run_id=args.run_id)
     while args.approve and result.status == "waiting" and result.waiting is not None:
         print(f"approving {result.waiting.tool} {dict(result.waiting.arguments)}")
         result = durable.resume(args.run_id, Answer.approve(result.waiting.fingerprint))

@@ -121,9 +121,18 @@ def _run(args: argparse.Namespace) -> int:
     from forge.narrate import describe
     from forge.scenario import load_scenario
 
+    if (args.at is not None or args.patch) and not args.fork:
+        raise UsageError("--at and --patch fork a recorded run: forge run SCENARIO --fork RUN.jsonl --at K")
     scenario = load_scenario(args.scenario)
     try:
-        result = scenario.loop.run(scenario.goal, on_transition=lambda record: print(describe(record), flush=True))
+        if args.fork:
+            from forge.observe import TransitionCallback
+
+            shown = TransitionCallback(lambda record: print(describe(record), flush=True))
+            result = scenario.loop.fork(args.fork, at=args.at, patch=_patch_of(args.patch) if args.patch else None,
+                                        observers=[shown])
+        else:
+            result = scenario.loop.run(scenario.goal, on_transition=lambda record: print(describe(record), flush=True))
     finally:
         scenario.close()
     try:
@@ -132,6 +141,9 @@ def _run(args: argparse.Namespace) -> int:
         trace = write_trace(result.trace, args.trace)
         print(f"note: the trace has no journal, so it cannot be replayed: {error}", file=sys.stderr)
     print(f"\nstopped: {result.summary}")
+    origin = getattr(result.journal, "forked_from", None)
+    if origin is not None:
+        print(f"forked from run {origin.run_id} at transition {origin.transition}")
     print(f"trace: {trace}")
     return exit_code(result.outcome)
 
@@ -438,6 +450,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", metavar="SCENARIO",
                      help="a .py file or module defining `loop` and `goal`, or a demo scenario name")
     run.add_argument("--trace", default="run.jsonl", metavar="PATH", help="where to write the trace (default: run.jsonl)")
+    run.add_argument("--fork", metavar="RUN.jsonl",
+                     help="fork this recorded run instead: replay it up to --at K, then go on live")
+    run.add_argument("--at", type=_positive, metavar="K",
+                     help="with --fork: the transition to go live at (default: where the scenario first departs "
+                          "from the recording)")
+    run.add_argument("--patch", metavar="FILE.json", help="with --fork: the outcome to put in place of the one at K")
     run.set_defaults(handler=_run)
 
     demo = commands.add_parser("demo", help="run a real agent on a real goal, with a trace and a diagram")

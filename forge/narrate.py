@@ -63,7 +63,8 @@ def summarise_detail(detail: Mapping[str, Any], step: int | None = None) -> str:
 def describe(record: TransitionRecord) -> str:
     """`  5 step 2  select ─choose→ execute   tool_selected   chose read_note`"""
     move = f"{record.source} ─{record.trigger}→ {record.dest}"
+    patched = " (patched in a fork)" if "patched" in record.detail else ""
     return (
         f"{record.sequence:>3} step {record.step:<2} {move:<36} {decided_by(record):<28} "
-        f"{summarise_detail(record.detail, record.step)}"
+        f"{summarise_detail(record.detail, record.step)}{patched}"
     ).rstrip()
