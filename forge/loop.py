@@ -444,6 +444,7 @@ class AgentLoop:
             run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
         elif performer.remaining:
             raise JournalMiss(plan.replayed[len(plan.replayed) - performer.remaining], None, run.state)
+        run.trace.forked_from = run.journal.forked_from
         return self._finish(run)
 
     def debug_fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None = None,
@@ -497,7 +498,7 @@ class AgentLoop:
         forking: list[ForkingPerformer] = []
 
         def forks(journal: Journal, run: Run) -> ForkingPerformer:
-            journal.forked_from = plan.origin
+            journal.forked_from = run.trace.forked_from = plan.origin
             forking.append(ForkingPerformer(plan.replayed, journal, run, plan.at, config.sleep, config.async_sleep,
                                             plan.patched, plan.origin.patch, plan.pending))
             return forking[0]

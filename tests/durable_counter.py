@@ -17,14 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from typing import Any
+
+from durable_agent import CrashAt  # beside this file: SIGKILL as transition N begins
 
 from forge import AgentLoop, Finish, Intent, LoopState, Patch, tool
 from forge.durable import DurableLoop, shutdown
-from forge.observe import LoopObserver
 
 STEPS = 20
 
@@ -49,16 +48,6 @@ def make_loop(calls: Path) -> AgentLoop:
         return Intent.call("count", n=state.step_count + 1)
 
     return AgentLoop([count], policy, verify=lambda o: isinstance(o.payload, Finish), max_steps=STEPS)
-
-
-class CrashAt(LoopObserver):
-    def __init__(self, sequence: int) -> None:
-        self.sequence, self.count = sequence, 0
-
-    def transition_started(self, run: Any, state: str) -> None:
-        self.count += 1
-        if self.count == self.sequence:
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(argv: list[str]) -> int:

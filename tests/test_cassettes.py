@@ -96,3 +96,16 @@ def test_forge_record_all_records_again_and_rerecord_from_divergence_goes_live_f
     with ChatServer(_script()) as server:
         everything = _pytest(project, server.url, out, "--forge-record=all")
         assert everything.returncode == 0 and len(server.requests) == 2
+
+
+def test_a_replay_that_makes_another_call_fails_with_the_call_expected_against_the_call_made(project, tmp_path):
+    out = tmp_path / "runs.jsonl"
+    with ChatServer(_script()) as server:
+        assert _pytest(project, server.url, out).returncode == 0
+    source = project / "test_notes_agent.py"
+    source.write_text(source.read_text().replace("@tool\n", "@tool(side_effect=True)\n").replace(
+        "redact=redact)", "redact=redact, definition='approval', approver=lambda request: True)"))
+    diverged = _pytest(project, "http://127.0.0.1:9/v1", out)
+    assert diverged.returncode == 1
+    assert "journal miss: expected tool 'read_note' at transition 2 (step 1) with sha256" in diverged.stdout
+    assert "but the run made approver at transition 2 (step 1)" in diverged.stdout

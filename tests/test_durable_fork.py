@@ -48,7 +48,8 @@ def _tool_transition(trace: list[TransitionRecord], n: int) -> int:
 
 def test_a_durable_fork_killed_midway_recovers_calling_nothing_before_k_and_leaves_its_parent_alone(parent):
     db, parent_trace = parent
-    at = _tool_transition(parent_trace, 10)
+    at = 10
+    assert (parent_trace[at - 1].source, parent_trace[at - 1].step) == ("execute", 3)  # step 3's tool call
     before = len(calls_of(db))
     killed = counter(db, "fork", "parent", str(at), "child", "--patch", '{"tool_result": 999}',
                      "--crash-at", str(at + 12))
@@ -59,9 +60,9 @@ def test_a_durable_fork_killed_midway_recovers_calling_nothing_before_k_and_leav
     assert end["reason"] == "verified_success"
     assert end["forked_from"] == {"run_id": "parent", "transition": at, "patch": {"tool_result": 999}}
     made = calls_of(db)[before:]
-    assert "tool 10" not in made and not any(line in made for line in [f"tool {n}" for n in range(1, 10)])
-    assert not any(line in made for line in [f"policy {n}" for n in range(1, 11)])  # decided before K: replayed
-    assert {f"tool {n}" for n in range(11, 20)} <= set(made)
+    assert not any(line in made for line in [f"tool {n}" for n in range(1, 4)])  # 1, 2 replayed; 3 patched
+    assert not any(line in made for line in [f"policy {n}" for n in range(1, 4)])  # decided before K: replayed
+    assert {f"tool {n}" for n in range(4, 20)} <= set(made)  # live after K (some twice: the kill)
     assert trace[at - 1].detail["patched"] == {"tool_result": 999}
     assert trace[at].detail["payload"] == "999"
     assert [r.detail for r in trace[: at - 1]] == [r.detail for r in parent_trace[: at - 1]]

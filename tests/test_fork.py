@@ -63,12 +63,13 @@ def _first_tool_transition(result: Any, n: int) -> int:
 
 def test_a_fork_replays_transitions_before_k_with_no_call_to_the_world_then_goes_live():
     _, source = _recorded()
-    at = _first_tool_transition(source, 10)
+    at = 10
+    assert (source.trace[at - 1].source, source.trace[at - 1].step) == ("execute", 3)  # step 3's tool call
     policy, calls = Counting(), []
     fork = _counting_loop(policy, calls).fork(source, at=at, patch=Patch.tool_result(999))
     calls_after = [e for e in fork.journal if e.transition > at]
-    assert calls == [n for n in range(11, 20)]  # the tool: 0 calls before K, live after it
-    assert policy.calls == len([e for e in calls_after if e.kind == "policy"]) == 10
+    assert calls == list(range(4, 20))  # the tool: 0 calls before K, live after it
+    assert policy.calls == len([e for e in calls_after if e.kind == "policy"]) == 17
     assert fork.trace[at - 1].detail["patched"] == {"tool_result": 999}
     assert fork.trace[at].detail["payload"] == "999"  # the observation the patched result made
     assert [r.detail for r in fork.trace[: at - 1]] == [r.detail for r in source.trace[: at - 1]]
@@ -86,6 +87,9 @@ def test_a_fork_records_where_it_came_from_in_its_journal_and_trace_file(tmp_pat
     from forge.machine.trace import read_journal
 
     assert read_journal(path).forked_from == origin
+    assert fork.trace.forked_from == origin
+    trace_only = write_trace(fork.trace, tmp_path / "trace-only.jsonl")
+    assert read_journal(trace_only).forked_from == origin
     again = loop.fork(path, at=at + 2)  # a fork of a fork, from its file
     assert again.journal.forked_from.run_id == "child"
 

@@ -45,18 +45,7 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
     if overlay is not None:
         where = "ended in" if overlay.finished else "now in"
         title += f"{LINE_BREAK}run: {overlay.transitions} transitions, {where} {overlay.position}"
-    graph = graphviz.Digraph(
-        name=definition.name,
-        graph_attr={
-            "rankdir": "TB", "label": title, "labelloc": "t", "fontname": _FONT, "fontsize": "16",
-            "nodesep": "0.35", "ranksep": "0.55", "pad": "0.3", "size": "8.3,30",
-        },
-        node_attr={"fontname": _FONT, "fontsize": "12", "style": "filled", "penwidth": "1.4"},
-        edge_attr={"fontname": _FONT, "fontsize": "10", "arrowsize": "0.8"},
-    )
-    graph.node(START_NODE, label="", shape="circle", width="0.18", style="filled", fillcolor="black")
-    graph.edge(START_NODE, definition.initial)
-
+    graph = _started(definition, title)
     for state in definition.states:
         palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
         attrs = {
@@ -110,6 +99,23 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
     return graph
 
 
+def _started(definition: MachineDefinition, title: str) -> graphviz.Digraph:
+    """An empty diagram of `definition` titled `title`: its look, and the start node with
+    its edge to the initial state."""
+    graph = graphviz.Digraph(
+        name=definition.name,
+        graph_attr={
+            "rankdir": "TB", "label": title, "labelloc": "t", "fontname": _FONT, "fontsize": "16",
+            "nodesep": "0.35", "ranksep": "0.55", "pad": "0.3", "size": "8.3,30",
+        },
+        node_attr={"fontname": _FONT, "fontsize": "12", "style": "filled", "penwidth": "1.4"},
+        edge_attr={"fontname": _FONT, "fontsize": "10", "arrowsize": "0.8"},
+    )
+    graph.node(START_NODE, label="", shape="circle", width="0.18", style="filled", fillcolor="black")
+    graph.edge(START_NODE, definition.initial)
+    return graph
+
+
 FIRST_ONLY = "#1f77b4"
 SECOND_ONLY = "#d35400"
 
@@ -119,16 +125,7 @@ def _compared(definition: MachineDefinition, a: RunOverlay, b: RunOverlay, diver
     """Both runs' paths on one diagram (see `to_digraph`)."""
     ended = " · ".join(f"{name}: {o.transitions} transitions, {'ended in' if o.finished else 'now in'} {o.position}"
                        for name, o in zip(names, (a, b), strict=True))
-    graph = graphviz.Digraph(
-        name=definition.name,
-        graph_attr={"rankdir": "TB", "label": f"{definition.title or definition.name}{LINE_BREAK}{ended}",
-                    "labelloc": "t", "fontname": _FONT, "fontsize": "16", "nodesep": "0.35", "ranksep": "0.55",
-                    "pad": "0.3", "size": "8.3,30"},
-        node_attr={"fontname": _FONT, "fontsize": "12", "style": "filled", "penwidth": "1.4"},
-        edge_attr={"fontname": _FONT, "fontsize": "10", "arrowsize": "0.8"},
-    )
-    graph.node(START_NODE, label="", shape="circle", width="0.18", style="filled", fillcolor="black")
-    graph.edge(START_NODE, definition.initial)
+    graph = _started(definition, f"{definition.title or definition.name}{LINE_BREAK}{ended}")
     for state in definition.states:
         palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
         attrs = {"shape": "box", "style": "rounded,filled", "fillcolor": palette.fill, "color": palette.line}

@@ -186,6 +186,7 @@ class Trace(Columns[TransitionRecord]):
         "_step",
         "_subject",
         "_verdict",
+        "forked_from",
         "machine",
         "redact",
         "run_id",
@@ -197,6 +198,7 @@ class Trace(Columns[TransitionRecord]):
                  started_at: float = 0.0, redact: Redact | None = None) -> None:
         self.machine, self.run_id, self.redact = machine, run_id, redact
         self.started_at = started_at  # wall-clock seconds since the epoch at the run's start
+        self.forked_from: ForkOrigin | None = None  # a fork's origin (AgentLoop.fork), as its journal has it
         self._edges: list[tuple[str, str, str]] = []
         self._edge_ids: dict[tuple[str, str, str], int] = {}
         self._edge = array("i")
@@ -318,9 +320,10 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     target.parent.mkdir(parents=True, exist_ok=True)
     position = 0
     with target.open("w", encoding="utf-8") as out:
-        origin = journal.forked_from if isinstance(journal, Journal) else None
-        if origin is not None and isinstance(journal, Journal):
-            out.write(json.dumps({"v": 3, "type": "fork", "run_id": journal.run_id, "forked_from": origin.to_json()},
+        origin = journal.forked_from if isinstance(journal, Journal) else getattr(records, "forked_from", None)
+        if isinstance(origin, ForkOrigin):
+            run_id = journal.run_id if isinstance(journal, Journal) else getattr(records, "run_id", "")
+            out.write(json.dumps({"v": 3, "type": "fork", "run_id": run_id, "forked_from": origin.to_json()},
                                  separators=(",", ":"), default=str))
             out.write("\n")
         for record in records:
