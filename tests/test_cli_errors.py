@@ -80,6 +80,21 @@ CASES: dict[str, tuple[str, ...]] = {
     "check: bad stages": ("check", "--stages", "nope"),
     "tools: no server": ("tools",),
     "tools: nonexistent command": ("tools", "--", "/nonexistent/server"),
+    "run: --at without --fork": ("run", "nope.py", "--at", "3"),
+    "debug: a recorded run that is not a trace": ("debug", "junk.jsonl", "--at", "2"),
+    "debug: --at of a scenario": ("debug", "empty.py", "--at", "2"),
+    "diff: nonexistent trace": ("diff", "nope.jsonl", "junk.jsonl"),
+    "diff: malformed trace": ("diff", "junk.jsonl", "junk.jsonl"),
+    "diff: unknown runs": ("diff", "A", "B", "--db", "runs.sqlite"),
+    "diff: malformed database": ("diff", "A", "B", "--db", "junk.sqlite"),
+    "cover: nonexistent traces": ("cover", "single_agent", "nope"),
+    "cover: nonexistent definition": ("cover", "nope.toml", "."),
+    "cover: missing traces": ("cover", "single_agent"),
+    "runs fork: missing K": ("runs", "fork", "NOPE", "--db", "runs.sqlite"),
+    "runs fork: unknown run": ("runs", "fork", "NOPE", "--at", "3", "--db", "runs.sqlite"),
+    "runs fork: malformed patch": ("runs", "fork", "NOPE", "--at", "3", "--patch", "junk.jsonl", "--db", "runs.sqlite"),
+    "runs fork: unknown patch": ("runs", "fork", "NOPE", "--at", "3", "--patch", "bad.toml", "--db", "runs.sqlite"),
+    "inspect: against a malformed trace": ("inspect", "junk.jsonl", "--against", "junk.jsonl", "-o", "page.html"),
 }
 
 
