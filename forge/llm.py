@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.agent.observations import LoopState, Observation
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 from forge.machine.effects import complete
+from forge.machine.trace import quoted
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
 
@@ -36,13 +37,29 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
     raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install 'forge-fsm[llm]') "
                       "or pip install openai") from missing
 
-__all__ = ["ChatPolicy", "ModelError", "tool_definitions"]
+__all__ = ["ECHO_LIMIT", "ChatPolicy", "ModelError", "ModelRefused", "tool_definitions"]
 
 _Ask = Generator[dict[str, Any], Any, "Intent | Finish"]
 
 
+ECHO_LIMIT = 300
+"""How much of a call the loop cannot make (arguments that are not JSON) is told back to the
+model with the error: enough to see the mistake, never the whole of a huge one."""
+
+
 class ModelError(ForgeError, RuntimeError):
-    """The model kept answering with calls the loop cannot make; the run ends in fatal_error."""
+    """The model's endpoint gave nothing the loop can use: calls it cannot make, time after
+    time; a response without a message (no choices, an empty list, a null message, a body
+    that is not JSON); or a refusal (`ModelRefused`). The run ends in fatal_error."""
+
+
+class ModelRefused(ModelError):
+    """The model refused the request (its message's `refusal`): a refusal is not an answer,
+    so the run ends in fatal_error with the model's words, rather than finishing."""
+
+    def __init__(self, refusal: str) -> None:
+        super().__init__(f"the model refused: {refusal}")
+        self.refusal = refusal
 
 
 def tool_definitions(tools: Iterable[Tool], strict: bool = False) -> list[dict[str, Any]]:
@@ -70,14 +87,16 @@ class ChatPolicy:
     """A policy that asks a chat model what to do next.
 
     `model` names it; `client` / `async_client` are `openai.OpenAI` / `openai.AsyncOpenAI`
-    (default: made from OPENAI_BASE_URL and OPENAI_API_KEY when first needed); `system` is
+    (default: made from OPENAI_BASE_URL and OPENAI_API_KEY when first needed; given only
+    `client`, `arun` talks to the same endpoint with the same key); `system` is
     the system prompt. `strict` offers the tools with strict schemas; `options` go into
     every request (temperature, …); `max_repairs` bounds how often, within one step, the
     model is asked again after calls the loop cannot make. An `AgentLoop` gives the policy
     its tools (`with_tools`).
 
     Raises (when called):
-        ModelError: the model made only unusable calls `max_repairs` times in a row.
+        ModelError: the model made only unusable calls `max_repairs` times in a row, or
+            the endpoint's response has no message, or (`ModelRefused`) the model refused.
         openai.OpenAIError: the endpoint failed (the run ends in fatal_error, recorded).
     """
 
@@ -115,10 +134,18 @@ class ChatPolicy:
                 reply = await reply
 
     def _ask(self, request: dict[str, Any]) -> Any:
-        return self._sync_client().chat.completions.create(**request).choices[0].message
+        try:
+            response = self._sync_client().chat.completions.create(**request)
+        except ValueError as error:  # a body that is not JSON (openai's own errors are not ValueErrors)
+            raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
+        return _message_of(response)
 
     async def _aask(self, request: dict[str, Any]) -> Any:
-        return (await self._async_client().chat.completions.create(**request)).choices[0].message
+        try:
+            response = await self._async_client().chat.completions.create(**request)
+        except ValueError as error:
+            raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
+        return _message_of(response)
 
     def _sync_client(self) -> Any:
         if self.client is None:
@@ -127,7 +154,8 @@ class ChatPolicy:
 
     def _async_client(self) -> Any:
         if self.async_client is None:
-            object.__setattr__(self, "async_client", openai.AsyncOpenAI())
+            made = openai.AsyncOpenAI() if self.client is None else _async_twin(self.client)
+            object.__setattr__(self, "async_client", made)
         return self.async_client
 
     def _steps(self, goal: str, state: LoopState) -> _Ask:
@@ -142,6 +170,9 @@ class ChatPolicy:
                 return intent
             reply = yield self._request(messages)
             messages.append(_as_message(reply))
+            refusal = getattr(reply, "refusal", None)
+            if refusal:
+                raise ModelRefused(refusal)
             if not reply.tool_calls:
                 return Finish(reply.content or "")
         raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
@@ -192,17 +223,55 @@ class ChatPolicy:
             problem = None
             if name not in names:
                 problem = f"error: there is no tool named {name!r}; the tools are {', '.join(sorted(names))}"
+            elif isinstance(raw, dict):  # an endpoint that sends the object itself, not its JSON text: use it
+                arguments = raw
             else:
                 try:
                     arguments = json.loads(raw)
                     if not isinstance(arguments, dict):
-                        problem = f"error: the arguments must be a JSON object, got {raw}"
-                except json.JSONDecodeError as error:
-                    problem = f"error: the arguments are not valid JSON ({error.msg}): {raw}"
+                        problem = f"error: the arguments must be a JSON object, got {quoted(str(raw), ECHO_LIMIT)}"
+                except (json.JSONDecodeError, TypeError) as error:
+                    why = error.msg if isinstance(error, json.JSONDecodeError) else "not text"
+                    problem = f"error: the arguments are not valid JSON ({why}): {quoted(str(raw), ECHO_LIMIT)}"
             if problem is None:
                 return Intent(frozenset(), arguments, tool=name)
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": problem})
         return None
+
+
+def _message_of(response: Any) -> Any:
+    """The assistant message of a chat-completions response.
+
+    Raises:
+        ModelError: the response is not one (a text body, no `choices`, an empty list, a
+            choice without a message).
+    """
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list):
+        raise ModelError(f"the model's endpoint answered without choices: {str(response)[:200]!r}")
+    if not choices:
+        raise ModelError("the model's endpoint answered with an empty list of choices")
+    message = getattr(choices[0], "message", None)
+    if message is None:
+        raise ModelError("the model's endpoint answered with a choice that has no message")
+    return message
+
+
+def _async_twin(client: Any) -> Any:
+    """An `openai.AsyncOpenAI` talking to the endpoint `client` (an `openai.OpenAI`) talks
+    to, with its key, organization, project, timeout, retries and headers: `arun` must
+    reach the endpoint the user configured, never the environment's.
+
+    Raises:
+        UsageError: `client` is not an `openai.OpenAI`, so its endpoint cannot be read.
+    """
+    if not isinstance(client, openai.OpenAI):
+        raise UsageError(f"ChatPolicy was given a client of type {type(client).__name__}, whose endpoint forge "
+                         "cannot read for arun(): pass async_client= as well")
+    return openai.AsyncOpenAI(api_key=client.api_key, base_url=client.base_url, organization=client.organization,
+                              project=client.project, timeout=client.timeout, max_retries=client.max_retries,
+                              default_headers=dict(client._custom_headers) or None,
+                              default_query=dict(client._custom_query) or None)
 
 
 def _pending_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -217,6 +286,8 @@ def _pending_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _as_message(reply: Any) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if getattr(reply, "refusal", None):
+        message["refusal"] = reply.refusal
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": call.id, "type": "function",

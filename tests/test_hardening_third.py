@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from forge import AgentLoop, Finish, ScriptedPolicy, tool
 
 
@@ -42,3 +44,133 @@ def test_item_19_a_verify_that_needs_the_state_still_gets_it():
 
     assert _finishing_loop(Checker()).run("finish").reason == "verified_success"
     assert _finishing_loop(lambda o, state: state is not None).run("finish").reason == "verified_success"
+
+
+def test_item_2_arun_talks_to_the_endpoint_of_the_client_it_was_given(monkeypatch):
+    import asyncio
+
+    import openai
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    with ChatServer([reply("from the configured endpoint")]) as configured, \
+            ChatServer(lambda body: reply("from the environment's endpoint")) as environment:
+        monkeypatch.setenv("OPENAI_BASE_URL", environment.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "the-environments-key")
+        policy = ChatPolicy("m", client=openai.OpenAI(base_url=configured.url, api_key="the-users-key"))
+        result = asyncio.run(AgentLoop([noop], policy, lambda o: True).arun("say something"))
+    assert result.state.observations[0].payload == Finish("from the configured endpoint")
+    assert len(configured.requests) == 1 and environment.requests == []
+
+
+def test_item_2_a_client_whose_endpoint_cannot_be_read_is_refused_for_arun():
+    import asyncio
+
+    from forge.llm import ChatPolicy
+
+    result = asyncio.run(AgentLoop([noop], ChatPolicy("m", client=object()), lambda o: True).arun("go"))
+    assert result.reason == "fatal_error" and "pass async_client= as well" in str(result.error)
+
+
+class _RawServer:
+    """An HTTP server on 127.0.0.1 answering every POST with `body` (bytes) as JSON or text."""
+
+    def __init__(self, body: bytes, content_type: str = "application/json") -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
+
+    def __enter__(self) -> _RawServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+@pytest.mark.parametrize(("body", "content_type", "said"), [
+    (b'{"id": "x", "object": "chat.completion", "created": 0, "model": "m"}', "application/json", "without choices"),
+    (b'{"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": []}', "application/json",
+     "an empty list of choices"),
+    (b'{"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, '
+     b'"message": null, "finish_reason": "stop"}]}', "application/json", "a choice that has no message"),
+    (b"<html>gateway error</html>", "application/json", "not JSON"),
+    (b"<html>gateway error</html>", "text/html", "without choices"),
+])
+def test_item_12_a_malformed_model_response_ends_the_run_with_a_model_error(body, content_type, said):
+    import openai
+
+    from forge.llm import ChatPolicy, ModelError
+
+    with _RawServer(body, content_type) as server:
+        policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
+        result = AgentLoop([noop], policy, lambda o: True).run("go")
+    assert result.reason == "fatal_error" and isinstance(result.error, ModelError), repr(result.error)
+    assert said in str(result.error)
+
+
+def _chat_loop(server: Any, *tools: Any) -> AgentLoop:
+    import openai
+
+    from forge.llm import ChatPolicy
+
+    policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
+    return AgentLoop(list(tools) or [echo], policy, lambda o: isinstance(o.payload, Finish))
+
+
+@tool
+def echo(text: str) -> str:
+    """Say text back."""
+    return text
+
+
+def test_item_13_tool_call_arguments_sent_as_an_object_are_used():
+    from chat_server import ChatServer, reply
+
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "echo", "arguments": {"text": "hi"}}}]}
+    with ChatServer([call, reply("done")]) as server:
+        result = _chat_loop(server).run("echo hi")
+    assert result.reason == "verified_success" and result.state.observations[0].payload == "hi"
+
+
+def test_item_17_a_refusal_is_not_an_answer():
+    from chat_server import ChatServer
+
+    from forge.llm import ModelRefused
+
+    with ChatServer([{"role": "assistant", "content": None, "refusal": "I can't help with that."}]) as server:
+        result = _chat_loop(server).run("do something bad")
+    assert result.reason == "fatal_error" and isinstance(result.error, ModelRefused)
+    assert "the model refused: I can't help with that." in result.summary
+    assert result.state.messages[-1]["refusal"] == "I can't help with that."
+
+
+def test_item_18_huge_arguments_that_are_not_json_are_told_and_kept_capped():
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ECHO_LIMIT
+    from forge.machine.trace import PAYLOAD_LIMIT
+
+    junk = "x" * 1_000_000
+    with ChatServer([reply(None, ("c1", "echo", junk)), reply("gave up")]) as server:
+        result = _chat_loop(server).run("echo")
+    told = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert told.startswith("error: the arguments are not valid JSON") and len(told) < ECHO_LIMIT + 200
+    assert all(len(line) < 10 * PAYLOAD_LIMIT for line in [str(r.detail) for r in result.trace])

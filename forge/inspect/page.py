@@ -23,7 +23,7 @@ from forge.diagram.render import GraphvizNotInstalled, image_of
 from forge.errors import UsageError
 from forge.machine.definition import MachineDefinition
 from forge.machine.loader import load_definition
-from forge.machine.trace import TransitionRecord, quoted
+from forge.machine.trace import TransitionRecord, capped
 
 __all__ = ["html", "page_data", "write"]
 
@@ -99,7 +99,7 @@ def page_data(definition: MachineDefinition, records: Sequence[TransitionRecord]
         edge = edges.index([record.source, record.trigger, record.dest, element])
         rows.append([
             edge, record.step, verdicts.index(record.verdict), guards.index([[g.name, g.value] for g in record.guards]),
-            details.index(_capped(dict(record.detail))), round(record.duration_s * 1000, 3),
+            details.index(capped(dict(record.detail), PAGE_TEXT_LIMIT)), round(record.duration_s * 1000, 3),
             round((record.at - first) * 1000, 1) if record.at and first else None,
         ])
     end = definition.state(overlay.position)
@@ -120,16 +120,6 @@ PAGE_TEXT_LIMIT = 400
 """How much of any one text in a detail (arguments, payload, error, a message) the page
 shows: a 10,000-transition run stays under 5 MB even when every call sends and returns the
 trace's full 1,000 characters; the trace file itself keeps them."""
-
-
-def _capped(value: Any) -> Any:
-    if isinstance(value, str):
-        return quoted(value, PAGE_TEXT_LIMIT)
-    if isinstance(value, dict):
-        return {key: _capped(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_capped(item) for item in value]
-    return value
 
 
 class _Table:

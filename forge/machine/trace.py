@@ -57,6 +57,7 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "TransitionRecord",
+    "capped",
     "error_text",
     "quoted",
     "read_journal",
@@ -408,6 +409,18 @@ def quoted(text: str, limit: int = 300) -> str:
     """`text` cut to `limit` characters, saying how much was cut: an error message never
     echoes a huge input whole."""
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def capped(value: Any, limit: int) -> Any:
+    """`value` (JSON-like data) with every text longer than `limit` cut there (`quoted`):
+    a message can hold a megabyte a model sent, and a page or a trace keeps a summary."""
+    if isinstance(value, str):
+        return quoted(value, limit)
+    if isinstance(value, dict):
+        return {key: capped(item, limit) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [capped(item, limit) for item in value]
+    return value
 
 
 ERROR_TEXT_LIMIT = 2000

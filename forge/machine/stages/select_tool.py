@@ -27,7 +27,7 @@ from forge.machine.effects import Call, Steps
 from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
-from forge.machine.trace import ARGUMENTS_LIMIT, error_text, quoted, redacted_messages, summary
+from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
 from forge.policy import FINISH, Finish, Intent
 
 __all__ = ['GUARDS', 'SPEC', 'Selection']
@@ -122,7 +122,7 @@ def _new_messages(run: Run) -> tuple[dict[str, Any], int]:
     fresh = messages[seen:]
     redact = run.config.redact
     kept = fresh if redact is None else redacted_messages(fresh, redact, messages[:seen])
-    return {"messages": json.loads(json.dumps(kept, default=str))}, len(fresh)
+    return {"messages": capped(json.loads(json.dumps(kept, default=str)), PAYLOAD_LIMIT)}, len(fresh)
 
 
 def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
