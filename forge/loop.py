@@ -297,7 +297,7 @@ class AgentLoop:
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
         """
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id)
-        run.observers.notify(run, "run_started")
+        self._started(run)
         engine = self.async_engine
         while not engine.is_terminal(run):
             await engine.aadvance(run)
@@ -315,19 +315,28 @@ class AgentLoop:
 
         self._refuse_async()
         run = self.start(goal, observers, state, run_id)
-        run.observers.notify(run, "run_started")
+        self._started(run)
         return DebugSession(self, run)
 
     def _complete(self, run: Run) -> None:
         """Tell the observers the run started, and fire it to a terminal state."""
-        run.observers.notify(run, "run_started")
+        self._started(run)
         engine = self.engine
         while not engine.is_terminal(run):
             engine.advance(run)
 
+    def _started(self, run: Run) -> None:
+        """Tell the observers the run started. One that raises ends the run in fatal_error
+        before any transition (the `fail` edge from the initial state, naming it), as a
+        failing observer does inside a transition; the caller is not the one to hear of it."""
+        try:
+            run.observers.notify(run, "run_started")
+        except Exception as error:
+            self.engine.fail_outside(run, error)
+
     def _finish(self, run: Run) -> LoopResult:
         result = self.result(run)
-        run.observers.notify(run, "run_finished", result)
+        run.observers.finished(run, result)
         kept = os.environ.get("FORGE_TRACE_DIR")
         if kept:
             _keep_trace(Path(kept), run.trace)
@@ -465,7 +474,7 @@ class AgentLoop:
 
         self._refuse_async()
         run, plan, _ = self._forked(source, at, patch, goal, observers, state, None)
-        run.observers.notify(run, "run_started")
+        self._started(run)
         session = DebugSession(self, run)
         try:
             for _ in range((plan.at or 1) - 1):

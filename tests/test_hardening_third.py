@@ -174,3 +174,42 @@ def test_item_18_huge_arguments_that_are_not_json_are_told_and_kept_capped():
     told = next(m for m in server.requests[1]["messages"] if m["role"] == "tool")["content"]
     assert told.startswith("error: the arguments are not valid JSON") and len(told) < ECHO_LIMIT + 200
     assert all(len(line) < 10 * PAYLOAD_LIMIT for line in [str(r.detail) for r in result.trace])
+
+
+class _StartBreaks:
+    def run_started(self, run: Any) -> None:
+        raise RuntimeError("started broke")
+
+
+class _FinishBreaks:
+    def run_finished(self, run: Any, result: Any) -> None:
+        raise RuntimeError("finished broke")
+
+
+def test_item_14_an_observer_raising_in_run_started_ends_the_run_in_fatal_error():
+    import asyncio
+
+    from forge import LoopObserver
+
+    class Breaks(_StartBreaks, LoopObserver):
+        pass
+
+    for run in (lambda loop: loop.run("go"), lambda loop: asyncio.run(loop.arun("go"))):
+        result = run(_finishing_loop(lambda o: True).replace(observers=[Breaks()]))
+        assert result.reason == "fatal_error" and str(result.error) == "started broke"
+        assert (result.trace[-1].trigger, result.trace[-1].detail["failed"]) == ("fail", "observer Breaks.run_started")
+
+
+def test_item_14_an_observer_raising_in_run_finished_is_logged_and_the_run_keeps_its_end(caplog):
+    import asyncio
+
+    from forge import LoopObserver
+
+    class Breaks(_FinishBreaks, LoopObserver):
+        pass
+
+    for run in (lambda loop: loop.run("go"), lambda loop: asyncio.run(loop.arun("go"))):
+        result = run(_finishing_loop(lambda o: True).replace(observers=[Breaks()]))
+        assert result.reason == "verified_success"
+    assert "observer Breaks.run_finished raised; the run had ended in verified_success" in caplog.text
+    assert "finished broke" in caplog.text

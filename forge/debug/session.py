@@ -124,7 +124,7 @@ class DebugSession(Stepper):
         self._snapshots.append(self._run.snapshot())
         self._position += 1
         if self.loop.engine.is_terminal(self._run):  # the frontier ends once: observers hear of it once
-            self._run.observers.notify(self._run, "run_finished", self.loop.result(self._run))
+            self._run.observers.finished(self._run, self.loop.result(self._run))
         return record
 
     def _backward(self) -> None:

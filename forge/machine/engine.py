@@ -435,6 +435,24 @@ class LoopEngine:
         self._refuse_finished(run)
         self.event.trigger(run)
 
+    def fail_outside(self, run: Run, error: Exception) -> TransitionRecord:
+        """End `run`, which no transition is firing in, in `fatal_error` by the `fail` edge
+        from the state it is in, naming `run.hook` (what raised) in the record: an observer's
+        `run_started` that raised. Returns the failure's record.
+
+        Raises:
+            RunFinished: `run` is already in a terminal state.
+        """
+        self._refuse_finished(run)
+        failed_in = run.state
+        run.firing.started, run.firing.verdict, run.firing.subject = self._clock(), None, None
+        self._machine.set_state(FAILURE_STATE, model=run)
+        run.facts.error = error
+        record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
+                              source=failed_in)
+        assert record is not None
+        return record
+
     def _refuse_finished(self, run: Run) -> None:
         if self._terminal[run.state]:
             raise RunFinished(f"the run has ended in {run.state!r}; there is nothing left to fire")

@@ -8,6 +8,7 @@ exception in `result.error` and the hook named in the trace's last record.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -193,6 +194,18 @@ class Observers:
             except BaseException:
                 run.hook = name
                 raise
+
+
+    def finished(self, run: Firing, result: Any) -> None:
+        """Tell every observer with `run_finished` that the run ended. The run has ended as
+        it ended: an observer that raises is logged on the `forge` logger (with its
+        traceback), never raised to the caller, and the others are still told."""
+        for name, method in self._bound["run_finished"]:
+            try:
+                method(run, result)
+            except Exception:
+                logging.getLogger("forge").exception("%s raised; the run had ended in %s", name,
+                                                     getattr(result, "reason", "?"))
 
 
 def _overrides(observer: object, hook: str) -> bool:
