@@ -30,7 +30,8 @@ def summarise_detail(detail: Mapping[str, Any], step: int | None = None) -> str:
     if "failed" in detail:
         return shorten(f"{get('failed')} raised {get('error')}")
     if "unknown_tool" in detail:
-        return f"no tool named {get('unknown_tool')} (closest: {', '.join(map(str, detail.get('suggestions', ())))})"
+        close = ", ".join(map(str, detail.get("suggestions") or ()))
+        return f"no tool named {get('unknown_tool')} ({'closest: ' + close if close else 'none is close'})"
     if "approval" in detail:
         return f"{get('tool')}: approval {get('approval')}"
     if "finish" in detail:

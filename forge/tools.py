@@ -45,7 +45,7 @@ class Tool:
     `in_doubt` for a person to say whether it ran.
 
     Raises:
-        ValueError: blank name, no capabilities, a non-callable handler, an argument that is
+        ValueError: blank name, a non-callable handler, an argument that is
             both required and optional, a schema that is not valid JSON Schema, `errors`
             other than "raise" or "report", or `on_crash` other than "retry" or "ask".
     """
@@ -104,8 +104,6 @@ class Tool:
             raise UsageError(f"tool {name!r}: is_error must be callable as is_error(value) -> bool")
         if not isinstance(self.name, str) or not self.name.strip():
             raise UsageError("tool name must be a non-empty string")
-        if not self.capabilities:
-            raise UsageError(f"tool {self.name!r} has no capabilities, so it can never be selected")
         if not callable(self.handler):
             raise UsageError(f"tool {self.name!r}: handler must be callable")
         if schema is not None:

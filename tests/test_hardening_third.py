@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from forge import AgentLoop, Finish, ScriptedPolicy, tool
+from forge import AgentLoop, Finish, Intent, ScriptedPolicy, tool
 
 
 @tool
@@ -213,3 +213,30 @@ def test_item_14_an_observer_raising_in_run_finished_is_logged_and_the_run_keeps
         assert result.reason == "verified_success"
     assert "observer Breaks.run_finished raised; the run had ended in verified_success" in caplog.text
     assert "finished broke" in caplog.text
+
+
+def test_item_22_repetition_counts_the_calls_of_this_turn_only():
+    @tool
+    def now() -> str:
+        """The time."""
+        return "12:00"
+
+    def policy(goal: str, state: Any) -> Any:
+        return Intent.call("now") if state.step_count == state.turn_start else Finish("it is 12:00")
+
+    loop = AgentLoop([now], policy, lambda o: isinstance(o.payload, Finish), repeat_limit=2)
+    first = loop.run("what time is it?")
+    second = loop.run("and now?", state=first.state)
+    third = loop.run("and now?", state=second.state)
+    assert [r.reason for r in (first, second, third)] == ["verified_success"] * 3
+    assert third.steps == 2 and len(third.state.action_history) == 6
+
+
+def test_item_24_an_unknown_tool_with_no_close_name_says_nothing_is_close():
+    from forge import UnknownTool
+
+    result = AgentLoop([noop, echo], ScriptedPolicy([Intent.call("zzzzzz")]), lambda o: True).run("go")
+    assert isinstance(result.error, UnknownTool) and result.error.suggestions == ()
+    assert "no tool named 'zzzzzz'; no tool's name is close to it; the tools are: echo, noop" in str(result.error)
+    close = AgentLoop([noop, echo], ScriptedPolicy([Intent.call("ecoh")]), lambda o: True).run("go")
+    assert close.error.suggestions == ("echo",)

@@ -13,9 +13,16 @@ def test_blank_tool_name_is_rejected(name):
         Tool(name, {"fs"}, handler)
 
 
-def test_tool_without_capabilities_is_rejected():
-    with pytest.raises(ValueError, match="no capabilities"):
-        Tool("t", set(), handler)
+def test_a_tool_without_capabilities_is_selected_by_name_only():
+    """Issue 24 item 23 reverses an earlier refusal: Intent.call names the tool, so a tool
+    needs no capabilities to be called; no intent's capabilities ever select it."""
+    from forge import AgentLoop, Finish, Intent, ScriptedPolicy
+
+    named = Tool("t", set(), lambda: "ran")
+    by_name = AgentLoop([named], ScriptedPolicy([Intent.call("t"), Finish("ok")]), lambda o: True).run("call t")
+    assert by_name.state.observations[0].payload == "ran"
+    by_capability = AgentLoop([named], ScriptedPolicy([Intent({"fs"})]), lambda o: True).run("call something")
+    assert by_capability.reason == "capability_gap"
 
 
 def test_argument_both_required_and_optional_is_rejected():

@@ -67,14 +67,19 @@ class NoMatchingTool(ForgeError, ValueError):
 class UnknownTool(NoMatchingTool):
     """The intent names a tool that does not exist (a capability gap by name).
 
-    `name` is what was asked for; `suggestions` the closest known names, best first.
+    `name` is what was asked for; `suggestions` the known names close to it, best first
+    (none when no name is close: then the message lists the tools there are).
     """
 
     def __init__(self, name: str, known: Iterable[str]) -> None:
         names = sorted(known)
-        close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
-        suggestions = tuple(close or names[:3])
-        ValueError.__init__(self, f"no tool named {name!r}; the closest known tools are: {', '.join(suggestions)}")
+        suggestions = tuple(difflib.get_close_matches(name, names, n=3, cutoff=0.5))
+        if suggestions:
+            said = f"the closest known tools are: {', '.join(suggestions)}"
+        else:
+            listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            said = f"no tool's name is close to it; the tools are: {listed or '(none)'}"
+        ValueError.__init__(self, f"no tool named {name!r}; {said}")
         self.required = frozenset()
         self.name, self.suggestions = name, suggestions
 

@@ -161,6 +161,20 @@ class LoopState:
         return ActionHistory(self._names, self._counts)
 
     @property
+    def turn_history(self) -> ActionHistory:
+        """The actions of this turn of the conversation only (since `turn_start`): what
+        repetition counts, as the step budget counts this turn's steps. A first run's is its
+        whole `action_history`; a later turn's is made afresh (a turn is at most `max_steps`
+        long)."""
+        if not self.turn_start:
+            return self.action_history
+        names = self._names[self.turn_start:]
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        return ActionHistory(names, counts)
+
+    @property
     def step_count(self) -> int:
         """How many observations have been recorded."""
         return len(self.observations)

@@ -49,7 +49,7 @@ def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
         step_count=state.step_count - state.turn_start,
         verified=verified,
         fatal_error=state.terminal,
-        action_history=state.action_history,
+        action_history=state.turn_history,
     )
     verdict = Verification(decision.reason.value if isinstance(decision.reason, StopReason) else str(decision.reason))
     return StageOutcome(verdict, {"verified": verified, "decision": str(verdict)}, facts={"decision": decision})
