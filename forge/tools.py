@@ -11,11 +11,11 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, overload
 
 from forge.agent.actions import ToolSpec
-from forge.agent.execution import ToolContract
+from forge.agent.execution import ArgumentContractError, SchemaViolation, ToolContract
 from forge.errors import UsageError
 
 __all__ = ["Tool", "tool"]
@@ -141,11 +141,13 @@ class Tool:
         if not callable(function):
             raise UsageError(f"Tool.from_function needs a function, got {function!r}")
         tool_name: str = name or str(getattr(function, "__name__", ""))
-        required, optional, schema = _signature_schema(tool_name, function)
+        required, optional, schema, model = _signature_schema(tool_name, function)
         doc = inspect.getdoc(function) or ""
-        return cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
+        made = cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
                    required, optional, side_effect, description=doc.split("\n\n", 1)[0].replace("\n", " "),
                    schema=schema, errors=errors, is_error=is_error, on_crash=on_crash)
+        object.__setattr__(made, "_contract", replace(made.contract, convert=_converter(tool_name, model)))
+        return made
 
     @property
     def spec(self) -> ToolSpec:
@@ -198,7 +200,26 @@ def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterabl
     return decorate
 
 
-def _signature_schema(name: str, function: Callable[..., Any]) -> tuple[frozenset[str], frozenset[str], dict[str, Any]]:
+def _converter(name: str, model: Any) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+    """Checked arguments made into what the function's hints take, by the pydantic model of
+    its signature: a JSON array becomes a tuple where the hint says tuple, a whole float
+    (5.0) an int, a date's text a date; a value it cannot convert exactly is refused."""
+    import pydantic
+
+    def convert(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        try:
+            made = model.model_validate(dict(arguments))
+        except pydantic.ValidationError as error:
+            violations = tuple(SchemaViolation(".".join(map(str, e["loc"])) or "(arguments)", e["msg"])
+                               for e in error.errors())
+            raise ArgumentContractError(name, (), (), violations) from None
+        return {key: getattr(made, key) for key in arguments}
+
+    return convert
+
+
+def _signature_schema(name: str, function: Callable[..., Any]
+                      ) -> tuple[frozenset[str], frozenset[str], dict[str, Any], Any]:
     try:
         import pydantic
     except ImportError as missing:
@@ -226,7 +247,7 @@ def _signature_schema(name: str, function: Callable[..., Any]) -> tuple[frozense
             pydantic.PydanticUserError) as error:
         raise UsageError(f"tool {name!r}: its type hints have no JSON Schema: {error}") from None
     schema.pop("title", None)
-    return frozenset(required), frozenset(optional), schema
+    return frozenset(required), frozenset(optional), schema, model
 
 
 def _type_of(schema: Mapping[str, Any]) -> str:

@@ -33,7 +33,7 @@ def _script() -> list[dict]:
 def project(tmp_path: Path) -> Path:
     folder = tmp_path / "project"
     folder.mkdir()
-    (folder / "test_notes_agent.py").write_text((PROJECT / "test_notes_agent.py").read_text())
+    (folder / "test_notes_agent.py").write_text((PROJECT / "agent_with_a_cassette.py").read_text())
     return folder
 
 

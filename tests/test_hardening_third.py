@@ -240,3 +240,70 @@ def test_item_24_an_unknown_tool_with_no_close_name_says_nothing_is_close():
     assert "no tool named 'zzzzzz'; no tool's name is close to it; the tools are: echo, noop" in str(result.error)
     close = AgentLoop([noop, echo], ScriptedPolicy([Intent.call("ecoh")]), lambda o: True).run("go")
     assert close.error.suggestions == ("echo",)
+
+
+def test_item_20_a_tuple_is_an_array_and_a_json_array_becomes_the_tuple_a_hint_asks_for():
+    seen: list[Any] = []
+
+    @tool
+    def move(point: tuple[float, float]) -> str:
+        """Move to a point."""
+        seen.append(point)
+        return "moved"
+
+    for given in ((1.0, 2.0), [3.0, 4.0]):
+        result = AgentLoop([move], ScriptedPolicy([Intent.call("move", point=given), Finish("ok")]),
+                           lambda o: isinstance(o.payload, Finish)).run("move")
+        assert result.reason == "verified_success", result.summary
+    assert seen == [(1.0, 2.0), (3.0, 4.0)] and all(type(p) is tuple for p in seen)
+
+
+def test_item_21_a_whole_float_for_an_int_reaches_a_tool_function_as_an_int_and_a_fraction_is_refused():
+    seen: list[Any] = []
+
+    @tool
+    def last(items: list[str], n: int) -> list[str]:
+        """The last n items."""
+        seen.append(n)
+        return items[-n:]
+
+    ok = AgentLoop([last], ScriptedPolicy([Intent.call("last", items=["a", "b", "c"], n=2.0), Finish("ok")]),
+                   lambda o: isinstance(o.payload, Finish)).run("last two")
+    assert ok.state.observations[0].payload == ["b", "c"] and type(seen[0]) is int
+    refused = AgentLoop([last], ScriptedPolicy([Intent.call("last", items=["a"], n=2.5), Finish("ok")]),
+                        lambda o: isinstance(o.payload, Finish)).run("last")
+    assert refused.state.observations[0].status == "retryable_error" and seen == [2]
+
+
+def test_item_3_a_schema_with_a_remote_ref_is_never_fetched_and_the_call_is_refused_clearly():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from forge import Tool
+
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"type": "string"}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/internal.json"
+        schema = {"type": "object", "properties": {"q": {"$ref": url}}, "required": ["q"]}
+        lookup = Tool("lookup", {"lookup"}, lambda q: q, schema=schema)
+        result = AgentLoop([lookup], ScriptedPolicy([Intent.call("lookup", q="x"), Finish("ok")]),
+                           lambda o: isinstance(o.payload, Finish)).run("look up")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == []
+    assert result.state.observations[0].status == "retryable_error"
+    assert f"the tool's schema refers to '{url}', which forge does not retrieve" in str(result.state.observations[0].payload)

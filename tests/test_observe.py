@@ -130,6 +130,7 @@ def test_a_run_nobody_watches_makes_no_record_per_transition(monkeypatch, caplog
 
     made = []
     real = trace.TransitionRecord
+    monkeypatch.delenv("FORGE_TRACE_DIR", raising=False)  # that keeps every trace, so it watches every run
 
     def counting(*args, **kwargs):
         made.append(args)

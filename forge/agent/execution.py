@@ -33,6 +33,10 @@ class ToolContract:
     handler: Callable[..., Any]
     optional: frozenset[str] = frozenset()
     schema: Mapping[str, Any] | None = None
+    convert: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = field(default=None, compare=False)
+    """What makes checked arguments into what the handler's signature takes (a `@tool`'s
+    JSON array into a tuple where its hint says tuple, 5.0 into 5 for an int); it raises
+    ArgumentContractError for a value it cannot convert exactly."""
     _validator: Any = field(default=None, init=False, repr=False, compare=False)
     _accepted: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
@@ -46,10 +50,20 @@ class ToolContract:
         if self._validator is None:
             return ()
         found: dict[tuple[str, str], SchemaViolation] = {}
-        for error in self._validator.iter_errors(dict(arguments)):
-            for leaf in _specific(error):
-                violation = SchemaViolation(_path(leaf.absolute_path), _message(leaf))
-                found.setdefault((violation.path, violation.message), violation)
+        try:
+            for error in self._validator.iter_errors(dict(arguments)):
+                for leaf in _specific(error):
+                    violation = SchemaViolation(_path(leaf.absolute_path), _message(leaf))
+                    found.setdefault((violation.path, violation.message), violation)
+        except Exception as error:  # a $ref that cannot be resolved: forge never retrieves one
+            from referencing.exceptions import Unresolvable
+
+            unresolvable = error if isinstance(error, Unresolvable) else getattr(error, "__cause__", None)
+            if not isinstance(unresolvable, Unresolvable) and "Unresolvable" not in type(error).__name__:
+                raise
+            reference = getattr(unresolvable, "ref", None) or str(error)
+            return (SchemaViolation("(arguments)", f"the tool's schema refers to {reference!r}, which forge does "
+                                    "not retrieve (only references inside the schema resolve)"),)
         return tuple(sorted(found.values(), key=lambda v: (v.path, v.message)))
 
 
@@ -107,6 +121,8 @@ def execute_tool(contract: ToolContract, arguments: Mapping[str, Any]) -> Execut
         Whatever the handler raises, unchanged.
     """
     check_arguments(contract, arguments)
+    if contract.convert is not None:
+        arguments = contract.convert(arguments)
     return ExecutionResult(contract.name, contract.handler(**arguments))
 
 
@@ -134,13 +150,19 @@ def _validator_for(name: str, schema: Mapping[str, Any]) -> Any:
     except ImportError as missing:
         raise ImportError(f"tool {name!r} has a JSON Schema, and checking it needs jsonschema: "
                           "install forge with its schema extra (pip install 'forge-fsm[schema]')") from missing
+    from referencing import Registry
+
     cls = validators.validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)
     except exceptions.SchemaError as error:
         raise UsageError(f"tool {name!r}: its schema is not valid JSON Schema at "
                          f"{_path(error.absolute_path)}: {error.message}") from None
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    arrays = cls.TYPE_CHECKER.redefine("array", lambda checker, instance: isinstance(instance, (list, tuple)))
+    tuples = validators.extend(cls, type_checker=arrays)  # a Python caller's tuple is an array
+    # a registry of nothing: a $ref outside the schema is unresolvable, never fetched (the schema's author
+    # chooses the address; jsonschema without a registry would still retrieve it)
+    return tuples(schema, format_checker=cls.FORMAT_CHECKER, registry=Registry())
 
 
 def _specific(error: Any) -> list[Any]:

@@ -1,4 +1,5 @@
-"""A user's agent test with a forge cassette, run by tests/test_cassettes.py in its own
+"""A user's agent test with a forge cassette: tests/test_cassettes.py copies it into a project
+folder as test_notes_agent.py and runs pytest there in its own
 pytest process: a ChatPolicy over the chat-completions server at $CHAT_URL, with a secret
 argument masked by redact. Each run appends what it saw to $CASSETTE_OUT."""
 
