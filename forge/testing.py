@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from forge.errors import UsageError
+from forge.files import write_atomically
 from forge.machine.journal import JournalEntry, JournalMiss
 from forge.machine.trace import Redact, TransitionRecord, redacted_messages
 
@@ -122,7 +123,6 @@ def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Re
     journal = redacted_journal(result.journal, redact)
     calls = [entry.to_json(codec) for entry in journal]
     records = [_stable(record, redact) for record in result.trace]
-    path.parent.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     position = 0
     for record in records:
@@ -131,10 +131,7 @@ def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Re
             position += 1
         lines.append(_line(record))
     lines.extend(_line(call) for call in calls[position:])
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text("".join(lines), encoding="utf-8")
-    temporary.replace(path)
-    return path
+    return write_atomically(path, lines)
 
 
 def _line(data: Mapping[str, Any]) -> str:

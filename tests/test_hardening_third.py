@@ -307,3 +307,40 @@ def test_item_3_a_schema_with_a_remote_ref_is_never_fetched_and_the_call_is_refu
     assert asked == []
     assert result.state.observations[0].status == "retryable_error"
     assert f"the tool's schema refers to '{url}', which forge does not retrieve" in str(result.state.observations[0].payload)
+
+
+def test_item_6_forge_inspect_writes_a_page_for_text_with_a_lone_surrogate(tmp_path):
+    import subprocess
+    import sys
+
+    from forge import write_trace
+
+    @tool
+    def broken() -> str:
+        """Text decoded from broken bytes."""
+        return "bad \ud800 text"
+
+    result = AgentLoop([broken], ScriptedPolicy([Intent.call("broken"), Finish("ok")]),
+                       lambda o: isinstance(o.payload, Finish)).run("go")
+    trace = write_trace(result.trace, tmp_path / "run.jsonl", journal=result.journal)
+    page = tmp_path / "run.html"
+    page.write_text("the page from before")
+    done = subprocess.run([sys.executable, "-m", "forge", "inspect", str(trace), "-o", str(page)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "\\ud800" in page.read_text(encoding="utf-8")
+
+
+def test_item_6_an_output_file_is_written_whole_or_not_at_all(tmp_path):
+    from forge.files import write_atomically
+
+    page = tmp_path / "run.html"
+    page.write_text("the page from before")
+
+    def pieces():
+        yield "half a page"
+        raise RuntimeError("failed halfway")
+
+    with pytest.raises(RuntimeError):
+        write_atomically(page, pieces())
+    assert page.read_text() == "the page from before" and [p.name for p in tmp_path.iterdir()] == ["run.html"]

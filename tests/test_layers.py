@@ -9,7 +9,7 @@ from pathlib import Path
 FORGE = Path(__file__).resolve().parent.parent / "forge"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("forge.errors",),
+    ("forge.errors", "forge.files"),
     ("forge.agent",),
     ("forge.policy", "forge.tools", "forge.machine.definition", "forge.machine.journal", "forge.machine.effects",
      "forge.machine.columns",

@@ -29,6 +29,7 @@ from typing import Any
 
 from forge.cover import Edge, edge_of
 from forge.cover.stubs import ScriptedFailure, perform
+from forge.files import write_atomically
 from forge.machine.definition import MachineDefinition
 from forge.machine.stages import BUILTIN_STAGES
 
@@ -255,9 +256,7 @@ def write_tests(definition: MachineDefinition, targets: Sequence[Edge], folder: 
         seen.add(name)
         parts.append(_test(name, item, reference, approver))
     text = "\n\n\n".join(parts) + "\n"
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
+    write_atomically(path, text)
     return Generated(path, tuple(forced), tuple(unforced))
 
 

@@ -15,6 +15,7 @@ from forge.diagram.dot import to_digraph
 from forge.diagram.mermaid import to_mermaid
 from forge.diagram.render import image_of
 from forge.errors import MissingFile
+from forge.files import write_atomically
 from forge.machine.loader import load_definition
 
 __all__ = ["StaleDiagram", "refresh_gallery", "stale_diagrams"]
@@ -74,7 +75,7 @@ def refresh_gallery(machines: str | Path = "machines", out: str | Path = "diagra
     target.mkdir(parents=True, exist_ok=True)
     for name, svg, mermaid in rendered:
         for path, text in ((target / f"{name}.svg", svg), (target / f"{name}.mmd", mermaid)):
-            path.write_text(text, encoding="utf-8")
+            write_atomically(path, text)
             written.append(path)
     return written
 

@@ -12,6 +12,7 @@ from forge.diagram.dot import to_digraph
 from forge.diagram.mermaid import to_mermaid
 from forge.diagram.overlay import overlay_of
 from forge.errors import ForgeError, UsageError
+from forge.files import write_atomically
 from forge.machine.definition import MachineDefinition
 from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord
@@ -125,11 +126,5 @@ def render(definition: str | Path | MachineDefinition, path: str | Path, fmt: st
     fmt = format_for(path, fmt)
     target = Path(path)
     if fmt in TEXT_FORMATS:
-        text = diagram_text(definition, fmt, trace)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        return target
-    image = image_of(diagram(definition, trace).source, fmt)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(image)
-    return target
+        return write_atomically(target, diagram_text(definition, fmt, trace))
+    return write_atomically(target, image_of(diagram(definition, trace).source, fmt))

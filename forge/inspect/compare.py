@@ -10,7 +10,6 @@ once, dimmed; from the divergence on, each row shows what each run did and what 
 from __future__ import annotations
 
 import html as html_text
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from forge.diagram.dot import to_digraph
 from forge.diagram.overlay import overlay_of
 from forge.diagram.render import GraphvizNotInstalled, image_of
 from forge.errors import UsageError
+from forge.files import write_atomically
 from forge.machine.definition import MachineDefinition
 from forge.machine.diff import Difference, RunDiff, diff, recorded_run
 from forge.machine.loader import load_definition
@@ -81,12 +81,7 @@ def write_comparison(a: Any, b: Any, path: str | Path, definition: str | Path | 
                      names: tuple[str, str] = ("A", "B")) -> Path:
     """Write `comparison_html(a, b, ...)` to `path` (parents created; written whole or not
     at all) and return the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(comparison_html(a, b, definition, names), encoding="utf-8", errors="backslashreplace")
-    temporary.replace(target)
-    return target
+    return write_atomically(path, comparison_html(a, b, definition, names))
 
 
 def _definition(given: str | Path | MachineDefinition | None, records: Sequence[TransitionRecord]

@@ -21,6 +21,7 @@ from forge.diagram.dot import to_digraph
 from forge.diagram.overlay import overlay_of, records_of, transition_of
 from forge.diagram.render import GraphvizNotInstalled, image_of
 from forge.errors import UsageError
+from forge.files import write_atomically
 from forge.machine.definition import MachineDefinition
 from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord, capped
@@ -61,10 +62,7 @@ def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, 
 def write(run: Any, path: str | Path, definition: str | Path | MachineDefinition | None = None,
           title: str | None = None) -> Path:
     """Write `html(run, definition)` to `path` (parents created) and return the path."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(html(run, definition, title=title), encoding="utf-8")
-    return target
+    return write_atomically(path, html(run, definition, title=title))
 
 
 def _definition_of(run: Any, records: Sequence[TransitionRecord],

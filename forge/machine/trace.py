@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from forge.errors import ForgeError, UsageError, WrongType
+from forge.files import write_atomically
 from forge.machine.columns import Columns
 from forge.machine.journal import ForkOrigin, Journal, JournalCodec, JournalEntry
 
@@ -317,27 +318,26 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     if codec is None and isinstance(journal, Journal):
         codec = journal.codec
     calls = [entry.to_json(codec) for entry in journal] if journal is not None else []
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    position = 0
-    with target.open("w", encoding="utf-8") as out:
-        origin = journal.forked_from if isinstance(journal, Journal) else getattr(records, "forked_from", None)
+    origin = journal.forked_from if isinstance(journal, Journal) else getattr(records, "forked_from", None)
+    run_id = journal.run_id if isinstance(journal, Journal) else getattr(records, "run_id", "")
+
+    def lines() -> Iterable[str]:
         if isinstance(origin, ForkOrigin):
-            run_id = journal.run_id if isinstance(journal, Journal) else getattr(records, "run_id", "")
-            out.write(json.dumps({"v": 3, "type": "fork", "run_id": run_id, "forked_from": origin.to_json()},
-                                 separators=(",", ":"), default=str))
-            out.write("\n")
+            yield _line({"v": 3, "type": "fork", "run_id": run_id, "forked_from": origin.to_json()})
+        position = 0
         for record in records:
             while position < len(calls) and calls[position]["transition"] <= record.sequence:
-                out.write(json.dumps(calls[position], separators=(",", ":"), default=str))
-                out.write("\n")
+                yield _line(calls[position])
                 position += 1
-            out.write(json.dumps(record.to_json(), separators=(",", ":"), default=str))
-            out.write("\n")
+            yield _line(record.to_json())
         for line in calls[position:]:
-            out.write(json.dumps(line, separators=(",", ":"), default=str))
-            out.write("\n")
-    return target
+            yield _line(line)
+
+    return write_atomically(path, lines())
+
+
+def _line(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, separators=(",", ":"), default=str) + "\n"
 
 
 def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
