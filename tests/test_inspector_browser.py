@@ -197,3 +197,29 @@ def png_summary(data):
             idat += body
         position += 12 + length
     return width, height, len(set(zlib.decompress(idat)))
+
+
+def test_item_15_a_trace_with_nan_infinity_and_odd_tries_opens_and_shows_every_record(driver, tmp_path):
+    """Issue 24 item 15: NaN and Infinity in a detail, and a `tries` list holding null."""
+    from selenium.webdriver.common.keys import Keys
+
+    from forge import read_trace
+
+    lines = [
+        '{"v": 2, "run_id": "r", "machine": "single_agent", "sequence": 1, "step": 1, "source": "select", '
+        '"trigger": "choose", "dest": "execute", "verdict": "selected", "guards": [{"name": "tool_selected", '
+        '"value": true}], "duration_s": NaN, "detail": {"tool": "t", "score": Infinity, "low": -Infinity}}',
+        '{"v": 2, "run_id": "r", "machine": "single_agent", "sequence": 2, "step": 1, "source": "execute", '
+        '"trigger": "call", "dest": "observe", "verdict": "ok", "guards": [], "duration_s": 0.1, '
+        '"detail": {"tool": "t", "status": "ok", "attempts": 2, "tries": [null, {"attempt": 2, "delay_s": 0, '
+        '"error": null}], "ratio": NaN}}',
+    ]
+    trace = tmp_path / "odd.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    page = write(read_trace(trace), tmp_path / "odd.html")
+    load(driver, page)
+    press(driver, Keys.ARROW_RIGHT, 2)
+    assert console_errors(driver) == []
+    assert len(visible_rows(driver)) == 2
+    panel = driver.execute_script("return document.querySelector('.fi-panel').textContent")
+    assert "null" in panel and "returned" in panel

@@ -120,6 +120,9 @@ function forgeInspector(root, data) {
     let tries = null;
     if (Array.isArray(d.tries)) {
       tries = el("table", {class: "fi-tries"}, [el("caption", {text: "attempts"})].concat(d.tries.map(function (t) {
+        if (t === null || typeof t !== "object") {  // a hand-edited or foreign trace: show what is there
+          return el("tr", {}, [el("td", {text: JSON.stringify(t)})]);
+        }
         return el("tr", {}, [el("td", {text: "#" + t.attempt}), el("td", {text: "after " + t.delay_s + " s"}),
           el("td", {text: t.error || "returned"})]);
       })));

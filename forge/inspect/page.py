@@ -157,6 +157,18 @@ def _svg(definition: MachineDefinition, records: Iterable[TransitionRecord]) -> 
     return text[text.index("<svg"):]
 
 
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as their text: JSON has no such numbers, and the
+    page's script parses its data as JSON (a trace written by Python may hold them)."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
 def _asset(name: str) -> str:
     return files("forge.inspect").joinpath(name).read_text(encoding="utf-8")
 
@@ -164,7 +176,7 @@ def _asset(name: str) -> str:
 def _body(root: str, data: dict[str, Any], svg: str) -> str:
     """The inspector's markup, its style and script, and the data, all inline. The data is
     JSON inside a script element, with `<` escaped so no value can end that element."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).replace("<", "\\u003c")
+    payload = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), default=str).replace("<", "\\u003c")
     return (
         f'<div class="forge-inspector" id="{root}" tabindex="-1">'
         f"<style>{_asset('inspector.css')}</style>"
