@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,8 @@ def load_scenario(spec: str) -> LoadedScenario:
 
 def import_target(spec: str) -> ModuleType:
     """Import a Python file (`path/to/agents.py`) or a module (`agents.filing`): what
-    scenarios and `forge worker --loops` name.
+    scenarios and `forge worker --loops` name. A file's folder goes first on `sys.path`, as
+    `python path/to/agents.py` puts it, so the file imports the modules beside it.
 
     Raises:
         ScenarioError: no such file or module, or it failed to import (the error named).
@@ -86,6 +88,9 @@ def import_target(spec: str) -> ModuleType:
     if path.suffix == ".py" or path.is_file():
         if not path.is_file():
             raise ScenarioError(f"no scenario file {spec!r}")
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         module_spec = importlib.util.spec_from_file_location(f"forge_scenario_{path.stem}", path)
         if module_spec is None or module_spec.loader is None:
             raise ScenarioError(f"cannot load {spec!r} as Python")

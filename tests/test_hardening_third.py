@@ -344,3 +344,23 @@ def test_item_6_an_output_file_is_written_whole_or_not_at_all(tmp_path):
     with pytest.raises(RuntimeError):
         write_atomically(page, pieces())
     assert page.read_text() == "the page from before" and [p.name for p in tmp_path.iterdir()] == ["run.html"]
+
+
+def test_item_30_a_scenario_file_imports_the_modules_beside_it(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "helpers.py").write_text("GOAL = 'say hi'\n")
+    (tmp_path / "agent.py").write_text(
+        "from helpers import GOAL\n"
+        "from forge import AgentLoop, Finish, ScriptedPolicy, tool\n\n"
+        "@tool\ndef noop() -> str:\n    '''Nothing.'''\n    return ''\n\n"
+        "loop = AgentLoop([noop], ScriptedPolicy([Finish('hi')]), lambda o: True)\ngoal = GOAL\n")
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    beside = f"{tmp_path.name}/agent.py"  # from the folder above, as `python project/agent.py` would be
+    for command in (["run", beside, "--trace", str(tmp_path / "run.jsonl")], ["debug", beside]):
+        done = subprocess.run([sys.executable, "-m", "forge", *command], cwd=tmp_path.parent, capture_output=True,
+                              text=True, timeout=60, env=environment, input="continue\nquit\n")
+        assert done.returncode == 0 and "ModuleNotFoundError" not in done.stderr + done.stdout, done.stderr
+        assert "verified_success" in done.stdout
