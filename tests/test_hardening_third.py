@@ -364,3 +364,44 @@ def test_item_30_a_scenario_file_imports_the_modules_beside_it(tmp_path):
                               text=True, timeout=60, env=environment, input="continue\nquit\n")
         assert done.returncode == 0 and "ModuleNotFoundError" not in done.stderr + done.stdout, done.stderr
         assert "verified_success" in done.stdout
+
+
+def test_item_29_the_debugger_takes_obs_n_back_n_show_k_and_ctrl_c_cancels_the_line(tmp_path):
+    import os
+    import sys
+
+    import pexpect
+
+    long_text = "word " * 60
+    (tmp_path / "agent.py").write_text(
+        "from forge import AgentLoop, Finish, Intent, tool\n\n"
+        f"@tool\ndef read() -> str:\n    '''Read.'''\n    return {long_text!r} + 'END'\n\n"
+        "def policy(goal, state):\n"
+        "    return Intent.call('read') if state.step_count < 2 else Finish('done')\n\n"
+        "loop = AgentLoop([read], policy, lambda o: isinstance(o.payload, Finish), repeat_limit=5)\n"
+        "goal = 'read twice'\n")
+    prompt = r"\(forge (\w+) step (\d+)\) "
+    child = pexpect.spawn(sys.executable, ["-m", "forge", "debug", str(tmp_path / "agent.py")],
+                          env=dict(os.environ, NO_COLOR="1"), encoding="utf-8", timeout=20, dimensions=(50, 400))
+    try:
+        child.expect(prompt)
+
+        def command(line: str) -> str:
+            child.sendline(line)
+            child.expect(prompt)
+            return child.before
+
+        command("step 8")
+        shown = command("obs 2")
+        assert "#2 read: ok" in shown and "END" in shown  # the whole payload, not cut
+        assert "there is no observation #9: 2 recorded so far" in command("obs 9")
+        assert '"payload"' in command("show 7") and "END" in child.before
+        backed = command("back 3")
+        assert backed.count("back over") == 3 and child.match.groups() == ("execute", "2")
+        child.send("step 1")
+        child.sendintr()  # Ctrl-C while typing: the line is dropped, the session goes on
+        child.expect(prompt)
+        assert child.isalive()
+        assert child.match.groups() == ("execute", "2")
+    finally:
+        child.close(force=True)

@@ -29,8 +29,8 @@ _EXPECTED = (SessionFinished, AtStart, ValueError, GraphvizNotInstalled, OSError
 
 class DebugShell(cmd.Cmd):
     """`step [N]`, `continue`, `break STATE|TRIGGER`, `delete [ID|all]`, `breaks`, `where`,
-    `obs`, `messages`, `trace`, `back`, `fork [payload JSON | error TEXT]`, `diagram PATH`,
-    `help`, `quit` (or Ctrl-D)."""
+    `obs [N]`, `show [K]`, `messages`, `trace`, `back [N]`, `fork [payload JSON | error TEXT]`,
+    `diagram PATH`, `help`, `quit` (or Ctrl-D); Ctrl-C at the prompt cancels the line."""
 
     def __init__(self, session: Stepper, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
                  colour: bool | None = None) -> None:
@@ -180,14 +180,22 @@ class DebugShell(cmd.Cmd):
             self.say(f"{ahead} transition{plural} ahead recorded: stepping replays them, nothing executes")
 
     def do_obs(self, arg: str) -> None:
-        """obs: the observations recorded so far."""
-        _no_argument("obs", arg)
+        """obs [N]: the observations recorded so far, a line each; with N, observation #N
+        whole (its payload not cut)."""
         session = self.session
         rows: Sequence[Any] = ()
         if isinstance(session, DebugSession):
             rows = session.loop_state.observations
         elif isinstance(session, ReplaySession):
             rows = session.observations
+        if arg.strip():
+            number = _count(arg)
+            if not 1 <= number <= len(rows):
+                raise UsageError(f"there is no observation #{number}: {len(rows)} recorded so far")
+            row = rows[number - 1]
+            self.say(f"#{row.sequence} {row.tool_name}: {row.status}")
+            self.say(_whole(getattr(row, "payload", None)))
+            return
         if not rows:
             self.say("no observations yet")
         arguments = {r.step: r.detail["arguments"] for r in session.trace if "arguments" in r.detail}
@@ -220,11 +228,40 @@ class DebugShell(cmd.Cmd):
         self.say("\n".join(describe(r) for r in trace) if trace else "no transitions yet")
 
     def do_back(self, arg: str) -> None:
-        """back: return to the state before the last transition (nothing is undone twice)."""
-        _no_argument("back", arg)
-        record = self.session.back()
-        move = f"{record.source} ─{record.trigger}→ {record.dest}"
-        self.say(f"back over {record.sequence}: {move}; now in {self.session.state}")
+        """back [N]: return to the state before the last transition (or the last N; nothing
+        is undone twice)."""
+        for _ in range(_count(arg)):
+            record = self.session.back()
+            move = f"{record.source} ─{record.trigger}→ {record.dest}"
+            self.say(f"back over {record.sequence}: {move}; now in {self.session.state}")
+            if not self.session.trace:
+                break
+
+    def do_show(self, arg: str) -> None:
+        """show [K]: transition K (default: the last taken) whole: its guards and every
+        fact of its detail, nothing cut."""
+        trace = self.session.trace
+        if not trace:
+            raise UsageError("no transition taken yet")
+        number = _count(arg) if arg.strip() else len(trace)
+        if not 1 <= number <= len(trace):
+            raise UsageError(f"there is no transition {number} taken: 1 to {len(trace)}")
+        record = trace[number - 1]
+        self.say(describe(record))
+        for guard in record.guards:
+            self.say(f"  {guard.name:<32} {guard.value}")
+        self.say(_whole(dict(record.detail)))
+
+    def cmdloop(self, intro: Any = None) -> None:
+        """The prompt loop; Ctrl-C at the prompt cancels the line being typed, not the
+        session (Ctrl-D or `quit` ends it)."""
+        while True:
+            try:
+                super().cmdloop(intro)
+                return
+            except KeyboardInterrupt:
+                self.say("^C")
+                intro = ""
 
     def do_fork(self, arg: str) -> None:
         """fork [payload JSON | error TEXT | fatal TEXT]: fork the run at the next transition
@@ -281,6 +318,18 @@ def _count(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise UsageError(f"expected a positive whole number, got {text!r}")
     return int(text)
+
+
+def _whole(value: Any) -> str:
+    """`value` in full: JSON, indented, when it has a JSON form, else its repr."""
+    import json
+
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _no_argument(command: str, arg: str) -> None:
