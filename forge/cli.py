@@ -421,15 +421,21 @@ def _tools(args: argparse.Namespace) -> int:
     if bool(command) == bool(args.url):
         raise UsageError("name one MCP server: forge tools -- COMMAND ARGS..., or forge tools --url URL")
     server = MCPServer.http(args.url) if args.url else MCPServer.stdio(command[0], *command[1:])
+    shown: list[str] = []
     try:
         with server:
-            tools = server.tools()
+            for listed in server.listing:  # one by one: a tool forge cannot use is listed, flagged
+                try:
+                    shown.extend(tool.summary() for tool in server.tools(include=[listed.name]))
+                except UsageError as refused:
+                    why = str(refused).split(": ", 1)[-1].split("; leave that tool out", 1)[0]
+                    shown.append(f"{listed.name} — INVALID SCHEMA, forge cannot call it: {why}")
     except MCPError as error:
         print(f"forge: error: {one_line(str(error))}", file=sys.stderr)
         return 1
-    print(f"{server.name}: {len(tools)} tool{'s' if len(tools) != 1 else ''}")
-    for tool in tools:
-        print(tool.summary())
+    print(f"{server.name}: {len(shown)} tool{'s' if len(shown) != 1 else ''}")
+    for line in shown:
+        print(line)
     return 0
 
 

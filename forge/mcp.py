@@ -158,12 +158,17 @@ class MCPServer:
                                  f"it has {', '.join(t.name for t in chosen)}")
             chosen = tuple(t for t in chosen if t.name in wanted)
         given = capabilities or {}
-        return [
-            Tool(f"{prefix}{t.name}", given.get(t.name, {f"{prefix}{t.name}"}), _MCPCall(self, t.name),
-                 side_effect=not bool(t.annotations and t.annotations.read_only_hint),
-                 description=t.description or "", schema=t.input_schema)
-            for t in chosen
-        ]
+        made = []
+        for t in chosen:
+            try:
+                made.append(Tool(f"{prefix}{t.name}", given.get(t.name, {f"{prefix}{t.name}"}), _MCPCall(self, t.name),
+                                 side_effect=not bool(t.annotations and t.annotations.read_only_hint),
+                                 description=t.description or "", schema=t.input_schema))
+            except UsageError as refused:
+                others = [other.name for other in chosen if other.name != t.name]
+                raise UsageError(f"MCP server {self.name!r}: {refused}; leave that tool out with "
+                                 f"tools(include={others!r})") from None
+        return made
 
     def call(self, tool: str, arguments: Mapping[str, Any]) -> Any:
         """Call `tool` and wait for its result: the structured content when the server gives

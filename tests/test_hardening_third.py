@@ -405,3 +405,31 @@ def test_item_29_the_debugger_takes_obs_n_back_n_show_k_and_ctrl_c_cancels_the_l
         assert child.match.groups() == ("execute", "2")
     finally:
         child.close(force=True)
+
+
+def test_item_11_forge_tools_lists_a_tool_with_an_invalid_schema_and_flags_it():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    server = str(Path(__file__).with_name("mcp_odd_server.py"))
+    done = subprocess.run([sys.executable, "-m", "forge", "tools", "--", sys.executable, server],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith(": 2 tools") and lines[1].startswith("good")
+    assert any(line.startswith("bad — INVALID SCHEMA, forge cannot call it") and "'strnig'" in line for line in lines)
+
+
+def test_item_11_a_loop_asking_for_every_tool_is_told_which_to_leave_out():
+    import sys
+    from pathlib import Path
+
+    from forge import UsageError
+    from forge.mcp import MCPServer
+
+    with MCPServer.stdio(sys.executable, str(Path(__file__).with_name("mcp_odd_server.py")), timeout=60) as server:
+        with pytest.raises(UsageError, match=r"tool 'bad': its schema is not valid .*leave that tool out with "
+                                             r"tools\(include=\['good'\]\)"):
+            server.tools()
+        assert [t.name for t in server.tools(include=["good"])] == ["good"]
