@@ -179,11 +179,21 @@ class MCPServer:
             MCPError: the server is not open.
             TimeoutError: no answer within `timeout`.
         """
-        return _result_of(self._submit(tool, arguments).result(self.timeout))
+        future = self._submit(tool, arguments)
+        try:
+            return _result_of(future.result(self.timeout))
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # the call's task ends; the session stays usable
+            raise TimeoutError(f"MCP server {self.name!r} did not answer {tool} within {self.timeout:g} s") from None
 
     async def acall(self, tool: str, arguments: Mapping[str, Any]) -> Any:
         """`call`, awaited from any event loop (the session stays in its own)."""
-        return _result_of(await asyncio.wait_for(asyncio.wrap_future(self._submit(tool, arguments)), self.timeout))
+        future = self._submit(tool, arguments)
+        try:
+            return _result_of(await asyncio.wait_for(asyncio.wrap_future(future), self.timeout))
+        except TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"MCP server {self.name!r} did not answer {tool} within {self.timeout:g} s") from None
 
     def _submit(self, tool: str, arguments: Mapping[str, Any]) -> concurrent.futures.Future[Any]:
         self._require_open()
@@ -240,6 +250,7 @@ class _Session:
         self.client: Any = None
         self.closing: asyncio.Event | None = None
         self.served: concurrent.futures.Future[None] | None = None
+        self.task: asyncio.Task[None] | None = None
 
     def start(self, server: Any, timeout: float,
               ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
@@ -250,6 +261,7 @@ class _Session:
                      ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
         """The session's whole life, in one task: anyio's scopes must end where they began."""
         self.closing = asyncio.Event()
+        self.task = asyncio.current_task()
         try:
             async with mcp.Client(server, read_timeout_seconds=timeout) as client:
                 listing: list[Any] = []
@@ -271,11 +283,19 @@ class _Session:
         finally:
             self.client = None
 
+    async def _cancel(self) -> None:
+        await _cancelled(self.task)
+
     def stop(self, timeout: float = 10.0) -> None:
         """Close the client (ending a stdio server's process), then the loop and thread."""
         loop = self.loop
         if loop.is_closed():
             return
+        if self.client is None and self.served is not None and not self.served.done():
+            # never ready (a server that does not answer): cancel the handshake, and wait while
+            # the transport ends the server's process or connection
+            with contextlib.suppress(BaseException):
+                asyncio.run_coroutine_threadsafe(self._cancel(), loop).result(timeout)
         if self.closing is not None:
             loop.call_soon_threadsafe(self.closing.set)
         if self.served is not None:
@@ -285,6 +305,15 @@ class _Session:
         self.thread.join(timeout)
         if not self.thread.is_alive():
             loop.close()
+
+
+async def _cancelled(task: asyncio.Task[None] | None) -> None:
+    """Cancel `task` and wait until it has ended (its cleanup included)."""
+    if task is None or task.done():
+        return
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 def _transport(server: StdioServerParameters | str, errlog: TextIO | None) -> Any:

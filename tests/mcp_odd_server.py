@@ -1,5 +1,6 @@
 """A real MCP server (the SDK's low-level Server) whose tools' schemas forge must cope with:
-`good` has a valid input schema, `bad` one that is not valid JSON Schema.
+`good` has a valid input schema, `bad` one that is not valid JSON Schema, and `slow` never
+answers.
 
     python tests/mcp_odd_server.py
 """
@@ -16,6 +17,7 @@ TOOLS = [
                input_schema={"type": "object", "properties": {"x": {"type": "string"}}}),
     types.Tool(name="bad", description="A tool whose schema is not valid JSON Schema.",
                input_schema={"type": "object", "properties": {"x": {"type": "strnig"}}}),
+    types.Tool(name="slow", description="A tool that never answers.", input_schema={"type": "object"}),
 ]
 
 
@@ -24,6 +26,8 @@ async def list_tools(context: object, params: object) -> types.ListToolsResult:
 
 
 async def call_tool(context: object, params: types.CallToolRequestParams) -> types.CallToolResult:
+    if params.name == "slow":
+        await anyio.sleep(3600)
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name} ran")])
 
 

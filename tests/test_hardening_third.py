@@ -417,7 +417,7 @@ def test_item_11_forge_tools_lists_a_tool_with_an_invalid_schema_and_flags_it():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].endswith(": 2 tools") and lines[1].startswith("good")
+    assert lines[0].endswith(": 3 tools") and lines[1].startswith("good")
     assert any(line.startswith("bad — INVALID SCHEMA, forge cannot call it") and "'strnig'" in line for line in lines)
 
 
@@ -430,6 +430,55 @@ def test_item_11_a_loop_asking_for_every_tool_is_told_which_to_leave_out():
 
     with MCPServer.stdio(sys.executable, str(Path(__file__).with_name("mcp_odd_server.py")), timeout=60) as server:
         with pytest.raises(UsageError, match=r"tool 'bad': its schema is not valid .*leave that tool out with "
-                                             r"tools\(include=\['good'\]\)"):
+                                             r"tools\(include=\['good', 'slow'\]\)"):
             server.tools()
         assert [t.name for t in server.tools(include=["good"])] == ["good"]
+
+
+@pytest.mark.slow
+def test_item_7_an_mcp_server_that_never_answers_fails_within_its_timeout_and_leaves_no_process():
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from forge.mcp import MCPError, MCPServer
+
+    started = time.monotonic()
+    with pytest.raises(MCPError, match="did not start within 3 s"), \
+            MCPServer.stdio(sys.executable, "-c", "import time; time.sleep(600)  # forge-item-7", timeout=3):
+        pass
+    assert time.monotonic() - started < 3 + 2 + 1.5  # 2: the SDK's grace for a stdio server to exit
+    survivors = subprocess.run(["pgrep", "-f", "forge-item-7"], capture_output=True, text=True).stdout.split()
+    assert survivors == []
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    accepted: list[Any] = []
+    threading.Thread(target=lambda: [accepted.append(silent.accept()) for _ in range(5)], daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(MCPError, match="did not start within 3 s"), \
+            MCPServer.http(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", timeout=3):
+        pass
+    assert time.monotonic() - started < 3 + 1.5 and accepted
+    silent.close()
+
+
+@pytest.mark.slow
+def test_item_7_a_call_the_server_never_answers_fails_within_the_timeout():
+    import sys
+    import time
+    from pathlib import Path
+
+    from forge.mcp import MCPServer
+
+    with MCPServer.stdio(sys.executable, str(Path(__file__).with_name("mcp_odd_server.py")), timeout=3) as server:
+        loop = AgentLoop(server.tools(include=["slow", "good"]),
+                         ScriptedPolicy([Intent.call("slow"), Intent.call("good", x="y"), Finish("ok")]),
+                         lambda o: isinstance(o.payload, Finish))
+        started = time.monotonic()
+        result = loop.run("call slow")
+        assert time.monotonic() - started < 3 + 1.5
+    assert isinstance(result.error, TimeoutError) and "did not answer slow within 3 s" in str(result.error)
