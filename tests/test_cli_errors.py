@@ -25,6 +25,13 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "empty.py").write_text("x = 1\n")
     (folder / "bad.toml").write_text("[machine\n")
     (folder / "junk.sqlite").write_bytes(b"not a database at all" * 100)
+    (folder / "a folder").mkdir()
+    import sqlite3
+
+    other = sqlite3.connect(folder / "other.sqlite")  # another program's database
+    other.execute("create table notes (text)")
+    other.commit()
+    other.close()
     from forge.durable.database import RunsDatabase, database_url
 
     RunsDatabase(database_url(folder / "runs.sqlite")).close()  # an empty runs database: no run in it
@@ -61,6 +68,12 @@ CASES: dict[str, tuple[str, ...]] = {
     "runs: nonexistent database": ("runs", "list", "--db", "nope.sqlite"),
     "runs: malformed database": ("runs", "list", "--db", "junk.sqlite"),
     "runs: unsupported database url": ("runs", "list", "--db", "mysql://localhost/x"),
+    "runs: a folder as the database": ("runs", "list", "--db", "a folder"),
+    "runs: another program's database": ("runs", "list", "--db", "other.sqlite"),
+    "runs: an empty database path": ("runs", "list", "--db", ""),
+    "runs: a PostgreSQL server nobody runs": ("runs", "list", "--db", "postgresql://forge:secret@127.0.0.1:1/runs"),
+    "runs show: a folder as the database": ("runs", "show", "R", "--db", "a folder"),
+    "submit: a folder as the database": ("submit", "goal", "--loop", "x", "--db", "a folder"),
     "runs show: missing run id": ("runs", "show", "--db", "runs.sqlite"),
     "runs show: unknown run": ("runs", "show", "NOPE", "--db", "runs.sqlite"),
     "runs cancel: unknown run": ("runs", "cancel", "NOPE", "--db", "runs.sqlite"),

@@ -482,3 +482,13 @@ def test_item_7_a_call_the_server_never_answers_fails_within_the_timeout():
         result = loop.run("call slow")
         assert time.monotonic() - started < 3 + 1.5
     assert isinstance(result.error, TimeoutError) and "did not answer slow within 3 s" in str(result.error)
+
+
+def test_item_9_an_unreachable_postgresql_database_is_named_without_its_password(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "forge", "runs", "list", "--db",
+                           "postgresql://forge:s3cret@127.0.0.1:1/runs"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "postgresql://forge:***@127.0.0.1:1/runs" in done.stderr and "s3cret" not in done.stderr

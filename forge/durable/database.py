@@ -31,12 +31,17 @@ def database_url(db: str | os.PathLike[str] | None) -> str:
     `sqlite://` or `postgresql://` URL is used as it is.
 
     Raises:
-        UsageError: a URL of another kind.
+        UsageError: a URL of another kind, an empty path, or a path that is a folder.
     """
     if db is None:
         db = DEFAULT_DATABASE
     text = os.fspath(db)
+    if not text.strip():
+        raise UsageError("the runs database is an empty path: give a SQLite file or a postgresql:// URL")
     if "://" not in text:
+        if Path(text).is_dir():
+            raise UsageError(f"the runs database {text!r} is a folder: give a SQLite file in it, "
+                             f"such as {os.path.join(text, DEFAULT_DATABASE)}")
         return f"sqlite:///{Path(text).resolve()}"
     scheme = text.split("://", 1)[0]
     if scheme.startswith("sqlite") or scheme.startswith("postgres"):

@@ -9,6 +9,7 @@ for (its state, the call's fingerprint, the loop's tools) before anything is sen
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -53,10 +54,24 @@ def _readable(method: Callable[..., T]) -> Callable[..., T]:
         try:
             return method(self, *args, **kwargs)
         except (DatabaseError, InterfaceError) as error:
-            cause = str(getattr(error, "orig", None) or error).strip().splitlines()[0]
-            hint = "; it holds no forge runs" if "no such table" in cause or "does not exist" in cause else ""
-            raise UsageError(f"cannot read the runs database {self.url}: {cause}{hint}") from None
+            raise _unreadable(self.url, error) from None
     return reading
+
+
+def _unreadable(url: str, error: Exception) -> UsageError:
+    """What `forge runs` says of a database it cannot read: one line naming it and why."""
+    cause = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
+    hint = "; it holds no forge runs" if "no such table" in cause or "does not exist" in cause else ""
+    return UsageError(f"cannot read the runs database {_shown(url)}: {cause}{hint}")
+
+
+def _shown(url: str) -> str:
+    """A database URL without its password."""
+    scheme, _, rest = url.partition("://")
+    if "@" in rest and ":" in rest.split("@", 1)[0]:
+        user = rest.split("@", 1)[0].split(":", 1)[0]
+        return f"{scheme}://{user}:***@{rest.split('@', 1)[1]}"
+    return url
 
 
 class StoredRuns:
@@ -69,7 +84,17 @@ class StoredRuns:
         self.url = database_url(db)
         if self.url.startswith("sqlite:///") and not create and not Path(self.url[len("sqlite:///"):]).exists():
             raise UsageError(f"no runs database at {self.url[len('sqlite:///'):]}")
-        self.client = DBOSClient(system_database_url=self.url, application_name="forge")
+        from sqlalchemy.exc import DatabaseError, InterfaceError
+
+        dbos_log = logging.getLogger("dbos")
+        level = dbos_log.level
+        dbos_log.setLevel(logging.CRITICAL)  # a failure to connect is raised below, naming the cause, not logged too
+        try:
+            self.client = DBOSClient(system_database_url=self.url, application_name="forge")
+        except (DatabaseError, InterfaceError) as error:
+            raise _unreadable(self.url, error) from None
+        finally:
+            dbos_log.setLevel(level)
         self._migrated = False
 
     def close(self) -> None:
