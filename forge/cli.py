@@ -284,7 +284,7 @@ def _runs(args: argparse.Namespace) -> int:
                 print(f"no runs in {runs.url}")
             for row in rows:
                 when = datetime.fromtimestamp(row.created_at).isoformat(" ", "seconds") if row.created_at else "?"
-                print(f"{row.run_id:<34} {row.workflow_status:<10} {when}  {row.loop}: {row.goal}")
+                print(f"{row.run_id:<34} {row.status:<10} {when}  {row.loop}: {row.goal}")
             return 0
         if not args.run_id:
             raise UsageError(f"forge runs {args.action} needs a RUN_ID")

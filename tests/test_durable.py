@@ -385,3 +385,33 @@ def test_the_one_private_dbos_call_is_there_in_the_dbos_checked_against():
     private = [line for path in Path(worker.__file__).parent.glob("*.py") for line in path.read_text().splitlines()
                if "DBOS._" in line]
     assert private == ["    return DBOS._recover_pending_workflows([executor])"]
+
+
+def _listed_status(db, run_id):
+    listed = forge("runs", "list", "--db", str(db))
+    assert listed.returncode == 0, listed.stderr
+    return next(line.split()[1] for line in listed.stdout.splitlines() if line.startswith(run_id))
+
+
+def test_item_27_list_and_show_use_one_vocabulary_and_always_show_the_goal(make, db):
+    durable = make(approval_loop(Recorder("written")))
+    durable.run("write a.md", run_id="vocabulary-waiting")
+    durable.submit("write b.md", run_id="vocabulary-queued")  # no worker here: it stays queued
+    for run_id, status, goal in (("vocabulary-waiting", "waiting", "write a.md"),
+                                 ("vocabulary-queued", "queued", "write b.md")):
+        assert _listed_status(db, run_id) == status
+        shown = forge("runs", "show", run_id, "--db", str(db)).stdout.splitlines()
+        assert shown[0].startswith(f"run {run_id} · {durable.name} · {status}") and shown[1] == f"goal: {goal}"
+    durable.cancel("vocabulary-queued")
+
+
+def test_item_28_a_durable_runs_summary_counts_the_steps_of_every_turn(make):
+    tools = [Tool("read", {"read"}, Recorder("text"), optional={"path"}),
+             Tool("write", {"write"}, Recorder("written"), side_effect=True, optional={"path"})]
+    durable = make(AgentLoop(tools, scripted(Intent.call("read", path="a.md"), Intent.call("write", path="b.md")),
+                             finished, definition="approval", approver=lambda request: None))
+    waiting = durable.run("copy a.md to b.md", run_id="whole-summary")
+    done = durable.resume("whole-summary", Answer.approve(waiting.waiting.fingerprint))
+    steps = sum(1 for turn in done.turns for record in turn if record.source == "observe")
+    assert len(done.turns) == 2 and steps == 3
+    assert f"after {steps} steps" in done.summary

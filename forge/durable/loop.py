@@ -39,8 +39,9 @@ __all__ = ["DurableLoop", "DurableResult", "executor_name", "launch", "shutdown"
 class DurableResult:
     """A durable run as its database has it now.
 
-    `status` is `running`, `waiting` (see `waiting` for what for), `finished`, `cancelled`
-    or `error` (the workflow itself failed: `error` says why); when finished, `reason`,
+    `status` is `queued` (for a worker), `running`, `waiting` (see `waiting` for what for),
+    `finished`, `cancelled` or `error` (the workflow itself failed: `error` says why): the
+    one vocabulary `forge runs list` and `show` use too; when finished, `reason`,
     `outcome` and `summary` are the last turn's. `turns` holds each turn's trace (a run
     that was answered has one turn per answer), `trace` the last turn's."""
 
@@ -64,11 +65,19 @@ class DurableResult:
 
     @classmethod
     def of(cls, run_id: str, workflow_status: str | None, event: Mapping[str, Any] | None,
-           error: str | None = None) -> DurableResult:
-        """From DBOS's status of the workflow and the run's last published event."""
-        event = event or {}
+           error: str | None = None, inputs: Any = None) -> DurableResult:
+        """From DBOS's status of the workflow and the run's last published event; `inputs`
+        (the workflow's stored arguments) name the loop and goal of a run that has published
+        nothing yet (killed before its first turn ended, or still queued)."""
+        event = dict(event or {})
+        arguments = list(inputs.get("args") or ()) if isinstance(inputs, dict) else []
+        if len(arguments) >= 2:
+            event.setdefault("loop", arguments[0])
+            event.setdefault("goal", arguments[1])
+        if len(arguments) >= 3 and isinstance(arguments[2], dict):
+            event.setdefault("forked_from", {k: v for k, v in arguments[2].items() if k != "patched"})
         turns = _Turns(event.get("turns", ()))
-        status = str(event.get("status", "running"))
+        status = str(event.get("status", "queued" if workflow_status == "ENQUEUED" else "running"))
         if workflow_status == "CANCELLED":
             status = "cancelled"
         elif workflow_status == "ERROR":
@@ -274,7 +283,7 @@ class DurableLoop:
         if status is None:
             raise RunNotFound(f"no durable run {run_id!r} in {self.db}")
         event = DBOS.get_event(run_id, EVENT, timeout_seconds=0)
-        return DurableResult.of(run_id, status.status, event, _error_of(status))
+        return DurableResult.of(run_id, status.status, event, _error_of(status), status.input)
 
     def wait(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
         """Wait until the run finishes, or waits having had at least `answers` answers.

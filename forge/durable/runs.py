@@ -42,6 +42,9 @@ class RunRow:
     loop: str
     goal: str
     created_at: float | None
+    status: str = ""
+    """The run's status as `forge runs show` says it (queued, running, waiting, finished,
+    cancelled, error); `workflow_status` is DBOS's."""
 
 
 def _readable(method: Callable[..., T]) -> Callable[..., T]:
@@ -114,7 +117,9 @@ class StoredRuns:
             arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
             loop, goal = ([*list(arguments), "?", "?"])[:2]
             created = status.created_at / 1000 if status.created_at else None
-            rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created))
+            event = self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0)
+            ours = DurableResult.of(status.workflow_id, str(status.status), event).status
+            rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created, ours))
         return rows
 
     def get(self, run_id: str) -> DurableResult:
@@ -124,13 +129,13 @@ class StoredRuns:
     @_readable
     def _read(self, run_id: str) -> tuple[DurableResult, dict[str, Any]]:
         """The run, and the event it last published (what `get` is made from)."""
-        found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        found = self.client.list_workflows(workflow_ids=[run_id], load_output=False)
         if not found:
             raise RunNotFound(f"no durable run {run_id!r} in {self.url}")
         event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
         error = found[0].error
         return DurableResult.of(run_id, str(found[0].status), event,
-                                None if error is None else f"{type(error).__name__}: {error}"), event
+                                None if error is None else f"{type(error).__name__}: {error}", found[0].input), event
 
     @_readable
     def resume(self, run_id: str, answer: Answer) -> None:

@@ -152,14 +152,18 @@ class _Workflow:
         registry = StoredRegistry(self.durable.database, self.run_id, parent)  # one for every turn of the run
         if parent is not None:
             self.publish("running")  # a fork says where it came from while it runs
+        steps = 0
         while True:
             result, run = self.turn(plan, state, registry)
             self.turns.append([record.to_json() for record in result.trace])
+            steps += result.steps
+            whole = replace(result, steps=steps)  # the run's summary counts every turn's steps
             waiting = _waiting_of(result, run) if result.reason in _WAITS else None
             if waiting is None:
-                return self.publish("finished", reason=result.reason, outcome=result.outcome, summary=result.summary,
-                                    error=None if result.error is None else error_text(result.error))
-            answer = self.wait(waiting, reason=result.reason, outcome=result.outcome, summary=result.summary)
+                return self.publish("finished", reason=result.reason, outcome=result.outcome, summary=whole.summary,
+                                    steps=steps, error=None if result.error is None else error_text(result.error))
+            answer = self.wait(waiting, reason=result.reason, outcome=result.outcome, summary=whole.summary,
+                               steps=steps)
             plan = _plan_after(plan, answer, waiting, run.intent)
             state = result.state
 
