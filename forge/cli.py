@@ -318,10 +318,22 @@ def _runs(args: argparse.Namespace) -> int:
             runs.cancel(args.run_id)
             print(f"cancelled {args.run_id}")
             return 0
+        answered = runs.get(args.run_id).answers
         runs.resume(args.run_id, _answer_of(args))
         print(f"answered {args.run_id}")
+        server = runs.who_serves(args.run_id)
+        hint = ("" if server is not None else
+                f"no forge worker is live, so the run goes on only in the program that started it, if it is still "
+                f"running: start a worker (forge worker --db {args.db} --loops MODULE, where MODULE makes the "
+                f"DurableLoop named {runs.get(args.run_id).loop!r}) or that program again")
+        if hint:
+            print(f"note: {hint}")
         if args.wait:
-            stored = runs.wait(args.run_id, args.wait, answers=runs.get(args.run_id).answers + 1)
+            try:
+                stored = runs.wait(args.run_id, args.wait, answers=answered + 1)
+            except TimeoutError:
+                print(f"still {runs.get(args.run_id).status} after {args.wait:g} s" + (f": {hint}" if hint else ""))
+                return 1
             print(f"{stored.status}" + (f": {stored.summary}" if stored.summary else ""))
         return 0
 

@@ -415,3 +415,18 @@ def test_item_28_a_durable_runs_summary_counts_the_steps_of_every_turn(make):
     steps = sum(1 for turn in done.turns for record in turn if record.source == "observe")
     assert len(done.turns) == 2 and steps == 3
     assert f"after {steps} steps" in done.summary
+
+
+def test_item_26_resuming_a_run_no_live_process_serves_says_so_and_what_to_start(tmp_path):
+    db, ledger = tmp_path / "runs.sqlite", tmp_path / "ledger"
+    started = subprocess.run([sys.executable, AGENT, "run", str(db), str(ledger), "nobody-serves", "--approvals"],
+                             capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr
+    fingerprint = json.loads(started.stdout.splitlines()[-1])["waiting"]["fingerprint"]
+    answered = forge("runs", "resume", "nobody-serves", "--approve", fingerprint, "--db", str(db), "--wait", "1")
+    assert answered.returncode == 1, answered.stderr
+    lines = answered.stdout.splitlines()
+    assert lines[0] == "answered nobody-serves"
+    assert lines[1].startswith("note: no forge worker is live") and "forge worker --db" in lines[1]
+    assert "DurableLoop named 'filing'" in lines[1]
+    assert lines[2].startswith("still waiting after 1 s: no forge worker is live")

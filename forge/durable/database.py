@@ -209,6 +209,13 @@ class RunsDatabase:
                 self.workers.c.beat_at < time.time() - older_than, self.workers.c.executor_id != besides))
             return [row[0] for row in rows]
 
+    def live_workers(self, within: float = 5.0) -> list[str]:
+        """The workers that beat in the last `within` seconds."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(self.workers.c.executor_id).where(
+                self.workers.c.beat_at >= time.time() - within))
+            return [row[0] for row in rows]
+
     def forget_worker(self, executor_id: str) -> None:
         with self.engine.begin() as connection:
             connection.execute(self.workers.delete().where(self.workers.c.executor_id == executor_id))

@@ -221,6 +221,24 @@ class StoredRuns:
             database.engine.dispose()
         return records, calls
 
+    @_readable
+    def who_serves(self, run_id: str) -> str | None:
+        """Which live process will take the run on: a worker that beat in the last seconds
+        (`forge worker`), named; None when no worker is live. (A program that started the run
+        itself, with `DurableLoop.run`, serves it while it runs, and says nothing here.)"""
+        from forge.durable.database import RunsDatabase
+
+        database = RunsDatabase(self.url)
+        try:
+            live = database.live_workers()
+        finally:
+            database.engine.dispose()
+        found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        executor = found[0].executor_id if found else None
+        if executor in live:
+            return str(executor)
+        return live[0] if live else None
+
     def _migrate(self) -> None:
         if not self._migrated:  # the first submit may come before any worker made DBOS's tables
             DBOS.migrate(self.url)
