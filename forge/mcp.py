@@ -23,6 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
+import signal
 import sys
 import threading
 import weakref
@@ -108,11 +109,14 @@ class MCPServer:
             return self
         session = self._session = _Session(self.name)
         ready: concurrent.futures.Future[tuple[Any, ...]] = concurrent.futures.Future()
+        before = _children() if not isinstance(self.server, str) else set()
         session.start(_transport(self.server, self.errlog), self.timeout, ready)
         try:
             self._listing = ready.result(self.timeout)
         except BaseException as error:
             self.close()
+            if not isinstance(self.server, str):  # a server the transport could not end: none survives a failed open
+                _kill(pid for pid in _children() - before if _command_of(pid) == [self.server.command, *self.server.args])
             if isinstance(error, concurrent.futures.TimeoutError):
                 raise MCPError(f"MCP server {self.name!r} did not start within {self.timeout:g} s") from None
             raise MCPError(f"MCP server {self.name!r} could not be started or reached: {_describe(error)}") from error
@@ -314,6 +318,43 @@ async def _cancelled(task: asyncio.Task[None] | None) -> None:
     task.cancel()
     with contextlib.suppress(BaseException):
         await task
+
+
+def _children() -> set[int]:
+    """This process's child processes, from /proc (Linux; elsewhere none are known)."""
+    found: set[int] = set()
+    me = os.getpid()
+    try:
+        entries = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return found
+    for name in entries:
+        try:
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == str(me):
+            found.add(int(name))
+    return found
+
+
+def _command_of(pid: int) -> list[str]:
+    """The command line process `pid` was started with (empty when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return [part.decode("utf-8", "replace") for part in cmdline.read().split(b"\0") if part]
+    except OSError:
+        return []
+
+
+def _kill(pids: Iterable[int]) -> None:
+    """SIGKILL each of `pids` still running (and reap it, so it leaves no zombie)."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.waitpid(pid, 0)
 
 
 def _transport(server: StdioServerParameters | str, errlog: TextIO | None) -> Any:

@@ -430,3 +430,34 @@ def test_item_26_resuming_a_run_no_live_process_serves_says_so_and_what_to_start
     assert lines[1].startswith("note: no forge worker is live") and "forge worker --db" in lines[1]
     assert "DurableLoop named 'filing'" in lines[1]
     assert lines[2].startswith("still waiting after 1 s: no forge worker is live")
+
+
+WAITING_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from builders import Recorder
+from forge import AgentLoop, Finish, Intent, Tool
+from forge.durable import DurableLoop
+
+def policy(goal, state):
+    return Intent.call("write", path="a.md") if not state.observations else Finish("done")
+
+loop = AgentLoop([Tool("write", {{"write"}}, Recorder("ok"), side_effect=True, optional={{"path"}})], policy,
+                 lambda o: o.tool_name == "finish", definition="approval", approver=lambda request: None)
+{body}
+"""
+
+
+@pytest.mark.parametrize("body", [
+    'durable = DurableLoop(loop, name="w", db=sys.argv[1])\nprint(durable.run("write a.md", run_id="r").status)',
+    'with DurableLoop(loop, name="w", db=sys.argv[1]) as durable:\n    print(durable.run("write a.md", run_id="r").status)',
+])
+def test_item_25_a_program_whose_run_waits_exits_on_its_own_and_the_run_stays_waiting(tmp_path, body):
+    script = tmp_path / "waits.py"
+    script.write_text(WAITING_SCRIPT.format(tests=str(Path(__file__).parent), body=body))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "runs.sqlite")], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "waiting", done.stderr
+    assert "Traceback" not in done.stderr
+    shown = forge("runs", "show", "r", "--db", str(tmp_path / "runs.sqlite"))
+    assert " · waiting" in shown.stdout.splitlines()[0]

@@ -399,7 +399,9 @@ def test_item_29_the_debugger_takes_obs_n_back_n_show_k_and_ctrl_c_cancels_the_l
         backed = command("back 3")
         assert backed.count("back over") == 3 and child.match.groups() == ("execute", "2")
         child.send("step 1")
+        child.expect_exact("step 1")  # the terminal echoed it: it is being typed
         child.sendintr()  # Ctrl-C while typing: the line is dropped, the session goes on
+        child.expect_exact("^C")
         child.expect(prompt)
         assert child.isalive()
         assert child.match.groups() == ("execute", "2")

@@ -12,8 +12,10 @@ each is known by its `name`, which a recovered or queued run uses to find it aga
 
 from __future__ import annotations
 
+import atexit
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -153,7 +155,26 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
         HOST.queue = DBOS.retrieve_queue(QUEUE_NAME) or DBOS.register_queue(QUEUE_NAME, polling_interval_sec=0.2,
                                                                             on_conflict="never_update")
     HOST.url, HOST.database = url, early or RunsDatabase(url)
+    _stop_at_exit()
     return url
+
+
+_AT_EXIT: list[bool] = []
+
+
+def _stop_at_exit() -> None:
+    """Shut DBOS down when the program is done, once per process: a run waiting here for an
+    answer holds a thread the interpreter would otherwise wait for forever (the run stays
+    waiting in the database). Registered with threading's exit hooks, which run before the
+    interpreter joins threads (plain `atexit` runs after, too late)."""
+    if _AT_EXIT:
+        return
+    _AT_EXIT.append(True)
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        register(shutdown)
+    else:  # pragma: no cover - every CPython forge supports has it
+        atexit.register(shutdown)
 
 
 def shutdown() -> None:
@@ -221,7 +242,12 @@ class DurableLoop:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Forget the loop here and, when it was the last one this process had, shut DBOS
+        down (see `shutdown`): `with DurableLoop(...) as durable:` ends with nothing left
+        running, and a run waiting for an answer stays waiting in the database."""
         self.close()
+        if not LOOPS:
+            shutdown()
 
     def launch(self) -> None:
         """Start DBOS on this loop's database (see `launch`); run, start and the rest call it."""

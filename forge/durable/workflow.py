@@ -195,10 +195,12 @@ class _Workflow:
     def wait(self, waiting: Waiting, **more: Any) -> Answer:
         """Publish what the run waits for and wait, durably, for a fitting answer."""
         tools = {tool.name for tool in self.durable.loop.tools}
-        self.publish("waiting", waiting=waiting.to_json(), tools=sorted(tools), extra_tools=sorted(self.durable.extra_tools),
-                     **more)
+        # registered before the run says it waits: a shutdown() that follows the caller seeing "waiting"
+        # always finds this thread, and wakes it (else it would wait an hour in recv, and the process with it)
         ended = HOST.waiting[self.run_id] = threading.Event()
         try:
+            self.publish("waiting", waiting=waiting.to_json(), tools=sorted(tools),
+                         extra_tools=sorted(self.durable.extra_tools), **more)
             return self._receive(waiting, tools)
         finally:
             HOST.waiting.pop(self.run_id, None)
@@ -206,6 +208,8 @@ class _Workflow:
 
     def _receive(self, waiting: Waiting, tools: set[str]) -> Answer:
         while True:
+            if HOST.stopping.is_set():
+                raise ProcessStopping(self.run_id)
             data = DBOS.recv(ANSWER_TOPIC, timeout_seconds=3600)
             if HOST.stopping.is_set():
                 raise ProcessStopping(self.run_id)
