@@ -494,3 +494,37 @@ def test_item_9_an_unreachable_postgresql_database_is_named_without_its_password
                            "postgresql://forge:s3cret@127.0.0.1:1/runs"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "postgresql://forge:***@127.0.0.1:1/runs" in done.stderr and "s3cret" not in done.stderr
+
+
+def _readme() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def test_item_31_the_readme_opens_with_a_quickstart_agent_made_with_tool():
+    import re
+
+    readme = _readme()
+    first_section = re.search(r"^## (.+)$", readme, re.M)
+    assert first_section is not None and first_section.group(1) == "Quickstart"
+    first_block = re.search(r"^```(\w+)\n(.*?)^```", readme, re.S | re.M)
+    assert first_block is not None and first_block.group(1) == "python" and "@tool" in first_block.group(2)
+    assert readme.index("@tool") < readme.index("Tool(")
+
+
+def test_item_31_every_python_fragment_of_the_readme_is_a_whole_program():
+    import ast
+    import re
+
+    for language, body in re.findall(r"^```(\w+)\n(.*?)^```", _readme(), re.S | re.M):
+        if language in ("py", "python"):
+            tree = ast.parse(body)  # an IndentationError or SyntaxError fails here
+            assert not any(isinstance(node, ast.Name) and node.id == "args" for node in ast.walk(tree)), body
+
+
+def test_item_31_mermaid_diagrams_flow_top_to_bottom_as_the_readme_says():
+    from forge.diagram import diagram_text
+
+    assert "direction TB" in diagram_text("single_agent", "mermaid")
+    assert "top to bottom" in (__import__("forge.diagram.dot", fromlist=["x"]).__doc__ or "")

@@ -15,7 +15,7 @@ __all__ = ["to_mermaid"]
 def to_mermaid(definition: MachineDefinition, overlay: RunOverlay | None = None) -> str:
     """Mermaid source ending in a newline. `[*]` marks only the initial state."""
     title = json.dumps(definition.title or definition.name)
-    lines = ["---", f"title: {title}", "---", "stateDiagram-v2", "    direction LR"]
+    lines = ["---", f"title: {title}", "---", "stateDiagram-v2", "    direction TB"]
     lines.append(f"    [*] --> {definition.initial}")
     for t in definition.transitions:
         guard = shown_guard(t.guard, t.dest)
