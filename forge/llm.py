@@ -17,7 +17,6 @@ a coroutine, awaited by the loop, that uses the async client.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -26,7 +25,7 @@ from typing import Any
 
 from forge.agent.observations import LoopState, Observation
 from forge.errors import ForgeError, UsageError
-from forge.machine.effects import complete
+from forge.machine.effects import can_await, complete
 from forge.machine.trace import quoted
 from forge.policy import FINISH, Finish, Intent
 from forge.tools import Tool
@@ -114,9 +113,7 @@ class ChatPolicy:
         return replace(self, tools=tuple(tools))
 
     def __call__(self, goal: str, state: LoopState) -> Any:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not can_await():  # run(), even in a thread whose event loop runs (Jupyter): the sync client
             return complete(self._decide(goal, state, self._ask))
         return self._decide(goal, state, self._aask)
 

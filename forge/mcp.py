@@ -33,6 +33,7 @@ from typing import Any, TextIO
 
 from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError
+from forge.machine.effects import can_await
 from forge.tools import Tool
 
 try:
@@ -214,17 +215,15 @@ class MCPServer:
 
 
 class _MCPCall:
-    """A tool's handler: blocks under `run()`, returns an awaitable inside a running event
-    loop (`arun()`), so one Tool serves both."""
+    """A tool's handler: blocks under `run()` (even where an event loop runs, as in Jupyter),
+    returns an awaitable under `arun()`, so one Tool serves both."""
 
     def __init__(self, server: MCPServer, tool: str) -> None:
         self.server, self.tool = server, tool
         self.__name__ = tool
 
     def __call__(self, **arguments: Any) -> Any:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
+        if not can_await():  # run(), even in a thread whose event loop runs (Jupyter): block on the session
             return self.server.call(self.tool, arguments)
         return self.server.acall(self.tool, arguments)
 

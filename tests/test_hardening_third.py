@@ -528,3 +528,30 @@ def test_item_31_mermaid_diagrams_flow_top_to_bottom_as_the_readme_says():
 
     assert "direction TB" in diagram_text("single_agent", "mermaid")
     assert "top to bottom" in (__import__("forge.diagram.dot", fromlist=["x"]).__doc__ or "")
+
+
+def test_item_16_run_works_with_a_chat_policy_and_mcp_tools_where_an_event_loop_runs(tmp_path):
+    """As in a Jupyter cell: `loop.run()` called from code an event loop is running."""
+    import asyncio
+    import sys
+    from pathlib import Path
+
+    import openai
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+    from forge.mcp import MCPServer
+
+    ledger = tmp_path / "ledger.jsonl"
+    server = str(Path(__file__).with_name("mcp_ledger_server.py"))
+    with MCPServer.stdio(sys.executable, server, str(ledger), "stdio", timeout=60) as mcp, \
+            ChatServer([reply(None, ("c1", "add", {"a": 2, "b": 3})), reply("5")]) as chat:
+        policy = ChatPolicy("m", client=openai.OpenAI(base_url=chat.url, api_key="k"))
+        loop = AgentLoop(mcp.tools(include=["add"]), policy, lambda o: isinstance(o.payload, Finish))
+
+        async def cell() -> Any:
+            return loop.run("add 2 and 3")  # not awaited: a notebook's plain call
+
+        result = asyncio.run(cell())
+    assert result.reason == "verified_success", result.summary
+    assert result.state.observations[0].payload in (5, {"result": 5})

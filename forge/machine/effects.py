@@ -20,6 +20,7 @@ a `BaseException`, so no `except Exception` in a stage can mistake one for a too
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Generator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from forge.errors import ForgeError
@@ -38,9 +39,30 @@ __all__ = [
     "Steps",
     "complete",
     "notify",
+    "can_await",
+    "SYNCHRONOUS",
 ]
 
 T = TypeVar("T")
+
+SYNCHRONOUS: ContextVar[bool] = ContextVar("forge_synchronous", default=False)
+"""True while `run_sync` performs an action's effects: the run is `run()`, which cannot await,
+even when the thread has a running event loop (a Jupyter cell)."""
+
+
+def can_await() -> bool:
+    """Whether user code called now may return an awaitable: only inside a running event
+    loop, and not from `run()` (a sync run in a thread whose loop runs, as in Jupyter). What
+    `ChatPolicy` and MCP tools ask to choose between blocking and returning a coroutine."""
+    if SYNCHRONOUS.get():
+        return False
+    import asyncio  # here: a loop that is never awaited never pays for importing asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class Call(NamedTuple):

@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence, Sized
 from typing import Any, Protocol, TypeVar
 
-from forge.machine.effects import AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
+from forge.machine.effects import SYNCHRONOUS, AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
 from forge.machine.journal import Journal, JournalEntry, JournalMiss
 
 __all__ = ["ForkingPerformer", "Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
@@ -292,15 +292,19 @@ def run_sync(steps: Steps[T], performer: Performer) -> T:
     send, throw = steps.send, steps.throw
     result: Any = None
     error: Exception | None = None
-    while True:
-        try:
-            effect = send(result) if error is None else throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        try:
-            result, error = _perform_sync(effect, performer), None
-        except Exception as failure:  # handed to the action, which classifies it
-            result, error = None, failure
+    synchronous = SYNCHRONOUS.set(True)  # user code that could await blocks instead (can_await)
+    try:
+        while True:
+            try:
+                effect = send(result) if error is None else throw(error)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            try:
+                result, error = _perform_sync(effect, performer), None
+            except Exception as failure:  # handed to the action, which classifies it
+                result, error = None, failure
+    finally:
+        SYNCHRONOUS.reset(synchronous)
 
 
 def _perform_sync(effect: Effect, performer: Performer) -> Any:
