@@ -461,3 +461,47 @@ def test_item_25_a_program_whose_run_waits_exits_on_its_own_and_the_run_stays_wa
     assert "Traceback" not in done.stderr
     shown = forge("runs", "show", "r", "--db", str(tmp_path / "runs.sqlite"))
     assert " · waiting" in shown.stdout.splitlines()[0]
+
+
+def test_item_4_two_answers_to_one_clarification_one_is_taken_and_the_other_refused(make):
+    from concurrent.futures import ThreadPoolExecutor
+
+    tools = [Tool("fast", {"search"}, Recorder("fast result", "fast again")),
+             Tool("slow", {"search"}, Recorder("slow result", "slow again"))]
+    asks_twice = scripted(Intent({"search"}, {"q": "x"}), Intent({"search"}, {"q": "y"}))  # two questions in a row
+    durable = make(AgentLoop(tools, asks_twice, finished))
+    durable.run("find x and y", run_id="two-answers")
+
+    def answer(name):
+        try:
+            return durable.resume("two-answers", Answer.tool(name), timeout=30)
+        except AnswerRefused as refused:
+            return refused
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(answer, ["fast", "slow"]))
+    refused = [o for o in outcomes if isinstance(o, AnswerRefused)]
+    assert len(refused) == 1 and "answered already" in str(refused[0])
+    now = durable.status("two-answers")
+    assert now.status == "waiting" and now.answers == 1  # the second question waits: the loser did not answer it
+    with pytest.raises(AnswerRefused, match="that answer was for question 1; the run no longer waits for it"):
+        durable.resume("two-answers", Answer("tool", "fast", question=1))
+    done = durable.resume("two-answers", Answer.tool("slow"), timeout=30)
+    assert done.status == "finished" and done.answers == 2
+
+
+def test_item_5_an_approve_and_a_reject_at_the_same_moment_exactly_one_is_accepted(make, db):
+    from concurrent.futures import ThreadPoolExecutor
+
+    durable = make(approval_loop(Recorder("written")))
+    waiting = durable.run("write a.md", run_id="approve-or-reject")
+    fingerprint = waiting.waiting.fingerprint
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda how: forge("runs", "resume", "approve-or-reject", "--db", str(db), how,
+                                                  fingerprint), ["--approve", "--reject"]))
+    assert sorted(a.returncode for a in answers) == [0, 1], [a.stderr for a in answers]
+    loser = next(a for a in answers if a.returncode == 1)
+    # refused as answered already, or (when the winner's answer has already run it to its end) as not waiting
+    assert ("answered already" in loser.stderr or "is finished, not waiting" in loser.stderr), loser.stderr
+    assert len(loser.stderr.strip().splitlines()) == 1
+    assert durable.wait("approve-or-reject", timeout=30, answers=1).answers == 1

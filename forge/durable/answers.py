@@ -14,7 +14,7 @@ from typing import Any
 
 from forge.errors import UsageError
 
-__all__ = ["Answer", "AnswerRefused", "Waiting", "WAITING_STATES"]
+__all__ = ["Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "claim_answer"]
 
 WAITING_STATES = ("clarification_required", "capability_gap", "approval_required", "in_doubt")
 
@@ -37,16 +37,20 @@ class Waiting:
     tied: tuple[str, ...] = ()
     capabilities: tuple[str, ...] = ()
     key: str | None = None
+    asked: int = 0
+    """Which of the run's questions this is (1, 2, …): an answer is bound to it, so an answer
+    meant for one question never answers the next."""
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
                 "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
-                "key": self.key}
+                "key": self.key, "asked": self.asked}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Waiting:
         return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),
-                   tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"))
+                   tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"),
+                   int(data.get("asked") or 0))
 
     @property
     def question(self) -> str:
@@ -70,6 +74,8 @@ class Answer:
 
     kind: str
     value: Any = None
+    question: int = 0
+    """The question it answers (`Waiting.asked`), set by `resume` from what the run waits for."""
 
     @classmethod
     def tool(cls, name: str) -> Answer:
@@ -102,18 +108,26 @@ class Answer:
         return cls("run_again")
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "value": self.value}
+        return {"kind": self.kind, "value": self.value, "question": self.question}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Answer:
-        return cls(str(data["kind"]), data.get("value"))
+        return cls(str(data["kind"]), data.get("value"), int(data.get("question") or 0))
+
+    def to(self, waiting: Waiting) -> Answer:
+        """This answer, bound to the question `waiting` asks."""
+        return Answer(self.kind, self.value, waiting.asked)
 
     def check(self, waiting: Waiting, tools: set[str], extra_tools: set[str]) -> None:
-        """Refuse an answer that does not fit `waiting`.
+        """Refuse an answer that does not fit `waiting`: another question's (bound to an
+        earlier one), another kind, another call's fingerprint, a tool the loop lacks.
 
         Raises:
             AnswerRefused: naming what the run waits for and what was wrong.
         """
+        if self.question and waiting.asked and self.question != waiting.asked:
+            raise AnswerRefused(f"that answer was for question {self.question}; the run no longer waits for it "
+                                f"(it waits on question {waiting.asked}: {waiting.question})")
         allowed = {"clarification_required": ("tool",), "capability_gap": ("tool", "add_tool"),
                    "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again")}[waiting.state]
         if self.kind not in allowed:
@@ -128,3 +142,20 @@ class Answer:
         if self.kind in ("approve", "reject") and self.value != waiting.fingerprint:
             raise AnswerRefused(f"the run waits for an approval of {waiting.tool} with fingerprint "
                                 f"{waiting.fingerprint}, not {self.value!r}: an approval is bound to the exact call")
+
+
+def claim_answer(database: Any, run_id: str, waiting: Waiting) -> None:
+    """Claim the right to answer `waiting`, once across every process: two answers sent at
+    the same moment (an approve and a reject, two tools) are not both accepted. The claim
+    is a row of `forge_claims` keyed by the run and the question, whose unique key decides.
+
+    Raises:
+        AnswerRefused: the question has been answered already.
+    """
+    import os
+
+    token = f"answer-{os.urandom(8).hex()}"
+    owner, _ = database.claim(f"answer:{run_id}:{waiting.asked}", "answer", token)
+    if owner != token:
+        raise AnswerRefused(f"run {run_id!r} has been answered already on that question ({waiting.question}); "
+                            "it is no longer waiting for it")

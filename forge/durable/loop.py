@@ -23,7 +23,7 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 
-from forge.durable.answers import Answer, AnswerRefused, Waiting
+from forge.durable.answers import Answer, AnswerRefused, Waiting, claim_answer
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input, origin_of, seed_fork
 from forge.durable.workflow import ANSWER_TOPIC, EVENT, HOST, LOOPS, QUEUE_NAME, forge_run
@@ -323,15 +323,21 @@ class DurableLoop:
     def resume(self, run_id: str, answer: Answer, timeout: float | None = None) -> DurableResult:
         """Answer a waiting run and wait for what it does next (finish, or wait again).
 
+        The answer is bound to the question the run waits on now: sent twice, or at the
+        same moment as another answer, only one is taken, and the others are refused.
+
         Raises:
             AnswerRefused: the run is not waiting, or the answer does not fit what it waits
-                for (another call's fingerprint, an unknown tool); nothing was sent.
+                for (another call's fingerprint, an unknown tool, an earlier question), or
+                the question was answered already; nothing was sent.
         """
         result = self.status(run_id)
         if result.status != "waiting" or result.waiting is None:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
-        answer.check(result.waiting, {t.name for t in self.loop.tools}, set(self.extra_tools))
-        DBOS.send(run_id, answer.to_json(), ANSWER_TOPIC)
+        bound = answer if answer.question else answer.to(result.waiting)
+        bound.check(result.waiting, {t.name for t in self.loop.tools}, set(self.extra_tools))
+        claim_answer(self.database, run_id, result.waiting)
+        DBOS.send(run_id, bound.to_json(), ANSWER_TOPIC)
         return self.wait(run_id, timeout, answers=result.answers + 1)
 
     def fork(self, source: str, /, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:

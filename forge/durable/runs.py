@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from dbos import DBOS, DBOSClient
 
-from forge.durable.answers import Answer, AnswerRefused
+from forge.durable.answers import Answer, AnswerRefused, claim_answer
 from forge.durable.database import database_url
 from forge.durable.forks import fork_input, seed_fork
 from forge.durable.loop import DurableResult, wait_for
@@ -145,11 +145,19 @@ class StoredRuns:
             AnswerRefused: the run is not waiting, or the answer does not fit.
             RunNotFound: (a LookupError) no such run.
         """
+        from forge.durable.database import RunsDatabase
+
         result, event = self._read(run_id)
         if result.status != "waiting" or result.waiting is None:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
-        answer.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
-        self.client.send(run_id, answer.to_json(), ANSWER_TOPIC)
+        bound = answer if answer.question else answer.to(result.waiting)
+        bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
+        database = RunsDatabase(self.url)
+        try:
+            claim_answer(database, run_id, result.waiting)
+        finally:
+            database.engine.dispose()
+        self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
 
     @_readable
     def cancel(self, run_id: str) -> None:

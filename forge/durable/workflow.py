@@ -193,7 +193,9 @@ class _Workflow:
         return result, turn.run
 
     def wait(self, waiting: Waiting, **more: Any) -> Answer:
-        """Publish what the run waits for and wait, durably, for a fitting answer."""
+        """Publish what the run waits for (its next question, numbered) and wait, durably,
+        for a fitting answer to that question."""
+        waiting = replace(waiting, asked=self.answers + 1)
         tools = {tool.name for tool in self.durable.loop.tools}
         # registered before the run says it waits: a shutdown() that follows the caller seeing "waiting"
         # always finds this thread, and wakes it (else it would wait an hour in recv, and the process with it)
@@ -217,8 +219,10 @@ class _Workflow:
                 continue
             try:
                 answer = Answer.from_json(data)
+                if answer.question != waiting.asked:
+                    continue  # an answer to another question (an earlier one, or none): never this one's
                 answer.check(waiting, tools, set(self.durable.extra_tools))
-            except (AnswerRefused, KeyError, TypeError):
+            except (AnswerRefused, KeyError, TypeError, ValueError):
                 continue  # resume() checks before sending; a hand-made message that does not fit is dropped
             self.answers += 1
             self.publish("running")
