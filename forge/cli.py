@@ -233,20 +233,34 @@ def _replay(args: argparse.Namespace) -> int:
 def _replay_stored(run_id: str, db: str, turn: int | None, machine: str | None) -> int:
     from forge.debug.repl import DebugShell
     from forge.debug.replay import ReplaySession
-    from forge.durable.runs import StoredRuns
     from forge.machine.loader import load_definition
+
+    records, said = _stored_records(run_id, db, turn)
+    print(f"run {run_id} · {said}")
+    DebugShell(ReplaySession(load_definition(_machine_of(machine, records)), records)).cmdloop()
+    return 0
+
+
+def _stored_records(run_id: str, db: str, turn: int | None) -> tuple[list[TransitionRecord], str]:
+    """A stored durable run's records: the whole run, its turns one after another and
+    numbered on (default), or one turn; and a line saying which."""
+    from dataclasses import replace
+
+    from forge.durable.runs import StoredRuns
 
     with StoredRuns(db) as runs:
         stored = runs.get(run_id)
     if not stored.turns:
-        raise UsageError(f"run {run_id!r} is {stored.status} and has no finished turn to replay yet")
-    number = len(stored.turns) if turn is None else turn
-    if not 1 <= number <= len(stored.turns):
-        raise UsageError(f"run {run_id!r} has turns 1 to {len(stored.turns)}, not {number}")
-    records = stored.turns[number - 1]
-    print(f"run {run_id} · {stored.status} · turn {number} of {len(stored.turns)}")
-    DebugShell(ReplaySession(load_definition(_machine_of(machine, records)), records)).cmdloop()
-    return 0
+        raise UsageError(f"run {run_id!r} is {stored.status} and has no finished turn to show yet")
+    count = len(stored.turns)
+    if turn is not None:
+        if not 1 <= turn <= count:
+            raise UsageError(f"run {run_id!r} has turns 1 to {count}, not {turn}")
+        return list(stored.turns[turn - 1]), f"{stored.status} · turn {turn} of {count}"
+    whole = [record for each in stored.turns for record in each]
+    renumbered = [replace(record, sequence=number) for number, record in enumerate(whole, start=1)]
+    turns = f"{count} turns" if count != 1 else "1 turn"
+    return renumbered, f"{stored.status} · the whole run: {turns}, {len(renumbered)} transitions"
 
 
 def _answer_of(args: argparse.Namespace) -> Any:
@@ -418,7 +432,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print(f"wrote {written} ({written.stat().st_size:,} bytes): {args.trace} against {args.against}; "
               "open it in a browser")
         return 0
-    records = read_trace(args.trace)
+    records = _stored_records(args.trace, args.db, args.turn)[0] if args.db else list(read_trace(args.trace))
     written = write(records, args.output, _machine_of(args.machine, records))
     print(f"wrote {written} ({written.stat().st_size:,} bytes, {len(records)} transitions): open it in a browser")
     return 0
@@ -503,7 +517,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="a .py file or module defining `loop` and `goal`, a demo scenario name, a recorded run "
                             "(RUN.jsonl, written with its journal), or with --db a RUN_ID")
     debug.add_argument("--db", help="open the stored durable run SCENARIO from this database (nothing runs again)")
-    debug.add_argument("--turn", type=_positive, help="with --db: which turn of the run (default: the last)")
+    debug.add_argument("--turn", type=_positive, help="with --db: only this turn of the run (default: the whole run)")
     debug.add_argument("--machine", help="with --db: definition the run ran on (default: the one its trace names)")
     debug.add_argument("--at", type=_positive, metavar="K",
                        help="with RUN.jsonl: open the recorded run positioned just before transition K")
@@ -515,7 +529,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("trace", metavar="RUN.jsonl|RUN_ID")
     replay.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
     replay.add_argument("--db", help="replay the stored durable run RUN_ID from this database")
-    replay.add_argument("--turn", type=_positive, help="with --db: which turn of the run (default: the last)")
+    replay.add_argument("--turn", type=_positive, help="with --db: only this turn of the run (default: the whole run)")
     replay.set_defaults(handler=_replay)
 
     runs = commands.add_parser("runs", help="list, show, answer or cancel durable runs in a database")
@@ -566,9 +580,11 @@ def _parser() -> argparse.ArgumentParser:
     worker.set_defaults(handler=_worker)
 
     inspect = commands.add_parser("inspect", help="write a self-contained HTML page that replays a recorded run")
-    inspect.add_argument("trace", metavar="RUN.jsonl")
+    inspect.add_argument("trace", metavar="RUN.jsonl|RUN_ID")
     inspect.add_argument("-o", "--output", required=True, metavar="PAGE.html", help="where to write the page")
     inspect.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
+    inspect.add_argument("--db", help="RUN.jsonl is the id of a durable run in this database: its page, whole")
+    inspect.add_argument("--turn", type=_positive, help="with --db: only this turn of the run")
     inspect.add_argument("--against", metavar="B.jsonl",
                          help="another run of the same definition: draw both paths, mark where they diverge, "
                               "and align the timelines")

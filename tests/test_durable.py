@@ -242,7 +242,7 @@ def test_forge_replay_opens_a_stored_run_without_running_it(make, db):
     out = subprocess.run([sys.executable, "-m", "forge", "replay", "cli-replay", "--db", str(db)],
                          input="step 4\nobs\nquit\n", capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "turn 1 of 1" in out.stdout and "#1 read: ok · text" in out.stdout
+    assert "the whole run: 1 turn" in out.stdout and "#1 read: ok · text" in out.stdout  # whole by default (issue 24, 28)
 
 
 def test_forge_debug_steps_back_through_a_stored_run_without_running_it(make, db):
@@ -505,3 +505,24 @@ def test_item_5_an_approve_and_a_reject_at_the_same_moment_exactly_one_is_accept
     assert ("answered already" in loser.stderr or "is finished, not waiting" in loser.stderr), loser.stderr
     assert len(loser.stderr.strip().splitlines()) == 1
     assert durable.wait("approve-or-reject", timeout=30, answers=1).answers == 1
+
+
+def test_item_28_replay_debug_and_inspect_show_a_stored_run_whole(make, db, tmp_path):
+    durable = make(approval_loop(Recorder("written")))
+    waiting = durable.run("write a.md", run_id="whole-run")
+    done = durable.resume("whole-run", Answer.approve(waiting.waiting.fingerprint))
+    total = sum(len(turn) for turn in done.turns)
+    assert len(done.turns) == 2
+    replayed = subprocess.run([sys.executable, "-m", "forge", "replay", "whole-run", "--db", str(db)],
+                              input=f"step {total}\nobs\nquit\n", capture_output=True, text=True, timeout=60)
+    assert replayed.returncode == 0, replayed.stderr
+    assert f"the whole run: 2 turns, {total} transitions" in replayed.stdout
+    observations = [line for line in replayed.stdout.splitlines() if line.startswith("#")]
+    assert observations[-1].startswith("#2 finish: ok") and "a.md" not in observations[-1]  # not the write's arguments
+    one = subprocess.run([sys.executable, "-m", "forge", "debug", "whole-run", "--db", str(db), "--turn", "1"],
+                         input="quit\n", capture_output=True, text=True, timeout=60)
+    assert "turn 1 of 2" in one.stdout
+    page = tmp_path / "whole.html"
+    inspected = forge("inspect", "whole-run", "--db", str(db), "-o", str(page))
+    assert inspected.returncode == 0, inspected.stderr
+    assert f"{total} transitions" in inspected.stdout and page.exists()

@@ -198,11 +198,13 @@ class DebugShell(cmd.Cmd):
             return
         if not rows:
             self.say("no observations yet")
-        arguments = {r.step: r.detail["arguments"] for r in session.trace if "arguments" in r.detail}
-        for row in rows:
+        calls = _calls_of(session.trace)  # the arguments of each observation the trace recorded, in order
+        offset = len(rows) - len(calls)  # observations of earlier turns of a conversation come first
+        for index, row in enumerate(rows):
             payload = getattr(row, "payload", None)
             shown = "" if payload is None else f" · {shorten(summary(payload, 200), 80)}"
-            called = arguments.get(row.sequence)
+            called = getattr(row, "arguments", None) if isinstance(session, ReplaySession) else (
+                calls[index - offset] if index >= offset else None)
             called = None if called == '{}' else called
             self.say(f"#{row.sequence} {row.tool_name}{'' if called is None else ' ' + shorten(called, 60)}: "
                      f"{row.status}{shown}")
@@ -318,6 +320,20 @@ def _count(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise UsageError(f"expected a positive whole number, got {text!r}")
     return int(text)
+
+
+def _calls_of(trace: Sequence[TransitionRecord]) -> list[str | None]:
+    """For each observation a trace recorded, in order, the arguments of the call that made
+    it (None for a finish): the select before it said which, and only that select."""
+    calls: list[str | None] = []
+    arguments: str | None = None
+    for record in trace:
+        if "arguments" in record.detail or "finish" in record.detail:
+            arguments = record.detail.get("arguments")
+        if record.verdict == "recorded":  # record_observation's verdict: an observation was recorded
+            calls.append(arguments)
+            arguments = None
+    return calls
 
 
 def _whole(value: Any) -> str:

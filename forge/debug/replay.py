@@ -51,8 +51,9 @@ class ReplaySession(Stepper):
 
     @property
     def done(self) -> bool:
-        """True at the end of the recording (a trace may stop before a terminal state)."""
-        return self._position == len(self._records) or super().done
+        """True at the end of the recording (a trace may stop before a terminal state; a
+        terminal state before its end is where one turn of a whole durable run ended)."""
+        return self._position == len(self._records)
 
     @property
     def observations(self) -> tuple[RecordedObservation, ...]:

@@ -67,7 +67,9 @@ def transition_of(definition: MachineDefinition, record: TransitionRecord) -> Tr
 
 
 def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] | Any) -> RunOverlay:
-    """Summarise `trace` on `definition`.
+    """Summarise `trace` on `definition`. A record that starts in the initial state after
+    the run reached a terminal one begins the run's next turn (a durable run answered, a
+    conversation continued): the turns of a whole run are one trace.
 
     Raises:
         TraceMismatch: a record is not one of the definition's transitions, or the records
@@ -80,7 +82,8 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
     position = definition.initial
     visited = {position}
     for record in records:
-        if record.source != position:
+        if record.source != position and not (record.source == definition.initial
+                                              and definition.state(position).terminal):
             raise TraceMismatch(
                 f"trace record {record.sequence} starts in {record.source!r}, "
                 f"but the run was in {position!r}"
