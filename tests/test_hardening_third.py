@@ -555,3 +555,27 @@ def test_item_16_run_works_with_a_chat_policy_and_mcp_tools_where_an_event_loop_
         result = asyncio.run(cell())
     assert result.reason == "verified_success", result.summary
     assert result.state.observations[0].payload in (5, {"result": 5})
+
+
+def test_item_1_a_secret_redact_masks_never_reaches_the_trace_or_the_inspector_page(tmp_path):
+    import openai
+    from chat_server import ChatServer, reply
+
+    from forge.inspect import html
+    from forge.llm import ChatPolicy
+
+    @tool
+    def login(user: str, token: str) -> str:
+        """Sign in."""
+        return f"welcome {user}"
+
+    def redact(tool_name: str, field: str, value: Any) -> Any:
+        return {**value, "token": "***"} if field == "arguments" and "token" in value else value
+
+    with ChatServer([reply(None, ("c1", "login", {"user": "ada", "token": "s3cr3t-t0ken"})), reply("signed in")]) as server:
+        policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k"))
+        result = AgentLoop([login], policy, lambda o: isinstance(o.payload, Finish), redact=redact).run("sign in")
+    assert result.reason == "verified_success"
+    assert "s3cr3t-t0ken" not in str([record.detail for record in result.trace])
+    assert "s3cr3t-t0ken" not in html(result)
+    assert '\\\\"token\\\\": \\\\"***\\\\"' in html(result) or '"token": "***"' in str(result.trace[0].detail["messages"])
