@@ -39,6 +39,8 @@ from forge.tools import Tool
 try:
     import mcp
     from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.shared.exceptions import MCPError as SDKError
+    from mcp_types import REQUEST_TIMEOUT
 except ImportError as missing:  # pragma: no cover - exercised only without the extra
     raise ImportError("forge.mcp needs the MCP SDK: install forge with its mcp extra (pip install 'forge-fsm[mcp]') "
                       "or pip install mcp") from missing
@@ -187,18 +189,26 @@ class MCPServer:
         future = self._submit(tool, arguments)
         try:
             return _result_of(future.result(self.timeout))
-        except concurrent.futures.TimeoutError:
-            future.cancel()  # the call's task ends; the session stays usable
-            raise TimeoutError(f"MCP server {self.name!r} did not answer {tool} within {self.timeout:g} s") from None
+        except (concurrent.futures.TimeoutError, SDKError) as error:
+            raise self._timed_out(tool, future, error) from None
 
     async def acall(self, tool: str, arguments: Mapping[str, Any]) -> Any:
         """`call`, awaited from any event loop (the session stays in its own)."""
         future = self._submit(tool, arguments)
         try:
             return _result_of(await asyncio.wait_for(asyncio.wrap_future(future), self.timeout))
-        except TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"MCP server {self.name!r} did not answer {tool} within {self.timeout:g} s") from None
+        except (TimeoutError, SDKError) as error:
+            raise self._timed_out(tool, future, error) from None
+
+    def _timed_out(self, tool: str, future: concurrent.futures.Future[Any], error: Exception) -> Exception:
+        """What a call that failed with `error` raises: the same TimeoutError whether this
+        side's wait or the SDK's own request timeout (the session's read timeout, the same
+        length) ran out first, the call cancelled and the session still usable; any other
+        error of the SDK as it is."""
+        if isinstance(error, SDKError) and error.code != REQUEST_TIMEOUT:
+            return error
+        future.cancel()
+        return TimeoutError(f"MCP server {self.name!r} did not answer {tool} within {self.timeout:g} s")
 
     def _submit(self, tool: str, arguments: Mapping[str, Any]) -> concurrent.futures.Future[Any]:
         self._require_open()
