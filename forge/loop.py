@@ -401,12 +401,7 @@ class AgentLoop:
         # a registry of its own: a side effect recorded as run is replayed from the journal, not the registry
         run = self.start(goal, observers, state, recorded[0].run_id if len(recorded) else None,
                          registry=IdempotencyRegistry(), performer=answering)
-        try:
-            self._complete(run)
-        except ReplayStopped as stopped:
-            raise stopped.miss from None
-        if replaying[0].remaining:
-            raise JournalMiss(recorded[len(recorded) - replaying[0].remaining], None, run.state)
+        self._replay_to_end(run, replaying[0], unreplayed_is_a_miss=True)
         return self._finish(run)
 
 
@@ -445,14 +440,9 @@ class AgentLoop:
         """
         self._refuse_async()
         run, plan, performer = self._forked(source, at, patch, goal, observers, state, run_id)
-        try:
-            self._complete(run)
-        except ReplayStopped as stopped:
-            raise stopped.miss from None
+        self._replay_to_end(run, performer, unreplayed_is_a_miss=plan.at is not None)
         if plan.at is None:
             run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
-        elif performer.remaining:
-            raise JournalMiss(plan.replayed[len(plan.replayed) - performer.remaining], None, run.state)
         run.trace.forked_from = run.journal.forked_from
         return self._finish(run)
 
@@ -482,6 +472,20 @@ class AgentLoop:
         except ReplayStopped as stopped:
             raise stopped.miss from None
         return session
+
+    def _replay_to_end(self, run: Run, performer: ReplayingPerformer, unreplayed_is_a_miss: bool) -> None:
+        """Fire `run`, whose `performer` answers from a recorded journal, to its end.
+
+        Raises:
+            JournalMiss: the run made a call the journal does not have where it was due, or
+                (`unreplayed_is_a_miss`) it ended with recorded calls not yet made.
+        """
+        try:
+            self._complete(run)
+        except ReplayStopped as stopped:
+            raise stopped.miss from None
+        if unreplayed_is_a_miss and performer.remaining:
+            raise JournalMiss(performer.recorded[len(performer.recorded) - performer.remaining], None, run.state)
 
     def _forked(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
                 patch: Patch | None, goal: str | None, observers: Iterable[LoopObserver], state: LoopState | None,

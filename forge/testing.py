@@ -40,7 +40,7 @@ import pytest
 from forge.errors import UsageError
 from forge.files import write_atomically
 from forge.machine.journal import JournalEntry, JournalMiss
-from forge.machine.trace import Redact, TransitionRecord, redacted_messages
+from forge.machine.trace import Redact, TransitionRecord, in_file_order, redacted_messages
 
 if TYPE_CHECKING:
     from forge.loop import AgentLoop
@@ -122,16 +122,8 @@ def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Re
     keys, no times, `redact` applied. Raises JournalEncodeError as `write_trace` does."""
     journal = redacted_journal(result.journal, redact)
     calls = [entry.to_json(codec) for entry in journal]
-    records = [_stable(record, redact) for record in result.trace]
-    lines: list[str] = []
-    position = 0
-    for record in records:
-        while position < len(calls) and calls[position]["transition"] <= record["sequence"]:
-            lines.append(_line(calls[position]))
-            position += 1
-        lines.append(_line(record))
-    lines.extend(_line(call) for call in calls[position:])
-    return write_atomically(path, lines)
+    records = (_stable(record, redact) for record in result.trace)
+    return write_atomically(path, map(_line, in_file_order(records, calls)))
 
 
 def _line(data: Mapping[str, Any]) -> str:

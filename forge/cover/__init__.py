@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from forge.diagram.overlay import TraceMismatch, transition_of
 from forge.errors import MissingFile, UsageError
 from forge.machine.definition import MachineDefinition, TransitionDef
 from forge.machine.trace import TraceFormatError, TransitionRecord, read_trace
@@ -43,15 +44,16 @@ class Edge:
         return f"{self.source} -{self.trigger}-> {self.dest}" + (f" [{self.guard}]" if self.guard else "")
 
 
-def edge_of(record: TransitionRecord, edges: Sequence[Edge]) -> Edge | None:
-    """The edge of `edges` that `record` took: same source, trigger and destination, and,
-    when several edges share those, the one whose guard the record evaluated true. None
-    for a record of no edge (the engine's failure transition, another definition's)."""
-    candidates = [e for e in edges if (e.source, e.trigger, e.dest) == (record.source, record.trigger, record.dest)]
-    if len(candidates) <= 1:
-        return candidates[0] if candidates else None
-    true = {guard.name for guard in record.guards if guard.value}
-    return next((e for e in candidates if e.guard in true), None)
+def edge_of(definition: MachineDefinition, record: TransitionRecord) -> Edge | None:
+    """The edge of `definition` that `record` took, as the diagrams find it
+    (`forge.diagram.overlay.transition_of`: of edges sharing source, trigger and
+    destination, the one whose guard held); None for the engine's implicit `fail` edge, or
+    a record that is no edge of `definition`."""
+    try:
+        transition = transition_of(definition, record)
+    except TraceMismatch:
+        return None
+    return None if transition.index < 0 else Edge.of(transition)
 
 
 def took(result: Any, source: str, trigger: str, dest: str, guard: str | None = None) -> bool:
@@ -141,7 +143,7 @@ def cover(definition: MachineDefinition, runs: Iterable[str | os.PathLike[str] |
             continue
         counted += 1
         for record in mine:
-            edge = edge_of(record, edges)
+            edge = edge_of(definition, record)
             if edge is not None:
                 taken[edge] = taken.get(edge, 0) + 1
     return Coverage(definition.name, edges, taken, counted)

@@ -207,7 +207,6 @@ def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 
                "built-in stages' verdicts)")
         return [], [Unforced(edge, why) for edge in targets]
     harness = _Harness(definition)
-    edges = tuple(Edge.of(t) for t in definition.transitions)
     wanted = set(targets)
     found: dict[Edge, Script] = {}
     frontier: list[tuple[Move, ...]] = [()]
@@ -222,7 +221,7 @@ def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 
             result, more = harness.run(script)
             runs += 1
             for record in result.trace:
-                edge = edge_of(record, edges)
+                edge = edge_of(definition, record)
                 if edge in wanted and edge not in found:
                     found[edge] = harness.script()
             if more:

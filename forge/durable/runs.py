@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from dbos import DBOS, DBOSClient
 
 from forge.durable.answers import Answer, AnswerRefused, claim_answer
-from forge.durable.database import database_url
+from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input, seed_fork
 from forge.durable.loop import DurableResult, wait_for
 from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, WORKFLOW_NAME
@@ -99,8 +99,19 @@ class StoredRuns:
         finally:
             dbos_log.setLevel(level)
         self._migrated = False
+        self._database: RunsDatabase | None = None
+
+    @property
+    def database(self) -> RunsDatabase:
+        """forge's own tables in the runs' database (journal, claims, workers), opened when
+        first needed and closed with these runs."""
+        if self._database is None:
+            self._database = RunsDatabase(self.url)
+        return self._database
 
     def close(self) -> None:
+        if self._database is not None:
+            self._database.close()
         self.client.destroy()
 
     def __enter__(self) -> StoredRuns:
@@ -145,18 +156,12 @@ class StoredRuns:
             AnswerRefused: the run is not waiting, or the answer does not fit.
             RunNotFound: (a LookupError) no such run.
         """
-        from forge.durable.database import RunsDatabase
-
         result, event = self._read(run_id)
         if result.status != "waiting" or result.waiting is None:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
         bound = answer if answer.question else answer.to(result.waiting)
         bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
-        database = RunsDatabase(self.url)
-        try:
-            claim_answer(database, run_id, result.waiting)
-        finally:
-            database.engine.dispose()
+        claim_answer(self.database, run_id, result.waiting)
         self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
 
     @_readable
@@ -187,17 +192,11 @@ class StoredRuns:
             RunNotFound: (a LookupError) no run `source`.
             PatchRefused: (a ValueError) as `DurableLoop.fork`; nothing was stored.
         """
-        from forge.durable.database import RunsDatabase
-
         result, event = self._read(source)
         new = run_id or os.urandom(16).hex()
         if self.client.list_workflows(workflow_ids=[new], load_input=False, load_output=False):
             raise UsageError(f"run {new!r} exists already; fork into a new run id")
-        database = RunsDatabase(self.url)
-        try:
-            plan = seed_fork(database, source, result.turns, at, patch, frozenset(event.get("tools", ())), new)
-        finally:
-            database.engine.dispose()
+        plan = seed_fork(self.database, source, result.turns, at, patch, frozenset(event.get("tools", ())), new)
         self._migrate()
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": new}
         self.client.enqueue(options, str(event.get("loop") or result.loop), plan.goal, fork_input(plan))  # type: ignore[arg-type]
@@ -212,21 +211,16 @@ class StoredRuns:
         Raises:
             RunNotFound: (a LookupError) no such run.
         """
-        from forge.durable.database import RunsDatabase
         from forge.durable.performer import StoredTurn
 
         result = self.get(run_id)
-        database = RunsDatabase(self.url)
         records: list[TransitionRecord] = []
         calls: list[JournalEntry] = []
-        try:
-            for number, turn in enumerate(result.turns, start=1):
-                offset = len(records)
-                records.extend(turn)
-                calls.extend(replace(entry, transition=entry.transition + offset)
-                             for entry in StoredTurn(database, run_id, number).calls)
-        finally:
-            database.engine.dispose()
+        for number, turn in enumerate(result.turns, start=1):
+            offset = len(records)
+            records.extend(turn)
+            calls.extend(replace(entry, transition=entry.transition + offset)
+                         for entry in StoredTurn(self.database, run_id, number).calls)
         return records, calls
 
     @_readable
@@ -234,13 +228,7 @@ class StoredRuns:
         """Which live process will take the run on: a worker that beat in the last seconds
         (`forge worker`), named; None when no worker is live. (A program that started the run
         itself, with `DurableLoop.run`, serves it while it runs, and says nothing here.)"""
-        from forge.durable.database import RunsDatabase
-
-        database = RunsDatabase(self.url)
-        try:
-            live = database.live_workers()
-        finally:
-            database.engine.dispose()
+        live = self.database.live_workers()
         found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
         executor = found[0].executor_id if found else None
         if executor in live:

@@ -16,12 +16,11 @@ from typing import Any
 
 from forge.diagram.dot import to_digraph
 from forge.diagram.overlay import overlay_of
-from forge.diagram.render import GraphvizNotInstalled, image_of
 from forge.errors import UsageError
 from forge.files import write_atomically
+from forge.inspect.page import definition_of, inline_svg
 from forge.machine.definition import MachineDefinition
 from forge.machine.diff import Difference, RunDiff, diff, recorded_run
-from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord, quoted
 from forge.narrate import describe
 
@@ -53,7 +52,7 @@ def comparison_html(a: Any, b: Any, definition: str | Path | MachineDefinition |
     records_b, journal_b = recorded_run(b)
     if not records_a or not records_b:
         raise UsageError("both runs need transitions to compare")
-    machine = _definition(definition, records_a)
+    machine = definition_of(None, records_a, definition)
     found = diff((records_a, journal_a), (records_b, journal_b), names=("A", "B"))
     diverged = records_a[found.first - 1].source if found.first is not None and found.first <= len(records_a) else None
     svg = _svg(machine, records_a, records_b, diverged)
@@ -84,26 +83,10 @@ def write_comparison(a: Any, b: Any, path: str | Path, definition: str | Path | 
     return write_atomically(path, comparison_html(a, b, definition, names))
 
 
-def _definition(given: str | Path | MachineDefinition | None, records: Sequence[TransitionRecord]
-                ) -> MachineDefinition:
-    if isinstance(given, MachineDefinition):
-        return given
-    if given is not None:
-        return load_definition(given)
-    if not records[0].machine:
-        raise UsageError("the trace does not name its machine; pass the definition it ran (--machine)")
-    return load_definition(records[0].machine)
-
-
 def _svg(definition: MachineDefinition, a: Sequence[TransitionRecord], b: Sequence[TransitionRecord],
          diverged: str | None) -> str:
-    graph = to_digraph(definition, overlay_of(definition, a), against=overlay_of(definition, b), diverged=diverged)
-    try:
-        image = image_of(graph.source, "svg")
-    except GraphvizNotInstalled as missing:
-        return f"<p>No diagram: {html_text.escape(str(missing))}</p>"
-    text = image.decode("utf-8")
-    return text[text.index("<svg"):]
+    return inline_svg(to_digraph(definition, overlay_of(definition, a), against=overlay_of(definition, b),
+                                 diverged=diverged))
 
 
 def _timeline(a: Sequence[TransitionRecord], b: Sequence[TransitionRecord], found: RunDiff) -> str:

@@ -26,7 +26,7 @@ from forge.machine.definition import MachineDefinition
 from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord, capped
 
-__all__ = ["html", "page_data", "write"]
+__all__ = ["definition_of", "html", "inline_svg", "page_data", "write"]
 
 
 def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, title: str | None = None,
@@ -47,7 +47,7 @@ def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, 
     records = records_of(run)
     if not records:
         raise UsageError("the run has no transitions to inspect")
-    machine = _definition_of(run, records, definition)
+    machine = definition_of(run, records, definition)
     data = page_data(machine, records, summary=getattr(run, "summary", None))
     root = f"fi-{os.urandom(4).hex()}"
     body = _body(root, data, _svg(machine, records))
@@ -65,8 +65,14 @@ def write(run: Any, path: str | Path, definition: str | Path | MachineDefinition
     return write_atomically(path, html(run, definition, title=title))
 
 
-def _definition_of(run: Any, records: Sequence[TransitionRecord],
-                   definition: str | Path | MachineDefinition | None) -> MachineDefinition:
+def definition_of(run: Any, records: Sequence[TransitionRecord],
+                  definition: str | Path | MachineDefinition | None) -> MachineDefinition:
+    """The machine a run went through: `definition` when given (loaded if a name or path),
+    else the run's own (a LoopResult's), else the built-in one its records name.
+
+    Raises:
+        UsageError: the records name no machine.
+    """
     if isinstance(definition, MachineDefinition):
         return definition
     if definition is not None:
@@ -149,8 +155,14 @@ def _iso(at: float) -> str | None:
 
 
 def _svg(definition: MachineDefinition, records: Iterable[TransitionRecord]) -> str:
+    return inline_svg(to_digraph(definition, overlay_of(definition, records), ids=True))
+
+
+def inline_svg(graph: Any) -> str:
+    """`graph` (a graphviz.Digraph) as an `<svg>` element to put in a page; without
+    Graphviz's `dot`, a paragraph saying why there is no diagram."""
     try:
-        image = image_of(to_digraph(definition, overlay_of(definition, records), ids=True).source, "svg")
+        image = image_of(graph.source, "svg")
     except GraphvizNotInstalled as missing:
         return f'<p class="fi-missing">No diagram: {html_text.escape(str(missing))}</p>'
     text = image.decode("utf-8")

@@ -11,20 +11,22 @@ diverge; a fork and its source diverge at the fork's transition.
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from forge.errors import WrongType
-from forge.machine.journal import JournalEntry
-from forge.machine.trace import TransitionRecord, error_text, read_journal, read_trace
+from forge.machine.journal import JournalEntry, identity_hash
+from forge.machine.trace import TransitionRecord, error_text, read_journal, read_trace, summary
 
 __all__ = ["Difference", "RunDiff", "diff", "recorded_run"]
 
 SHOWN = 40
 """How many differences `str(RunDiff)` lists before it says how many more there are."""
+
+SHOWN_TEXT = 200
+"""How much of a value a difference shows (`forge.machine.trace.summary`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +140,8 @@ def _transition(n: int, a: TransitionRecord | None, b: TransitionRecord | None, 
     if a is not None and b is not None:
         for key in sorted(set(detail_a) | set(detail_b)):
             if detail_a.get(key, _NOTHING) != detail_b.get(key, _NOTHING):
-                found.append(Difference(n, f"detail.{key}", _shown(detail_a.get(key, _NOTHING)),
-                                        _shown(detail_b.get(key, _NOTHING))))
+                found.append(Difference(n, f"detail.{key}", summary(detail_a.get(key, _NOTHING), SHOWN_TEXT),
+                                        summary(detail_b.get(key, _NOTHING), SHOWN_TEXT)))
     return found
 
 
@@ -156,9 +158,8 @@ def _call(n: int, a: JournalEntry | None, b: JournalEntry | None) -> list[Differ
     found = []
     if a.args_sha256 != b.args_sha256:
         found.append(Difference(n, "arguments", _asked(a), _asked(b)))
-    outcome_a, outcome_b = _outcome(a), _outcome(b)
-    if outcome_a != outcome_b:
-        found.append(Difference(n, "outcome", outcome_a, outcome_b))
+    if _outcome_key(a) != _outcome_key(b):
+        found.append(Difference(n, "outcome", _outcome(a), _outcome(b)))
     return found
 
 
@@ -169,20 +170,18 @@ def _called(entry: JournalEntry | None) -> str:
 
 
 def _asked(entry: JournalEntry) -> str:
-    return _shown(entry.identity) if entry.identity is not None else f"sha256 {entry.args_sha256[:12]}…"
+    return summary(entry.identity, SHOWN_TEXT) if entry.identity is not None else f"sha256 {entry.args_sha256[:12]}…"
 
 
 def _outcome(entry: JournalEntry) -> str:
     if entry.error is not None:
-        return f"raised {error_text(entry.error, 200)}"
-    return _shown(entry.value)
+        return f"raised {error_text(entry.error, SHOWN_TEXT)}"
+    return summary(entry.value, SHOWN_TEXT)
 
 
-def _shown(value: Any, limit: int = 200) -> str:
-    if isinstance(value, str):
-        text = value
-    elif isinstance(value, (Mapping, list, tuple, int, float, bool)) or value is None:
-        text = json.dumps(value, sort_keys=True, default=repr)
-    else:
-        text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}…"
+def _outcome_key(entry: JournalEntry) -> tuple[bool, str]:
+    """What two outcomes are compared by: the error's text, or the value's canonical hash
+    (dicts equal whatever their key order, a tuple equal to the list a file read back)."""
+    if entry.error is not None:
+        return True, error_text(entry.error)
+    return False, identity_hash(entry.value)

@@ -444,13 +444,18 @@ class LoopEngine:
             RunFinished: `run` is already in a terminal state.
         """
         self._refuse_finished(run)
-        failed_in = run.state
         run.firing.started, run.firing.verdict, run.firing.subject = self._clock(), None, None
+        return self._to_failure(run, error)
+
+    def _to_failure(self, run: Run, error: Exception) -> TransitionRecord:
+        """Move `run` from the state it is in to `fatal_error` by the `fail` edge, keeping
+        `error`, and record that, naming `run.hook`: how any failure ends a run."""
+        failed_in = run.state
         self._machine.set_state(FAILURE_STATE, model=run)
         run.facts.error = error
         record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
                               source=failed_in)
-        assert record is not None
+        assert record is not None  # fire() returns it, and transition_failed observers read it
         return record
 
     def _refuse_finished(self, run: Run) -> None:
@@ -539,12 +544,7 @@ class LoopEngine:
         if not run.firing.recorded and run.state != run.firing.source:  # it failed after the state changed
             self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.firing.detail,
                          record=False)
-        failed_in = run.state
-        self._machine.set_state(FAILURE_STATE, model=run)
-        run.facts.error = error
-        record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
-                              source=failed_in)
-        assert record is not None  # fire() returns it, and transition_failed observers read it
+        record = self._to_failure(run, error)
         if "transition_failed" in run.observers.wanted:
             try:
                 run.observers.notify(run, "transition_failed", record, error)

@@ -60,6 +60,7 @@ __all__ = [
     "TransitionRecord",
     "capped",
     "error_text",
+    "in_file_order",
     "quoted",
     "read_journal",
     "read_trace",
@@ -324,16 +325,23 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     def lines() -> Iterable[str]:
         if isinstance(origin, ForkOrigin):
             yield _line({"v": 3, "type": "fork", "run_id": run_id, "forked_from": origin.to_json()})
-        position = 0
-        for record in records:
-            while position < len(calls) and calls[position]["transition"] <= record.sequence:
-                yield _line(calls[position])
-                position += 1
-            yield _line(record.to_json())
-        for line in calls[position:]:
-            yield _line(line)
+        yield from map(_line, in_file_order((record.to_json() for record in records), calls))
 
     return write_atomically(path, lines())
+
+
+def in_file_order(records: Iterable[Mapping[str, Any]], calls: Sequence[Mapping[str, Any]]
+                  ) -> Iterable[Mapping[str, Any]]:
+    """Records' and journal calls' JSON lines in the order a trace file holds them: each
+    call just before the record of the transition it was made in, calls after the last
+    record at the end."""
+    position = 0
+    for record in records:
+        while position < len(calls) and calls[position]["transition"] <= record["sequence"]:
+            yield calls[position]
+            position += 1
+        yield record
+    yield from calls[position:]
 
 
 def _line(data: Mapping[str, Any]) -> str:
