@@ -41,9 +41,10 @@ if TYPE_CHECKING:
     )
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
-    from forge.policy import Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
+    from forge.policy import Ask, Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
     from forge.result import LoopResult
     from forge.tools import Tool, tool
+    from forge.usage import BudgetExhausted, Usage
 
 _WHERE: dict[str, str] = {
     "IdempotencyRegistry": "forge.agent.idempotency",
@@ -74,6 +75,9 @@ _WHERE: dict[str, str] = {
     "read_trace": "forge.machine.trace",
     "write_trace": "forge.machine.trace",
     "Finish": "forge.policy",
+    "Ask": "forge.policy",
+    "Usage": "forge.usage",
+    "BudgetExhausted": "forge.usage",
     "Intent": "forge.policy",
     "Policy": "forge.policy",
     "ScriptedPolicy": "forge.policy",
@@ -124,6 +128,9 @@ __all__ = [
     "UnknownTool",
     "Intent",
     "Finish",
+    "Ask",
+    "Usage",
+    "BudgetExhausted",
     "Policy",
     "ScriptedPolicy",
     "ScriptExhausted",

@@ -141,6 +141,12 @@ def _run(args: argparse.Namespace) -> int:
         trace = write_trace(result.trace, args.trace)
         print(f"note: the trace has no journal, so it cannot be replayed: {error}", file=sys.stderr)
     print(f"\nstopped: {result.summary}")
+    if result.answer is not None:
+        print(f"answer: {result.answer}")
+    if result.question is not None:
+        print(f"question: {result.question}")
+    if result.usage:
+        print(f"usage: {result.usage}")
     origin = getattr(result.journal, "forked_from", None)
     if origin is not None:
         print(f"forked from run {origin.run_id} at transition {origin.transition}")
@@ -269,14 +275,17 @@ def _answer_of(args: argparse.Namespace) -> Any:
     from forge.durable.answers import Answer
 
     given = [(kind, value) for kind, value in (("approve", args.approve), ("reject", args.reject), ("tool", args.tool),
-                                                ("add_tool", args.add_tool), ("did_run", args.did_run))
+                                                ("add_tool", args.add_tool), ("did_run", args.did_run),
+                                                ("text", args.text))
              if value is not None]
     if args.run_again:
         given.append(("run_again", None))
     if len(given) != 1:
         raise UsageError("give exactly one answer: --approve FP, --reject FP, --tool NAME, --add-tool NAME, "
-                         "--did-run JSON or --run-again")
+                         "--did-run JSON, --run-again or --text REPLY")
     kind, value = given[0]
+    if kind == "text":
+        return Answer.text(value)
     if kind == "did_run":
         try:
             value = json.loads(value)
@@ -310,10 +319,14 @@ def _runs(args: argparse.Namespace) -> int:
             if stored.forked_from is not None:
                 print(f"forked from {stored.forked_from.run_id} at transition {stored.forked_from.transition}" +
                       (f", patched: {stored.forked_from.patch}" if stored.forked_from.patch else ""))
+            if stored.continues:
+                print(f"continues the conversation of run {stored.continues}")
             for number, turn in enumerate(stored.turns, start=1):
                 print(f"turn {number}:")
                 for record in turn:
                     print(describe(record))
+            if stored.answer is not None:
+                print(f"answer: {stored.answer}")
             if stored.waiting is not None:
                 print(f"waiting in {stored.waiting.state}: {stored.waiting.question}")
             if stored.error:
@@ -543,6 +556,7 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--add-tool", metavar="NAME", help="resume: add this extra tool of the loop to the run")
     runs.add_argument("--did-run", metavar="JSON", help="resume: the call in doubt ran, and returned JSON")
     runs.add_argument("--run-again", action="store_true", help="resume: call the call in doubt again")
+    runs.add_argument("--text", metavar="REPLY", help="resume: the user's reply to the policy's question")
     runs.add_argument("--wait", type=float, metavar="SECONDS", help="resume: wait this long for what the run does next")
     runs.add_argument("--at", type=_positive, metavar="K", help="fork: the transition to fork at")
     runs.add_argument("--patch", metavar="FILE.json", help="fork: the outcome to put in place of the one recorded at K")

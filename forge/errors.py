@@ -9,11 +9,27 @@ with a root of their own, `ToolSignal`, so that `except ForgeError` means "forge
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["ForgeError", "MissingFile", "RunNotFound", "ToolSignal", "UsageError", "WrongType"]
 
 
 class ForgeError(Exception):
-    """Raised by forge on purpose: bad input, a refused definition, a run that cannot go on."""
+    """Raised by forge on purpose: bad input, a refused definition, a run that cannot go on.
+
+    Every forge error pickles as it is (its message and attributes), whatever its
+    `__init__` takes: a durable run stores observations, errors included, with pickle."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuilt, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuilt(kind: type[ForgeError], args: tuple[Any, ...], attributes: dict[str, Any]) -> ForgeError:
+    """A forge error from what `ForgeError.__reduce__` kept, without calling its `__init__`."""
+    error = kind.__new__(kind, *args)
+    error.args = args
+    error.__dict__.update(attributes)
+    return error
 
 
 class UsageError(ForgeError, ValueError):

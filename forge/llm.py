@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,8 +28,9 @@ from forge.agent.observations import LoopState, Observation
 from forge.errors import ForgeError, UsageError
 from forge.machine.effects import can_await, complete
 from forge.machine.trace import quoted
-from forge.policy import FINISH, Finish, Intent
+from forge.policy import ASK, FINISH, Ask, Finish, Intent
 from forge.tools import Tool
+from forge.usage import USAGE_KEY, ModelCall, check_budget, usage_of
 
 try:
     import openai
@@ -36,9 +38,19 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
     raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install 'forge-fsm[llm]') "
                       "or pip install openai") from missing
 
-__all__ = ["ECHO_LIMIT", "ChatPolicy", "ModelError", "ModelRefused", "tool_definitions"]
+__all__ = ["ASK_TOOL", "ECHO_LIMIT", "ChatPolicy", "ModelError", "ModelRefused", "tool_definitions"]
 
-_Ask = Generator[dict[str, Any], Any, "Intent | Finish"]
+_Steps = Generator[dict[str, Any], Any, "Intent | Finish | Ask"]
+
+ASK_TOOL: dict[str, Any] = {"type": "function", "function": {
+    "name": ASK,
+    "description": ("Ask the user a question, when the request lacks a value you need (a date, a name, an amount) "
+                    "that no other tool can find. Do not guess missing values: ask. The user's reply comes back "
+                    "as this call's result."),
+    "parameters": {"type": "object", "properties": {"question": {"type": "string", "description": "The question"}},
+                   "required": ["question"], "additionalProperties": False},
+}}
+"""The tool `ChatPolicy` offers the model to ask the user (its call becomes `forge.Ask`)."""
 
 
 ECHO_LIMIT = 300
@@ -91,11 +103,20 @@ class ChatPolicy:
     the system prompt. `strict` offers the tools with strict schemas; `options` go into
     every request (temperature, …); `max_repairs` bounds how often, within one step, the
     model is asked again after calls the loop cannot make. An `AgentLoop` gives the policy
-    its tools (`with_tools`).
+    its tools (`with_tools`) and its token budget (`with_token_budget`).
+
+    `ask` (on by default) offers the model an `ask_user` tool: its call becomes `forge.Ask`,
+    the run ends in `input_required`, and the next turn's goal (`loop.run(reply,
+    state=result.state)`) goes back to the model as that call's result. Each response's
+    `usage` is kept on its assistant message (`forge.usage`), so `result.usage` and the
+    trace show what every call cost; `provider` names the endpoint's provider for
+    OpenTelemetry (`gen_ai.provider.name`).
 
     Raises (when called):
         ModelError: the model made only unusable calls `max_repairs` times in a row, or
             the endpoint's response has no message, or (`ModelRefused`) the model refused.
+        BudgetExhausted: the next call would go past the token budget (the run ends in
+            `budget_exhausted`).
         openai.OpenAIError: the endpoint failed (the run ends in fatal_error, recorded).
     """
 
@@ -107,17 +128,32 @@ class ChatPolicy:
     options: Mapping[str, Any] = field(default_factory=dict)
     max_repairs: int = 3
     tools: tuple[Tool, ...] = ()
+    ask: bool = True
+    token_budget: int | None = None
+    provider: str = "openai"
 
     def with_tools(self, tools: Sequence[Tool]) -> ChatPolicy:
-        """This policy offering `tools` (what `AgentLoop` calls with its own)."""
+        """This policy offering `tools` (what `AgentLoop` calls with its own).
+
+        Raises:
+            ValueError: a tool is named `ask_user` while the policy offers its own (`ask`).
+        """
+        if self.ask and any(tool.name == ASK for tool in tools):
+            raise UsageError(f"a tool is named {ASK!r}, the tool ChatPolicy offers the model to ask the user: "
+                             "rename it, or pass ChatPolicy(..., ask=False)")
         return replace(self, tools=tuple(tools))
+
+    def with_token_budget(self, budget: int) -> ChatPolicy:
+        """This policy refusing a model call that would take its run past `budget` tokens
+        (what `AgentLoop(token_budget=...)` calls)."""
+        return replace(self, token_budget=budget)
 
     def __call__(self, goal: str, state: LoopState) -> Any:
         if not can_await():  # run(), even in a thread whose event loop runs (Jupyter): the sync client
             return complete(self._decide(goal, state, self._ask))
         return self._decide(goal, state, self._aask)
 
-    async def _decide(self, goal: str, state: LoopState, ask: Callable[[dict[str, Any]], Any]) -> Intent | Finish:
+    async def _decide(self, goal: str, state: LoopState, ask: Callable[[dict[str, Any]], Any]) -> Intent | Finish | Ask:
         """Send each request `_steps` makes with `ask`, awaiting its answer when it is awaitable."""
         steps = self._steps(goal, state)
         reply = None
@@ -131,18 +167,22 @@ class ChatPolicy:
                 reply = await reply
 
     def _ask(self, request: dict[str, Any]) -> Any:
+        started, clock = time.time(), time.perf_counter()
         try:
             response = self._sync_client().chat.completions.create(**request)
         except ValueError as error:  # a body that is not JSON (openai's own errors are not ValueErrors)
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        return _message_of(response)
+        return _message_of(response), replace(_call_of(response, started, time.perf_counter() - clock),
+                                              request_model=self.model, provider=self.provider)
 
     async def _aask(self, request: dict[str, Any]) -> Any:
+        started, clock = time.time(), time.perf_counter()
         try:
             response = await self._async_client().chat.completions.create(**request)
         except ValueError as error:
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        return _message_of(response)
+        return _message_of(response), replace(_call_of(response, started, time.perf_counter() - clock),
+                                              request_model=self.model, provider=self.provider)
 
     def _sync_client(self) -> Any:
         if self.client is None:
@@ -155,18 +195,20 @@ class ChatPolicy:
             object.__setattr__(self, "async_client", made)
         return self.async_client
 
-    def _steps(self, goal: str, state: LoopState) -> _Ask:
+    def _steps(self, goal: str, state: LoopState) -> _Steps:
         """The decision, written once: it yields each request to send and receives the
-        model's message; it returns the intent or the answer."""
+        model's message and its call's usage; it returns the intent, the answer or the
+        question."""
         messages = state.messages
-        self._begin_turn(goal, messages, state.turn_start)
+        opened = self._begin_turn(goal, messages, state)
         self._take_in(state.observations, messages, state.turn_start)
         for _ in range(self.max_repairs + 1):
             intent = self._next_call(messages)  # unusable calls are answered on the way
             if intent is not None:
                 return intent
-            reply = yield self._request(messages)
-            messages.append(_as_message(reply))
+            check_budget(usage_of(messages[opened:]), self.token_budget)
+            reply, call = yield self._request(messages)
+            messages.append({**_as_message(reply), USAGE_KEY: call.to_json()})
             refusal = getattr(reply, "refusal", None)
             if refusal:
                 raise ModelRefused(refusal)
@@ -180,17 +222,29 @@ class ChatPolicy:
             "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages],
             **self.options,
         }
-        if self.tools:
-            request["tools"] = tool_definitions(self.tools, self.strict)
+        if self.tools or self.ask:
+            request["tools"] = [*tool_definitions(self.tools, self.strict), *([ASK_TOOL] if self.ask else [])]
         return request
 
-    def _begin_turn(self, goal: str, messages: list[dict[str, Any]], turn: int) -> None:
+    def _begin_turn(self, goal: str, messages: list[dict[str, Any]], state: LoopState) -> int:
         """The goal as the user's message, once per turn (a turn is known by how many
-        observations earlier turns left)."""
+        observations earlier turns left): the reply to the model's `ask_user` call, when
+        the last turn ended with it, else a user message. Returns where the turn's messages
+        start (its usage counts against the budget)."""
+        turn = state.turn_start
         if not messages and self.system:
             messages.append({"role": "system", "content": self.system})
-        if not any(m.get("_turn") == turn for m in messages):
+        for index, message in enumerate(messages):
+            if message.get("_turn") == turn:
+                return index
+        asked = [c for c in _pending_calls(messages) if c["function"]["name"] == ASK]
+        last = state.observations[-1] if state.observations else None
+        if asked and last is not None and last.tool_name == ASK:
+            messages.append({"role": "tool", "tool_call_id": asked[0]["id"], "content": goal, "_turn": turn,
+                             "_observation": last.sequence})
+        else:
             messages.append({"role": "user", "content": goal, "_turn": turn})
+        return len(messages) - 1
 
     def _take_in(self, observations: Sequence[Observation], messages: list[dict[str, Any]], turn: int) -> None:
         """Each observation not yet told, as the tool message of the call it answers, or
@@ -199,6 +253,8 @@ class ChatPolicy:
         for observation in observations:
             if observation.sequence in told:
                 continue
+            if observation.tool_name == ASK:
+                continue  # answered by the next turn's goal (see _begin_turn)
             if observation.tool_name == FINISH and isinstance(observation.payload, Finish):
                 if observation.sequence <= turn:
                     continue  # the answer that ended an earlier turn
@@ -211,10 +267,10 @@ class ChatPolicy:
             messages.append({"role": "tool", "tool_call_id": pending[0]["id"], "_observation": observation.sequence,
                              "content": _content_of(observation)})
 
-    def _next_call(self, messages: list[dict[str, Any]]) -> Intent | None:
-        """The first pending call the loop can make, as an intent; unusable ones are answered
-        with the error on the way."""
-        names = {tool.name for tool in self.tools}
+    def _next_call(self, messages: list[dict[str, Any]]) -> Intent | Ask | None:
+        """The first pending call the loop can make, as an intent (or, `ask_user`, as the
+        question); unusable ones are answered with the error on the way."""
+        names = {tool.name for tool in self.tools} | ({ASK} if self.ask else set())
         for call in _pending_calls(messages):
             name, raw = call["function"]["name"], call["function"].get("arguments") or "{}"
             problem = None
@@ -230,8 +286,13 @@ class ChatPolicy:
                 except (json.JSONDecodeError, TypeError) as error:
                     why = error.msg if isinstance(error, json.JSONDecodeError) else "not text"
                     problem = f"error: the arguments are not valid JSON ({why}): {quoted(str(raw), ECHO_LIMIT)}"
+            if problem is None and name == ASK:
+                question = arguments.get("question")
+                if isinstance(question, str) and question.strip():
+                    return Ask(question)
+                problem = f"error: {ASK} needs a non-blank question, got {quoted(str(raw), ECHO_LIMIT)}"
             if problem is None:
-                return Intent(frozenset(), arguments, tool=name)
+                return Intent(frozenset(), arguments, tool=name, call_id=call["id"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": problem})
         return None
 
@@ -252,6 +313,21 @@ def _message_of(response: Any) -> Any:
     if message is None:
         raise ModelError("the model's endpoint answered with a choice that has no message")
     return message
+
+
+def _call_of(response: Any, started: float, seconds: float) -> ModelCall:
+    """What one response cost (its `usage`: prompt, completion and cached tokens), which
+    model answered, why it stopped, and when it was asked and for how long."""
+    usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
+    choices = getattr(response, "choices", None) or [None]
+
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+    return ModelCall(count(getattr(usage, "prompt_tokens", 0)), count(getattr(usage, "completion_tokens", 0)),
+                     count(getattr(details, "cached_tokens", 0)), getattr(response, "model", None),
+                     started, seconds, getattr(choices[0], "finish_reason", None))
 
 
 def _async_twin(client: Any) -> Any:

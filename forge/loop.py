@@ -35,12 +35,14 @@ from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMi
 from forge.machine.loader import catalog_of, load_definition
 from forge.machine.performers import ForkingPerformer, Performer, ReplayingPerformer, ReplayStopped
 from forge.machine.run import Run, RunConfig, RunCounts
+from forge.machine.stages import Selection
 from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace, write_trace
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
 from forge.policy import Policy
 from forge.result import LoopResult
 from forge.tools import Tool
+from forge.usage import usage_of
 
 if TYPE_CHECKING:
     from forge.debug.session import DebugSession
@@ -77,6 +79,10 @@ class AgentLoop:
     `LoggingObserver` on the logger `forge` is always first. `redact(tool, field, value)`
     sees every call's arguments (`field` "arguments") and observation's payload ("payload")
     before the trace keeps a capped summary of what it returns (see `forge.machine.trace`).
+    `token_budget` bounds the tokens of a run's model calls (`forge.usage`): the run ends
+    in `budget_exhausted` before a call that would go past it (a policy that calls a model,
+    as `ChatPolicy`, is given the budget through its `with_token_budget`; any other policy's
+    run stops once the usage its messages record reaches it).
     Every call a run makes to the world is in its `result.journal` (`forge.machine.journal`);
     `codec` (a `JournalCodec`) writes the values JSON cannot hold when a journal is written
     to a file, and reads them back for `replay`.
@@ -115,6 +121,7 @@ class AgentLoop:
         repeat_by: str = "call",
         redact: Redact | None = None,
         codec: JournalCodec | None = None,
+        token_budget: int | None = None,
     ) -> None:
         self._options: dict[str, Any] = {
             "policy": policy, "verify": verify, "max_steps": max_steps, "repeat_limit": repeat_limit,
@@ -122,6 +129,7 @@ class AgentLoop:
             "max_delay": max_delay, "deadline": deadline, "sleep": sleep, "async_sleep": async_sleep, "clock": clock,
             "random": random, "stages": stages, "callbacks": callbacks, "observers": tuple(observers),
             "approver": approver, "repeat_by": repeat_by, "redact": redact, "codec": codec,
+            "token_budget": token_budget,
         }
         tools = tuple(tools)
         if not tools:
@@ -137,6 +145,11 @@ class AgentLoop:
         with_tools = getattr(policy, "with_tools", None)
         if callable(with_tools):  # a policy that offers the tools to a model (ChatPolicy) is given them
             policy = with_tools(tools)
+        if token_budget is not None:
+            check_count("token_budget", token_budget)
+            with_budget = getattr(policy, "with_token_budget", None)
+            if callable(with_budget):  # a policy that calls a model stops before a call that would exceed it
+                policy = with_budget(token_budget)
         if not callable(verify):
             raise UsageError("verify must be callable as verify(observation) -> bool")
         if repeat_by not in ("call", "tool"):
@@ -172,6 +185,10 @@ class AgentLoop:
                 self.definition.path,
                 tuple(Problem(f.entry, f"{f.message} (run `forge check` for the full report)", f.code) for f in errors),
             )
+        if token_budget is not None and not self._handles(Selection.BUDGET_EXHAUSTED):
+            raise UsageError(f"definition {self.definition.name!r} has no budget_exhausted edge, so it cannot stop a run "
+                             "at its token_budget: add a transition from the policy's state guarded by "
+                             "token_budget_exhausted (as machines/single_agent.toml has)")
         if approver is None and any(s.action == "request_approval" for s in self.definition.states):
             raise UsageError(f"definition {self.definition.name!r} asks for approvals (request_approval): "
                              "pass AgentLoop(..., approver=...)")
@@ -202,7 +219,14 @@ class AgentLoop:
             repeat_by=repeat_by,
             redact=redact,
             machine=self.definition.name,
+            token_budget=token_budget,
+            can_ask=self._handles(Selection.ASKED),
         )
+
+    def _handles(self, verdict: Selection) -> bool:
+        """Whether the definition has a transition for this verdict of select_tool."""
+        return any(t.guard is not None and self.stages.guards[t.guard].action == "select_tool"
+                   and self.stages.guards[t.guard].verdict == verdict for t in self.definition.transitions)
 
     def replace(self, **changes: Any) -> AgentLoop:
         """A new loop with the same arguments as this one except `changes` (any of
@@ -250,6 +274,7 @@ class AgentLoop:
         journal = Journal(run_id=run_id, codec=self.codec)
         run = Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
                   loop_state=loop_state, counts=RunCounts(messages_seen=len(loop_state.messages)),
+                  first_message=len(loop_state.messages),
                   observers=self._observers.for_run() + observers,
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
                               redact=self._config.redact), journal=journal)
@@ -363,6 +388,8 @@ class AgentLoop:
             definition=self.definition,
             journal=run.journal,
             html_view=_inspector,
+            question=run.facts.question,
+            usage=usage_of(run.loop_state.messages[run.first_message:]),
         )
 
     def replay(self, journal: Sequence[JournalEntry] | str | Path, goal: str | None = None,

@@ -214,7 +214,10 @@ class MCPServer:
         self._require_open()
         session = self._session
         assert session is not None and session.loop is not None
-        return asyncio.run_coroutine_threadsafe(session.client.call_tool(tool, dict(arguments)), session.loop)
+        meta = trace_context()  # read here: the session's loop runs in another thread, outside the caller's context
+        call = session.client.call_tool(tool, dict(arguments), meta=meta) if meta else session.client.call_tool(
+            tool, dict(arguments))
+        return asyncio.run_coroutine_threadsafe(call, session.loop)
 
     def _require_open(self) -> None:
         if not self.is_open:
@@ -390,3 +393,17 @@ def _describe(error: BaseException) -> str:
     if inner:
         return "; ".join(_describe(e) for e in inner)
     return f"{type(error).__name__}: {error}"
+
+
+def trace_context() -> dict[str, str]:
+    """The caller's OpenTelemetry trace context as W3C `traceparent` / `tracestate` entries,
+    for a tool call's `params._meta`, as the MCP semantic conventions say: the server's
+    spans then join the run's trace under the `execute_tool` span. Empty when OpenTelemetry
+    is not installed or no span is current."""
+    try:
+        from opentelemetry import propagate
+    except ImportError:
+        return {}
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier

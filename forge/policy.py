@@ -1,4 +1,4 @@
-"""Policies: what decides the next step. A policy is `(goal, LoopState) -> Intent | Finish`."""
+"""Policies: what decides the next step. A policy is `(goal, LoopState) -> Intent | Finish | Ask`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from forge.agent.observations import LoopState
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["Finish", "Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
+__all__ = ["ASK", "Ask", "Finish", "Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -20,15 +20,18 @@ class Intent:
     `idempotency_key`, when given, names the side effect across retries and runs; without
     it a side-effecting call is keyed by its tool and a fingerprint of its arguments.
     `tool`, when given, selects exactly that tool; capabilities then play no part.
+    `call_id`, when given, is the id the model gave the call (`ChatPolicy` sets it), so
+    telemetry and the trace can pair the call with its result (`gen_ai.tool.call.id`).
     """
 
     capabilities: frozenset[str]
     arguments: Mapping[str, Any]
     idempotency_key: str | None
     tool: str | None
+    call_id: str | None
 
     def __init__(self, capabilities: Iterable[str], arguments: Mapping[str, Any] | None = None,
-                 idempotency_key: str | None = None, *, tool: str | None = None) -> None:
+                 idempotency_key: str | None = None, *, tool: str | None = None, call_id: str | None = None) -> None:
         if isinstance(capabilities, str):
             raise UsageError("Intent.capabilities must be a set of strings, not a string")
         try:
@@ -41,6 +44,7 @@ class Intent:
         object.__setattr__(self, "arguments", {} if arguments is None else arguments)
         object.__setattr__(self, "idempotency_key", idempotency_key)
         object.__setattr__(self, "tool", tool)
+        object.__setattr__(self, "call_id", call_id)
         if not isinstance(self.arguments, Mapping):
             raise UsageError(f"Intent.arguments must be a mapping, got {type(self.arguments).__name__}")
         named = [k for k in self.arguments if not isinstance(k, str)]
@@ -62,7 +66,7 @@ class Intent:
 
     def keyed(self, idempotency_key: str) -> Intent:
         """This intent with `idempotency_key` naming its side effect across retries and runs."""
-        return Intent(self.capabilities, self.arguments, idempotency_key, tool=self.tool)
+        return Intent(self.capabilities, self.arguments, idempotency_key, tool=self.tool, call_id=self.call_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +85,32 @@ FINISH = "finish"
 """The tool name a `Finish` is recorded under."""
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """The policy's question to the user: a value the goal lacks, which no tool can find.
+
+    It is recorded as an observation of the pseudo-tool `ask_user` with this Ask as its
+    payload, and the run ends in `input_required` (a needs-input state) with
+    `result.question` set. The user's reply is the goal of the conversation's next turn:
+    `loop.run(reply, state=result.state)`; a durable run waits for `Answer.text(reply)`.
+
+    Raises:
+        ValueError: `question` is not a non-blank string.
+    """
+
+    question: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.question, str) or not self.question.strip():
+            raise UsageError(f"Ask.question must be a non-blank string, got {self.question!r:.100}")
+
+
+ASK = "ask_user"
+"""The tool name an `Ask` is recorded under (and the tool `ChatPolicy` offers the model)."""
+
+
 class Policy(Protocol):
-    def __call__(self, goal: str, state: LoopState, /) -> Intent | Finish: ...
+    def __call__(self, goal: str, state: LoopState, /) -> Intent | Finish | Ask: ...
 
 
 class ScriptExhausted(ForgeError, RuntimeError):
@@ -97,14 +125,14 @@ class ScriptedPolicy:
     `fatal_error` with it as `result.error`), so a script that is too short fails loudly.
     """
 
-    def __init__(self, intents: Iterable[Intent | Finish]) -> None:
+    def __init__(self, intents: Iterable[Intent | Finish | Ask]) -> None:
         self._intents = tuple(intents)
         for position, intent in enumerate(self._intents):
-            if not isinstance(intent, (Intent, Finish)):
-                raise UsageError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent or Finish")
+            if not isinstance(intent, (Intent, Finish, Ask)):
+                raise UsageError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent, Finish or Ask")
         self._next = 0
 
-    def __call__(self, goal: str, state: LoopState) -> Intent | Finish:
+    def __call__(self, goal: str, state: LoopState) -> Intent | Finish | Ask:
         if self._next >= len(self._intents):
             raise ScriptExhausted(
                 f"scripted policy has no intent left: all {len(self._intents)} were used "
@@ -124,7 +152,7 @@ class ScriptedPolicy:
         return self._next
 
     @property
-    def remaining(self) -> tuple[Intent | Finish, ...]:
+    def remaining(self) -> tuple[Intent | Finish | Ask, ...]:
         """The intents not yet handed out."""
         return self._intents[self._next :]
 

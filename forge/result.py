@@ -9,13 +9,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from forge.agent.observations import LoopState
 from forge.machine.definition import MachineDefinition, Outcome
 from forge.machine.journal import JournalEntry
 from forge.machine.trace import TransitionRecord, error_text  # at run time: get_type_hints(LoopResult) resolves
+from forge.policy import FINISH, Finish
+from forge.usage import Usage
 
-__all__ = ["LoopResult", "Outcome"]
+__all__ = ["LoopResult", "Outcome", "verified_answer"]
+
+
+def verified_answer(state: LoopState | None, outcome: str | None) -> Any:
+    """The `Finish` answer a run ended in success on (its last observation), else None."""
+    if outcome != "success" or state is None or not state.observations:
+        return None
+    last = state.observations[-1]
+    if last.tool_name != FINISH or not isinstance(last.payload, Finish):
+        return None
+    return last.payload.answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +60,17 @@ class LoopResult:
     html_view: Callable[[LoopResult], str] | None = field(default=None, compare=False, repr=False)
     """What shows the result as HTML in Jupyter: the run inspector, for a loop's results
     (`forge.inspect`; a result knows no view of its own, so it sits below them)."""
+    question: str | None = None
+    """The policy's question to the user, when the run ended because it asked one
+    (`forge.Ask`, state `input_required`): answer with `loop.run(reply, state=result.state)`."""
+    usage: Usage = field(default=Usage(), compare=False)
+    """The tokens of the run's model calls, per call and in total (`forge.usage`)."""
+
+    @property
+    def answer(self) -> Any:
+        """The policy's verified answer: the `Finish` answer that `verify` accepted, when the
+        run ended in success on one; else None."""
+        return verified_answer(self.state, self.outcome)
 
     def _repr_html_(self) -> str | None:
         """The run inspector, for Jupyter (None, so it shows as text, without a trace)."""

@@ -27,7 +27,9 @@ def reply(content: str | None = None, *calls: tuple[str, str, Any]) -> dict[str,
 class ChatServer:
     """`with ChatServer([reply(...), ...]) as server:` then `server.url` (…/v1), `server.requests`.
 
-    `script` may also be a function of the request body returning the message."""
+    `script` may also be a function of the request body returning the message. A message's
+    `_usage` (prompt_tokens, completion_tokens, and optionally prompt_tokens_details) is
+    the usage its response reports (default: 1 and 1)."""
 
     def __init__(self, script: list[dict[str, Any]] | Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         self.script = script
@@ -41,12 +43,15 @@ class ChatServer:
                 with server._lock:
                     server.requests.append(body)
                     message = server._next(body)
+                message = dict(message)
+                usage = message.pop("_usage", None) or {"prompt_tokens": 1, "completion_tokens": 1}
+                usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
                 payload = json.dumps({
                     "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
                     "model": body["model"],
                     "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    "usage": usage,
                 }).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

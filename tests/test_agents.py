@@ -169,5 +169,5 @@ def test_the_trace_records_the_messages_a_policy_added_and_the_debugger_restores
 def test_scripted_policy_takes_finish_and_intent_call():
     policy = ScriptedPolicy([Intent.call("a"), Finish("done")])
     assert policy("g", LoopState()) == Intent.call("a") and policy("g", LoopState()) == Finish("done")
-    with pytest.raises(ValueError, match="not an Intent or Finish"):
+    with pytest.raises(ValueError, match="not an Intent, Finish or Ask"):
         ScriptedPolicy(["done"])

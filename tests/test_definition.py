@@ -62,7 +62,8 @@ def test_builtin_names_list_the_shipped_definitions():
 def test_every_stop_reason_and_selection_failure_is_a_terminal_state():
     terminal = {s.name: s.outcome for s in load_definition().terminal_states}
     stop_reasons = {r.value for r in StopReason} - {"continue"}
-    assert stop_reasons | {"clarification_required", "capability_gap"} == set(terminal)
+    assert stop_reasons | {"clarification_required", "capability_gap", "input_required", "budget_exhausted"} == set(
+        terminal)
     assert terminal["verified_success"] == "success"
     assert terminal["clarification_required"] == "needs_input"
 

@@ -11,7 +11,7 @@ FORGE = Path(__file__).resolve().parent.parent / "forge"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.errors", "forge.files"),
     ("forge.agent",),
-    ("forge.policy", "forge.tools", "forge.machine.definition", "forge.machine.journal", "forge.machine.effects",
+    ("forge.policy", "forge.usage", "forge.tools", "forge.machine.definition", "forge.machine.journal", "forge.machine.effects",
      "forge.machine.columns",
      "forge.machine.abstract", "forge.machine.outcome",
      "forge.machine.trace"),

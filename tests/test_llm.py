@@ -79,7 +79,7 @@ def test_malformed_calls_are_told_to_the_model_as_errors_never_a_crash():
     ]) as server:
         result = _loop(server).run("copy")
     told = {m["tool_call_id"]: m["content"] for r in server.requests for m in r["messages"] if m["role"] == "tool"}
-    assert told["u"].startswith("error: there is no tool named 'read_notes'; the tools are read_note, save")
+    assert told["u"].startswith("error: there is no tool named 'read_notes'; the tools are ask_user, read_note, save")
     assert told["j"].startswith("error: the arguments are not valid JSON")
     assert "copies: 'two' is not of type 'integer'" in told["t"] and told["t"].startswith("error: ")
     assert [o.tool_name for o in result.state.observations] == ["save", "finish"]  # only the mistyped call was a step

@@ -29,6 +29,12 @@ class Observation:
     status: Status
     payload: Any
 
+    @property
+    def answer(self) -> Any:
+        """The policy's final answer when this observation is one (a `Finish`, recorded as the
+        pseudo-tool `finish`), else None: `verify=lambda o: "Paris" in str(o.answer)`."""
+        return getattr(self.payload, "answer", None) if self.tool_name == "finish" else None
+
 
 class ActionHistory(Sequence[str]):
     """A live, read-only view of the tool names recorded so far, in call order.

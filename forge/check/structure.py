@@ -23,9 +23,12 @@ _Emit = Callable[[Severity, str, str, str], Finding]
 def required_stop_states(definition: MachineDefinition, stages: StageCatalog = BUILTIN_STAGES) -> tuple[str, ...]:
     """The terminal states a run of the definition can demand: `fatal_error`, where any
     failing hook ends a run, and every stop its actions' guards mean (verify_and_decide's
-    stop reasons, select_tool's selection failures, …)."""
+    stop reasons, select_tool's selection failures, …), less the optional verdicts' stops
+    that the definition does not handle (`ActionSpec.optional`)."""
     used = {state.action for state in definition.states if state.action}
-    demanded = (spec.stops_in for spec in stages.guards.values() if spec.stops_in and spec.action in used)
+    guarded = {t.guard for t in definition.transitions}
+    demanded = (spec.stops_in for spec in stages.guards.values() if spec.stops_in and spec.action in used
+                and (spec.verdict not in stages.actions[spec.action].optional or spec.name in guarded))
     return tuple(dict.fromkeys((FAILURE_STATE, *demanded)))
 
 
@@ -81,7 +84,17 @@ def structural_findings(definition: MachineDefinition, stages: StageCatalog = BU
         if not state.terminal and state.action:
             handled = {stages.guards[t.guard].verdict for t in definition.outgoing(state.name) if t.guard}
             unguarded = any(t.guard is None for t in definition.outgoing(state.name))
-            missing = sorted(stages.actions[state.action].verdicts - handled)
+            spec = stages.actions[state.action]
+            missing = sorted(spec.verdicts - spec.optional - handled)
+            optional = sorted(spec.optional - handled)
+            if optional and not unguarded:
+                guards = sorted(g.name for g in stages.guards.values()
+                                if g.action == state.action and g.verdict in optional)
+                yield finding(Severity.WARNING, "unhandled-optional-verdict", entry,
+                              f"action {state.action!r} returns {', '.join(optional)} only when the loop opts in "
+                              f"(a policy that asks the user, a token budget), and no transition handles it: "
+                              f"such a loop is refused or its run fails; add transitions guarded by "
+                              f"{', '.join(guards)} to allow it")
             if missing and not unguarded:
                 guards = sorted(g.name for g in stages.guards.values()
                                 if g.action == state.action and g.verdict in missing)

@@ -4,7 +4,8 @@ For each transition a definition has and the recorded runs never took, a search 
 shortest script that makes a real run take it, as XState's test models do: the loop runs on
 its definition with stub tools (`forge.cover.stubs`), and each step of a script is one move:
 the policy calls a tool (a new call, the previous call again, a side-effecting tool, an
-intent two tools tie for, a tool that does not exist) or finishes; the tool returns or
+intent two tools tie for, a tool that does not exist, a call that spends the run's token
+budget), finishes or asks the user; the tool returns or
 raises (`ToolError`, `PermanentToolError`, `TransientToolError` once or always); verify
 answers True, False or raises; the approver approves, rejects or does not answer. A script
 whose run asks for one more decision is extended (the policy that runs out of script
@@ -38,6 +39,9 @@ __all__ = ["LIMITS", "Forced", "Generated", "Unforced", "force", "write_tests"]
 LIMITS: dict[str, Any] = {"max_steps": 3, "repeat_limit": 2, "max_attempts": 2}
 """The loop options every generated test runs with."""
 
+TOKENS = 100
+"""The token budget of a definition that can stop at one, and what a "spend" move costs."""
+
 DEPTH = 4
 """The longest script (in steps) the search tries."""
 
@@ -67,6 +71,8 @@ class Script:
     outcomes: tuple[tuple[str, tuple[str, ...]], ...]
     verify: tuple[Any, ...]
     approvals: tuple[Any, ...]
+    spent: tuple[int, ...] = ()
+    """The decisions (by index) before which the policy spent `TOKENS` of model usage."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,9 +97,11 @@ class Generated:
     unforced: tuple[Unforced, ...]
 
 
-def _moves(with_approval: bool) -> Iterator[Move]:
-    for decision in ("call", "finish", "repeat", "effect", "tie", "missing"):
-        if decision in ("tie", "missing"):
+def _moves(with_approval: bool, with_budget: bool = False) -> Iterator[Move]:
+    for decision in ("call", "finish", "repeat", "effect", "tie", "missing", "ask", "spend"):
+        if decision == "spend" and not with_budget:
+            continue
+        if decision in ("tie", "missing", "ask"):
             yield Move(decision)
         elif decision == "finish":
             yield from (Move(decision, (), v) for v in _VERIFY)
@@ -129,22 +137,24 @@ class _Harness:
         tools = [Tool(name, frozenset(capabilities), self._handler(name), optional={"n"}, side_effect=name == "effect")
                  for name, capabilities in _TOOLS]
         self.loop = AgentLoop(tools, self._policy, self._verify, definition=self.definition,
-                              approver=self._approver if _asks_approval(self.definition) else None, **LIMITS)
+                              approver=self._approver if _asks_approval(self.definition) else None,
+                              **_limits(self.definition))
 
     def run(self, moves: Sequence[Move]) -> tuple[Any, bool]:
         """The run of `moves`, and whether it asked for more."""
         self.moves, self.step, self.last_n = moves, -1, 0
-        self.used = {"decisions": [], "verify": [], "approvals": [], **{name: [] for name, _ in _TOOLS}}
+        self.used = {"decisions": [], "verify": [], "approvals": [], "spent": [], **{name: [] for name, _ in _TOOLS}}
         result = self.loop.run("forge cover")
         return result, isinstance(result.error, _OutOfScript)
 
     def script(self) -> Script:
         return Script(tuple(self.used["decisions"]),
                       tuple((name, tuple(self.used[name])) for name, _ in _TOOLS),
-                      tuple(self.used["verify"]), tuple(self.used["approvals"]))
+                      tuple(self.used["verify"]), tuple(self.used["approvals"]), tuple(self.used["spent"]))
 
     def _policy(self, goal: str, state: Any) -> Any:
-        from forge.policy import Finish, Intent
+        from forge.cover.stubs import spend
+        from forge.policy import Ask, Finish, Intent
 
         self.step += 1
         self.attempts = 0
@@ -158,7 +168,12 @@ class _Harness:
             decision, text = Intent({"shared"}), 'Intent({"shared"})'
         elif move.decision == "missing":
             decision, text = Intent.call("missing"), 'Intent.call("missing")'
+        elif move.decision == "ask":
+            decision, text = Ask("which one?"), 'Ask("which one?")'
         else:
+            if move.decision == "spend":
+                spend(state, TOKENS)
+                self.used["spent"].append(len(self.used["decisions"]))
             tool = "effect" if move.decision == "effect" else "plain"
             n = self.last_n if move.decision == "repeat" and self.last_n else self.step + 1
             self.last_n = n
@@ -196,6 +211,16 @@ def _asks_approval(definition: MachineDefinition) -> bool:
     return any(state.action == "request_approval" for state in definition.states)
 
 
+def _budgeted(definition: MachineDefinition) -> bool:
+    """Whether the definition can stop a run at its token budget (so its loop takes one)."""
+    return any(t.guard and BUILTIN_STAGES.guards.get(t.guard) is not None
+               and BUILTIN_STAGES.guards[t.guard].verdict == "budget_exhausted" for t in definition.transitions)
+
+
+def _limits(definition: MachineDefinition) -> dict[str, Any]:
+    return {**LIMITS, "token_budget": TOKENS} if _budgeted(definition) else dict(LIMITS)
+
+
 def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 60_000
           ) -> tuple[list[Forced], list[Unforced]]:
     """The shortest script found for each of `targets` (edges of `definition`), and the
@@ -211,7 +236,7 @@ def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 
     found: dict[Edge, Script] = {}
     frontier: list[tuple[Move, ...]] = [()]
     runs = 0
-    moves = list(_moves(_asks_approval(definition)))
+    moves = list(_moves(_asks_approval(definition), _budgeted(definition)))
     for _depth in range(DEPTH):
         extendable: list[tuple[Move, ...]] = []
         for prefix, move in itertools.product(frontier, moves):
@@ -231,7 +256,8 @@ def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 
             break
     forced = [Forced(edge, found[edge]) for edge in targets if edge in found]
     why = (f"no script of up to {DEPTH} steps reaches it: the policy calls a tool (new or again, side-effecting, "
-           "tied, unknown) or finishes, the tool returns or raises, verify and the approver answer either way")
+           "tied, unknown, spending the token budget), finishes or asks, the tool returns or raises, verify and the "
+           "approver answer either way")
     return forced, [Unforced(edge, why) for edge in targets if edge not in found]
 
 
@@ -245,15 +271,16 @@ def write_tests(definition: MachineDefinition, targets: Sequence[Edge], folder: 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"test_cover_{_identifier(definition.name)}.py"
     approver = _asks_approval(definition)
+    limits = _limits(definition)
     parts = [_HEADER.format(name=definition.name, reference=reference, limits=", ".join(f"{k}={v}" for k, v in
-                                                                                      LIMITS.items()))]
+                                                                                      limits.items()))]
     seen: set[str] = set()
     for item in forced:
         name = _identifier(f"{item.edge.source}_{item.edge.trigger}_{item.edge.dest}_{item.edge.guard or ''}")
         while name in seen:
             name += "_"
         seen.add(name)
-        parts.append(_test(name, item, reference, approver))
+        parts.append(_test(name, item, reference, approver, limits))
     text = "\n\n\n".join(parts) + "\n"
     write_atomically(path, text)
     return Generated(path, tuple(forced), tuple(unforced))
@@ -266,29 +293,32 @@ stub tools that return or raise in turn, and scripted verify and approver answer
 loop with {limits}. Regenerate rather than edit.
 """
 
-from forge import AgentLoop, Finish, Intent, ScriptedPolicy
+from forge import AgentLoop, Ask, Finish, Intent, ScriptedPolicy
 from forge.cover import took
-from forge.cover.stubs import Answers, Stub
+from forge.cover.stubs import Answers, Spending, Stub
 
 DEFINITION = {reference!r}'''
 
 
-def _test(name: str, item: Forced, reference: str, approver: bool) -> str:
+def _test(name: str, item: Forced, reference: str, approver: bool, limits: dict[str, Any]) -> str:
     script, edge = item.script, item.edge
     stubs = ",\n        ".join(
         f'Stub("{tool}", {{{", ".join(repr(c) for c in capabilities)}}}, {list(dict(script.outcomes)[tool])!r}'
         + (", side_effect=True)" if tool == "effect" else ")")
         for tool, capabilities in _TOOLS)
     decisions = ", ".join(script.decisions)
+    policy = f"ScriptedPolicy([{decisions}])"
+    if script.spent:
+        policy = f"Spending({policy}, at={list(script.spent)!r}, tokens={TOKENS})"
     approval = f", approver=Answers(\"the approver\", {list(script.approvals)!r})" if approver else ""
-    options = ", ".join(f"{k}={v}" for k, v in LIMITS.items())
+    options = ", ".join(f"{k}={v}" for k, v in limits.items())
     guard = f", {edge.guard!r}" if edge.guard else ""
     return f'''def test_{name}():
     """{edge}"""
     stubs = [
         {stubs},
     ]
-    loop = AgentLoop([stub.tool for stub in stubs], ScriptedPolicy([{decisions}]),
+    loop = AgentLoop([stub.tool for stub in stubs], {policy},
                      Answers("verify", {list(script.verify)!r}), definition=DEFINITION{approval}, {options})
     result = loop.run("reach {edge.source} -{edge.trigger}-> {edge.dest}")
     assert took(result, {edge.source!r}, {edge.trigger!r}, {edge.dest!r}{guard}), result.trace'''

@@ -11,7 +11,7 @@ from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
 from forge.errors import ForgeError, UsageError
 from forge.tools import Tool
 
-__all__ = ["OUTCOMES", "Answers", "ScriptSpent", "ScriptedFailure", "Stub", "perform"]
+__all__ = ["OUTCOMES", "Answers", "ScriptSpent", "ScriptedFailure", "Spending", "Stub", "perform", "spend"]
 
 OUTCOMES = ("ok", "retryable", "fatal", "transient")
 """What a stub's call does: return, raise ToolError (the policy replans), raise
@@ -70,3 +70,24 @@ class Answers:
         if answer == "raise":
             raise ScriptedFailure(f"{self.what} raised, as scripted")
         return answer
+
+
+def spend(state: Any, tokens: int) -> None:
+    """Record `tokens` of model usage on the conversation, as a policy that called a model
+    does (`forge.usage`): what brings a run to its token budget."""
+    state.messages.append({"role": "assistant", "content": None,
+                           "_usage": {"prompt_tokens": tokens, "completion_tokens": 0}})
+
+
+class Spending:
+    """A policy: `policy`'s decisions, with `tokens` of model usage spent (`spend`) before
+    each decision whose index is in `at`."""
+
+    def __init__(self, policy: Any, at: Sequence[int], tokens: int) -> None:
+        self.policy, self.at, self.tokens, self.asked = policy, frozenset(at), tokens, 0
+
+    def __call__(self, goal: str, state: Any) -> Any:
+        if self.asked in self.at:
+            spend(state, self.tokens)
+        self.asked += 1
+        return self.policy(goal, state)

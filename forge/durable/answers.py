@@ -1,7 +1,7 @@
 """What a waiting durable run waits for, and the answers that continue it.
 
 A run that ends in a needs-input state (`clarification_required`, `capability_gap`,
-`approval_required`) or stops in `in_doubt` waits durably; `Waiting` says what it needs, and
+`approval_required`, `input_required`) or stops in `in_doubt` waits durably; `Waiting` says what it needs, and
 an `Answer` gives it. Both are plain JSON-able dicts in the database, so any process (another
 worker, `forge runs resume`) can read the question and answer it.
 """
@@ -16,7 +16,7 @@ from forge.errors import UsageError
 
 __all__ = ["Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "claim_answer"]
 
-WAITING_STATES = ("clarification_required", "capability_gap", "approval_required", "in_doubt")
+WAITING_STATES = ("clarification_required", "capability_gap", "approval_required", "input_required", "in_doubt")
 
 
 class AnswerRefused(UsageError):
@@ -40,21 +40,26 @@ class Waiting:
     asked: int = 0
     """Which of the run's questions this is (1, 2, …): an answer is bound to it, so an answer
     meant for one question never answers the next."""
+    prompt: str | None = None
+    """The policy's own question to the user (`forge.Ask`), when the run waits in
+    `input_required`."""
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
                 "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
-                "key": self.key, "asked": self.asked}
+                "key": self.key, "asked": self.asked, "prompt": self.prompt}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Waiting:
         return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),
                    tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"),
-                   int(data.get("asked") or 0))
+                   int(data.get("asked") or 0), data.get("prompt"))
 
     @property
     def question(self) -> str:
         """The question a person is asked, in one line."""
+        if self.state == "input_required":
+            return f"{self.prompt} (answer: Answer.text(REPLY))"
         if self.state == "clarification_required":
             return f"which tool should run? {' or '.join(self.tied)} (answer: Answer.tool(NAME))"
         if self.state == "capability_gap":
@@ -98,6 +103,18 @@ class Answer:
         return cls("reject", fingerprint)
 
     @classmethod
+    def text(cls, reply: str) -> Answer:
+        """The user's reply to the policy's question (a run waiting in `input_required`): the
+        goal of the conversation's next turn.
+
+        Raises:
+            AnswerRefused: `reply` is not a non-blank string.
+        """
+        if not isinstance(reply, str) or not reply.strip():
+            raise AnswerRefused(f"a text answer must be a non-blank string, got {reply!r:.100}")
+        return cls("text", reply)
+
+    @classmethod
     def did_run(cls, result: Any = None) -> Answer:
         """The call in doubt did run, and returned `result`: it is not called again."""
         return cls("did_run", result)
@@ -129,9 +146,12 @@ class Answer:
             raise AnswerRefused(f"that answer was for question {self.question}; the run no longer waits for it "
                                 f"(it waits on question {waiting.asked}: {waiting.question})")
         allowed = {"clarification_required": ("tool",), "capability_gap": ("tool", "add_tool"),
-                   "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again")}[waiting.state]
+                   "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again"),
+                   "input_required": ("text",)}.get(waiting.state, ())
         if self.kind not in allowed:
             raise AnswerRefused(f"the run waits in {waiting.state}; answer with {' or '.join(allowed)}, not {self.kind}")
+        if self.kind == "text" and (not isinstance(self.value, str) or not self.value.strip()):
+            raise AnswerRefused(f"a text answer must be a non-blank string, got {self.value!r:.100}")
         if self.kind == "tool" and self.value not in tools | extra_tools:
             raise AnswerRefused(f"the loop has no tool named {self.value!r}; its tools are {', '.join(sorted(tools))}")
         if self.kind == "tool" and waiting.tied and self.value not in waiting.tied:

@@ -18,20 +18,22 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
 
+from forge.agent.observations import LoopState
 from forge.durable.answers import Answer, AnswerRefused, Waiting, claim_answer
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input, origin_of, seed_fork
-from forge.durable.workflow import ANSWER_TOPIC, EVENT, HOST, LOOPS, QUEUE_NAME, forge_run
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, HOST, LOOPS, QUEUE_NAME, STATE_EVENT, forge_run
 from forge.errors import RunNotFound, UsageError
 from forge.loop import AgentLoop
 from forge.machine.fork import Patch
 from forge.machine.journal import ForkOrigin
 from forge.machine.trace import TransitionRecord
+from forge.result import verified_answer
 from forge.tools import Tool
 
 __all__ = ["DurableLoop", "DurableResult", "executor_name", "launch", "shutdown", "wait_for"]
@@ -60,17 +62,34 @@ class DurableResult:
     loop: str | None = None
     forked_from: ForkOrigin | None = None
     """Where a fork came from (`DurableLoop.fork`); None for a run that is not one."""
+    state: LoopState | None = field(default=None, compare=False, repr=False)
+    """The conversation as the run left it, once it has finished or waits: what its next
+    turn goes on from (`DurableLoop.run(reply, state=result)`)."""
+    continues: str | None = None
+    """The run whose conversation this run goes on from (`state=` a `DurableResult`)."""
 
     @property
     def trace(self) -> tuple[TransitionRecord, ...]:
         return self.turns[-1] if self.turns else ()
 
+    @property
+    def answer(self) -> Any:
+        """The verified `Finish` answer, when the run finished in success on one; else None."""
+        return verified_answer(self.state, self.outcome) if self.status == "finished" else None
+
+    @property
+    def question(self) -> str | None:
+        """The policy's question, when the run waits for the user's reply (`Answer.text`)."""
+        return self.waiting.prompt if self.waiting is not None and self.waiting.state == "input_required" else None
+
     @classmethod
     def of(cls, run_id: str, workflow_status: str | None, event: Mapping[str, Any] | None,
-           error: str | None = None, inputs: Any = None) -> DurableResult:
+           error: str | None = None, inputs: Any = None, state: Any = None) -> DurableResult:
         """From DBOS's status of the workflow and the run's last published event; `inputs`
         (the workflow's stored arguments) name the loop and goal of a run that has published
-        nothing yet (killed before its first turn ended, or still queued)."""
+        nothing yet (killed before its first turn ended, or still queued); `state`, its
+        `STATE_EVENT` (kept only when it is a LoopState: a value that could not be read back
+        is not one)."""
         event = dict(event or {})
         arguments = list(inputs.get("args") or ()) if isinstance(inputs, dict) else []
         if len(arguments) >= 2:
@@ -87,9 +106,13 @@ class DurableResult:
         elif workflow_status in ("ENQUEUED", "PENDING") and status == "finished":
             status = "running"
         waiting = Waiting.from_json(event["waiting"]) if status == "waiting" and event.get("waiting") else None
+        if len(arguments) >= 4 and isinstance(arguments[3], dict):
+            event.setdefault("continues", arguments[3].get("continues"))
         return cls(run_id, status, turns, event.get("reason"), event.get("outcome"), event.get("summary"), waiting,
                    error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"),
-                   ForkOrigin.from_json(event["forked_from"]) if event.get("forked_from") else None)
+                   ForkOrigin.from_json(event["forked_from"]) if event.get("forked_from") else None,
+                   state if isinstance(state, LoopState) and status in ("finished", "waiting") else None,
+                   event.get("continues"))
 
 
 class _Turns(Sequence[tuple[TransitionRecord, ...]]):
@@ -271,36 +294,53 @@ class DurableLoop:
                 tools=[*self.loop.tools, *(self.extra_tools[name] for name in extra_tools)])
         return made
 
-    def start(self, goal: str, run_id: str | None = None) -> str:
+    def start(self, goal: str, run_id: str | None = None, state: LoopState | DurableResult | None = None) -> str:
         """Start a durable run of `goal` in this process and return its id at once. Starting
-        an id that exists does not start it again: it is the same run.
+        an id that exists does not start it again: it is the same run. `state` makes it the
+        next turn of a conversation (see `run`).
 
         Raises:
-            ValueError: a blank goal or run id.
+            ValueError: a blank goal or run id, or a `state` that cannot be gone on from.
         """
         run_id = _checked(goal, run_id)
+        conversation = _conversation(state)
         self.launch()
         if DBOS.get_workflow_status(run_id) is None:
             with SetWorkflowID(run_id):
-                DBOS.start_workflow(forge_run, self.name, goal)
+                if conversation is None:
+                    DBOS.start_workflow(forge_run, self.name, goal)
+                else:
+                    DBOS.start_workflow(forge_run, self.name, goal, None, conversation)
         return run_id
 
-    def submit(self, goal: str, run_id: str | None = None) -> str:
-        """Put a run of `goal` on forge's queue, for a `forge worker` to take; return its id."""
+    def submit(self, goal: str, run_id: str | None = None, state: LoopState | DurableResult | None = None) -> str:
+        """Put a run of `goal` on forge's queue, for a `forge worker` to take; return its id.
+        `state` is as for `run`."""
         run_id = _checked(goal, run_id)
+        conversation = _conversation(state)
         self.launch()
         with SetWorkflowID(run_id):
-            HOST.queue.enqueue(forge_run, self.name, goal)
+            if conversation is None:
+                HOST.queue.enqueue(forge_run, self.name, goal)
+            else:
+                HOST.queue.enqueue(forge_run, self.name, goal, None, conversation)
         return run_id
 
-    def run(self, goal: str, run_id: str | None = None, timeout: float | None = None) -> DurableResult:
+    def run(self, goal: str, run_id: str | None = None, timeout: float | None = None, *,
+            state: LoopState | DurableResult | None = None) -> DurableResult:
         """Run `goal` durably until it finishes or waits for an answer (see `resume`). With
         the `run_id` of a run that exists, wait for that run instead of starting another.
 
+        `state` makes the run the next turn of a conversation: an earlier durable run's
+        result (its `DurableResult`, whose run this one `continues`) or a `LoopState`. The
+        run goes on from its observations and messages, as `AgentLoop.run(goal, state=...)`.
+
         Raises:
             TimeoutError: `timeout` seconds passed first (the run goes on).
+            ValueError: `state` is a result that has not finished or waits, or one that
+                ended in a fatal error.
         """
-        return self.wait(self.start(goal, run_id), timeout)
+        return self.wait(self.start(goal, run_id, state), timeout)
 
     def status(self, run_id: str) -> DurableResult:
         """The run as stored now. Raises RunNotFound (a LookupError) for an unknown run id."""
@@ -309,7 +349,11 @@ class DurableLoop:
         if status is None:
             raise RunNotFound(f"no durable run {run_id!r} in {self.db}")
         event = DBOS.get_event(run_id, EVENT, timeout_seconds=0)
-        return DurableResult.of(run_id, status.status, event, _error_of(status), status.input)
+        result = DurableResult.of(run_id, status.status, event, _error_of(status), status.input)
+        if result.status not in ("finished", "waiting"):
+            return result
+        return DurableResult.of(run_id, status.status, event, _error_of(status), status.input,
+                                DBOS.get_event(run_id, STATE_EVENT, timeout_seconds=0))
 
     def wait(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
         """Wait until the run finishes, or waits having had at least `answers` answers.
@@ -391,6 +435,28 @@ def wait_for(status: Callable[[str], DurableResult], run_id: str, timeout: float
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"run {run_id!r} is still {result.status} after {timeout} s")
         time.sleep(every)
+
+
+def _conversation(state: LoopState | DurableResult | None) -> dict[str, Any] | None:
+    """What a run that goes on from `state` is started with: the state, and the run it
+    continues when `state` is a stored run's result.
+
+    Raises:
+        ValueError: a result with no state to go on from (still running, cancelled, failed),
+            a state a fatal error ended, or something that is neither.
+    """
+    if state is None:
+        return None
+    continues = None
+    if isinstance(state, DurableResult):
+        if state.state is None:
+            raise UsageError(f"run {state.run_id!r} is {state.status}: a conversation goes on from a run that has "
+                             "finished or waits")
+        continues, state = state.run_id, state.state
+    if not isinstance(state, LoopState):
+        raise UsageError(f"state must be a LoopState or a DurableResult, got {type(state).__name__}")
+    state.continued()  # refuses, naming why, a state a fatal error ended
+    return {"state": state, "continues": continues}
 
 
 def _checked(goal: str, run_id: str | None) -> str:

@@ -22,7 +22,7 @@ from forge.durable.answers import Answer, AnswerRefused, claim_answer
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input, seed_fork
 from forge.durable.loop import DurableResult, wait_for
-from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, WORKFLOW_NAME
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, STATE_EVENT, WORKFLOW_NAME
 from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import Patch
 from forge.machine.journal import JournalEntry
@@ -145,8 +145,11 @@ class StoredRuns:
             raise RunNotFound(f"no durable run {run_id!r} in {self.url}")
         event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
         error = found[0].error
+        state = (self.client.get_event(run_id, STATE_EVENT, timeout_seconds=0)
+                 if event.get("status") in ("finished", "waiting") else None)
         return DurableResult.of(run_id, str(found[0].status), event,
-                                None if error is None else f"{type(error).__name__}: {error}", found[0].input), event
+                                None if error is None else f"{type(error).__name__}: {error}", found[0].input,
+                                state), event
 
     @_readable
     def resume(self, run_id: str, answer: Answer) -> None:

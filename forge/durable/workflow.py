@@ -42,13 +42,15 @@ if TYPE_CHECKING:
     from forge.machine.run import Run
     from forge.result import LoopResult
 
-__all__ = ["ANSWER_TOPIC", "EVENT", "HOST", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Host",
+__all__ = ["ANSWER_TOPIC", "EVENT", "STATE_EVENT", "HOST", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Host",
            "Plan",
            "HostedLoop", "ProcessStopping", "forge_run"]
 
 WORKFLOW_NAME = "forge_run"
 QUEUE_NAME = "forge"
 EVENT = "run"
+STATE_EVENT = "state"
+"""The DBOS event holding the run's `LoopState` as its last turn left it (pickled)."""
 ANSWER_TOPIC = "forge_answer"
 class HostedLoop(Protocol):
     """What the workflow uses of a `forge.durable.DurableLoop` (a protocol, so the
@@ -90,7 +92,7 @@ class Host:
 HOST = Host()
 LOOPS, STOPPING, WAITING_HERE = HOST.loops, HOST.stopping, HOST.waiting  # the names earlier releases exported
 
-_WAITS = ("clarification_required", "capability_gap", "approval_required")
+_WAITS = ("clarification_required", "capability_gap", "approval_required", "input_required")
 
 
 class ProcessStopping(BaseException):
@@ -101,11 +103,13 @@ class ProcessStopping(BaseException):
 @dataclass(frozen=True, slots=True)
 class Plan:
     """What the answers so far change in the next turn: an intent to start with, tools
-    added, approvals given (fingerprint → approved)."""
+    added, approvals given (fingerprint → approved), and the user's last reply to the
+    policy's question, the goal of the turns after it."""
 
     pinned: Intent | None = None
     extra_tools: tuple[str, ...] = ()
     approvals: Mapping[str, bool] = field(default_factory=dict)
+    goal: str | None = None
 
 
 class _Turn(LoopObserver):
@@ -119,19 +123,23 @@ class _Turn(LoopObserver):
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
-def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None,
+              conversation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A durable run of `goal` on the loop registered as `loop_name` in this process;
-    `forked_from` (`forge.durable.forks`) when it is a fork of a stored run."""
+    `forked_from` (`forge.durable.forks`) when it is a fork of a stored run; `conversation`
+    when it is the next turn of one: the `state` it goes on from and the run it `continues`."""
     durable = LOOPS.get(loop_name)
     if durable is None:
         raise UsageError(f"this process has no DurableLoop named {loop_name!r} (it has: "
                           f"{', '.join(sorted(LOOPS)) or 'none'}); make it before launching, in every worker")
-    return _Workflow(durable, goal, forked_from).run()
+    return _Workflow(durable, goal, forked_from, conversation).run()
 
 
 class _Workflow:
-    def __init__(self, durable: HostedLoop, goal: str, forked_from: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, durable: HostedLoop, goal: str, forked_from: Mapping[str, Any] | None = None,
+                 conversation: Mapping[str, Any] | None = None) -> None:
         self.durable, self.goal, self.forked_from = durable, goal, forked_from
+        self.conversation = conversation or {}
         run_id = DBOS.workflow_id
         assert run_id is not None, "forge_run runs as a DBOS workflow"
         self.run_id = run_id
@@ -143,11 +151,13 @@ class _Workflow:
                  "answers": self.answers, **more}
         if self.forked_from is not None:
             event["forked_from"] = {k: v for k, v in self.forked_from.items() if k != "patched"}
+        if self.conversation.get("continues"):
+            event["continues"] = self.conversation["continues"]
         DBOS.set_event(EVENT, event)
         return event
 
     def run(self) -> dict[str, Any]:
-        plan, state = Plan(), None
+        plan, state = Plan(), self.conversation.get("state")
         parent = self.forked_from["run_id"] if self.forked_from else None
         registry = StoredRegistry(self.durable.database, self.run_id, parent)  # one for every turn of the run
         if parent is not None:
@@ -159,6 +169,7 @@ class _Workflow:
             steps += result.steps
             whole = replace(result, steps=steps)  # the run's summary counts every turn's steps
             waiting = _waiting_of(result, run) if result.reason in _WAITS else None
+            DBOS.set_event(STATE_EVENT, result.state)  # apart from the run's event: read only when asked for
             if waiting is None:
                 return self.publish("finished", reason=result.reason, outcome=result.outcome, summary=whole.summary,
                                     steps=steps, error=None if result.error is None else error_text(result.error))
@@ -186,8 +197,8 @@ class _Workflow:
             registry.replaying = lambda: performers[0].remaining > 0
             return performers[-1]
 
-        result = loop.run(self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
-                          performer=perform)
+        result = loop.run(plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id,
+                          registry=registry, performer=perform)
         performers[0].flush()  # what the run's end settled: its last verify
         assert turn.run is not None
         return result, turn.run
@@ -251,12 +262,17 @@ def _waiting_of(result: LoopResult, run: RunView) -> Waiting:
     capabilities = tuple(sorted(error.required)) if isinstance(error, NoMatchingTool) else ()
     if isinstance(error, UnknownTool):
         tool = error.name
+    if result.reason == "input_required":
+        return Waiting(result.reason, prompt=result.question)
     fingerprint = _fingerprint(tool, arguments) if tool else None
     return Waiting(result.reason, tool, arguments, fingerprint, tied, capabilities)
 
 
 def _plan_after(plan: Plan, answer: Answer, waiting: Waiting, intent: Intent | None) -> Plan:
-    """The next turn: the waiting call again, as the answer says."""
+    """The next turn: the waiting call again, as the answer says; after a text answer, the
+    conversation's next turn, whose goal is the reply."""
+    if answer.kind == "text":
+        return replace(plan, pinned=None, goal=str(answer.value))
     pinned = intent if intent is not None else Intent.call(waiting.tool or "", **waiting.arguments)
     if answer.kind == "tool":
         pinned = Intent(pinned.capabilities, pinned.arguments, pinned.idempotency_key, tool=str(answer.value))

@@ -46,6 +46,10 @@ class ActionSpec:
     observes: bool = False
     """Whether its records' detail is a tool call's outcome (`tool`, `status`): an
     observation, for whoever reads a trace without running it (the replay debugger)."""
+    optional: frozenset[str] = frozenset()
+    """Verdicts the action returns only when the loop opts in (a policy that asks, a token
+    budget): `forge check` warns, rather than errs, when a definition does not handle one,
+    and the loop refuses the option (or the run fails, naming the missing edge) instead."""
 
     @property
     def abstract(self) -> AbstractModel:

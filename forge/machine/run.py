@@ -59,13 +59,16 @@ class RunConfig:
     repeat_by: str = "call"  # "call": repetition counts identical calls; "tool": uses of a tool
     redact: Redact | None = None  # what the trace may keep of arguments and payloads
     machine: str = ""  # the definition's name
+    token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
+    can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
 
 
 @dataclass(eq=False, slots=True)
 class RunFacts:
     """What the run's stages have decided so far: the loop step, the call under way (its
     intent and the action chosen for it), that call's outcome (`status`, `payload`), the
-    stop decision, and the error that ended the run, if any."""
+    stop decision, the error that ended the run, if any, and the policy's question to the
+    user when it asked one."""
 
     step: int = 0
     intent: Intent | None = None
@@ -74,6 +77,7 @@ class RunFacts:
     payload: Any = None
     decision: StopDecision | None = None
     error: BaseException | None = None
+    question: str | None = None
 
     def copy(self) -> RunFacts:
         return replace(self)
@@ -136,6 +140,7 @@ class Run:
     facts: RunFacts = field(default_factory=RunFacts)
     counts: RunCounts = field(default_factory=RunCounts)
     firing: Firing = field(default_factory=Firing)
+    first_message: int = 0  # where this run's messages start in a conversation's (its usage is theirs)
 
     # read-only views by the names observers, callbacks and tools have used
     step = property(lambda self: self.facts.step)

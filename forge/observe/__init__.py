@@ -95,8 +95,9 @@ class LoopObserver(Protocol):
     every method here does nothing.
 
     `run_started` before the first transition; `transition_started` as a transition begins
-    in `state` (before its stage action); `tool_attempt` after each handler call of the
-    execute stage; `transition_finished` once the record is in the trace;
+    in `state` (before its stage action); `tool_attempt_started` just before, and
+    `tool_attempt` just after, each handler call of the execute stage (the first is what a
+    tracer makes current while the handler runs); `transition_finished` once the record is in the trace;
     `transition_failed` when a hook raised and the run went to `fatal_error` (the record is
     that failure's); `run_finished` once the run is in a terminal state.
     """
@@ -105,6 +106,9 @@ class LoopObserver(Protocol):
         return None
 
     def transition_started(self, run: RunView, state: str) -> None:
+        return None
+
+    def tool_attempt_started(self, run: RunView, attempt: ToolAttempt) -> None:
         return None
 
     def tool_attempt(self, run: RunView, attempt: ToolAttempt) -> None:
@@ -130,8 +134,8 @@ class TransitionCallback(LoopObserver):
         self.callback(record)
 
 
-_HOOKS = ("run_started", "transition_started", "tool_attempt", "transition_finished", "transition_failed",
-          "run_finished")
+_HOOKS = ("run_started", "transition_started", "tool_attempt_started", "tool_attempt", "transition_finished",
+          "transition_failed", "run_finished")
 
 
 class Observers:

@@ -44,6 +44,9 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
     started, delay = config.clock(), 0.0
     for number in count(1):
         tally[0] = number
+        if observers.wants("tool_attempt_started"):
+            yield Notify(observers.notify, (run, "tool_attempt_started", ToolAttempt(contract.name, number, delay)),
+                         "tool_attempt_started")
         try:
             value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments)
         except Exception as error:

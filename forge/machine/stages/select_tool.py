@@ -1,5 +1,6 @@
-"""select_tool: ask the policy for an intent (`select_action` picks the one tool that fits) or
-its final answer. Verdicts: `Selection`."""
+"""select_tool: ask the policy for an intent (`select_action` picks the one tool that fits), its
+final answer, or its question to the user; stop first when the run's token budget is spent.
+Verdicts: `Selection`."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from forge.agent.actions import (
     select_named,
 )
 from forge.agent.stopping import StopController, StopReason
-from forge.errors import WrongType
+from forge.errors import UsageError, WrongType
 from forge.machine.abstract import AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
 from forge.machine.effects import Call, Steps
@@ -28,7 +29,8 @@ from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
-from forge.policy import FINISH, Finish, Intent
+from forge.policy import ASK, FINISH, Ask, Finish, Intent
+from forge.usage import BudgetExhausted, usage_of
 
 __all__ = ['GUARDS', 'SPEC', 'Selection']
 
@@ -41,21 +43,47 @@ class Selection(StrEnum):
     AMBIGUOUS = "ambiguous"
     NO_TOOL = "no_tool"
     POLICY_ERROR = "policy_error"
+    ASKED = "asked"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+
+
+OPTIONAL = frozenset({Selection.ASKED, Selection.BUDGET_EXHAUSTED})
+"""The verdicts only a loop that opts in meets (a policy that asks, a token budget): a
+definition written before them need not handle them (see `ActionSpec.optional`)."""
 
 
 def _select_tool(run: Run) -> Steps[StageOutcome]:
     config, state, goal = run.config, run.loop_state, run.goal
     step = state.step_count + 1
+    budget = config.token_budget
+    if budget is not None:  # a run that has spent its budget asks no more (a policy may stop sooner: BudgetExhausted)
+        used = usage_of(state.messages[run.first_message:])
+        if used.total_tokens >= budget:
+            return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
     try:
         intent = yield Call(config.policy, (goal, state), "the policy", "policy", "policy",
                             (goal, state.step_count), state.messages, step=step)
-        if not isinstance(intent, (Intent, Finish)):
-            raise WrongType(f"policy returned {intent!r}, not an Intent or a Finish")
+        if not isinstance(intent, (Intent, Finish, Ask)):
+            raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish or an Ask")
+        if isinstance(intent, Ask) and not config.can_ask:
+            raise UsageError(f"the policy asked the user {intent.question!r:.200}, but definition {config.machine!r} "
+                             "has no input_required state to wait in: add a transition from the policy's state "
+                             "guarded by policy_asked (as machines/single_agent.toml has)")
+    except BudgetExhausted as error:
+        if budget is None:
+            return _policy_failed(error, step)
+        detail, seen = _new_messages(run)
+        return _out_of_budget(error, step, detail, {"messages_seen": seen} if seen else _NONE)
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
-        return StageOutcome(Selection.POLICY_ERROR, {"error": error_text(error)},
-                            facts={"step": step, "action": None, "error": error})
+        return _policy_failed(error, step)
     detail, seen = _new_messages(run)
     counts = {"messages_seen": seen} if seen else _NONE
+    if isinstance(intent, Ask):
+        detail["ask"] = quoted(intent.question, 200)
+        return StageOutcome(Selection.ASKED, detail, counts=counts,
+                            facts={"step": step, "intent": None, "question": intent.question,
+                                   "action": Action(ASK, "the policy asked the user")},
+                            observe=(ASK, "ok", intent, None))
     if isinstance(intent, Finish):
         detail["finish"] = quoted(repr(intent.answer), 200)
         return StageOutcome(Selection.FINISHED, detail, counts=counts,
@@ -93,6 +121,18 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
 _NONE: Mapping[str, int] = {}
 
 
+def _policy_failed(error: Exception, step: int) -> StageOutcome:
+    return StageOutcome(Selection.POLICY_ERROR, {"error": error_text(error)},
+                        facts={"step": step, "action": None, "error": error})
+
+
+def _out_of_budget(error: BudgetExhausted, step: int, detail: dict[str, Any], counts: Mapping[str, int]
+                   ) -> StageOutcome:
+    detail.update(tokens_used=error.used, token_budget=error.budget, next_call_at_least=error.next_at_least)
+    return StageOutcome(Selection.BUDGET_EXHAUSTED, detail, counts=counts,
+                        facts={"step": step, "action": None, "error": error})
+
+
 @lru_cache(maxsize=1024)
 def _ranked(capabilities: frozenset[str], specs: tuple[ToolSpec, ...]) -> Action:
     """`select_action`'s choice, shared by every loop with these tools: a pure function of
@@ -126,7 +166,8 @@ def _new_messages(run: Run) -> tuple[dict[str, Any], int]:
 
 
 def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
-    for verdict in (Selection.AMBIGUOUS, Selection.NO_TOOL, Selection.POLICY_ERROR):
+    for verdict in (Selection.AMBIGUOUS, Selection.NO_TOOL, Selection.POLICY_ERROR, Selection.ASKED,
+                    Selection.BUDGET_EXHAUSTED):
         yield verdict, run
     for made in range(min(run.steps, controller.repeat_limit - 1) + 1):  # a new call, or one made `made` times
         yield Selection.SELECTED, replace(run, pick=made)
@@ -134,12 +175,14 @@ def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tupl
 
 
 SPEC = ActionSpec("select_tool", _select_tool, frozenset(Selection),
-                  "ask the policy for an intent (select_action picks the one tool that fits) or its final answer",
-                  _select_model)
+                  "ask the policy for an intent (select_action picks the one tool that fits), its final answer "
+                  "or its question to the user", _select_model, optional=OPTIONAL)
 GUARDS = (
     GuardSpec("tool_selected", "select_tool", Selection.SELECTED),
     GuardSpec("policy_finished", "select_tool", Selection.FINISHED),
     GuardSpec("tool_choice_ambiguous", "select_tool", Selection.AMBIGUOUS, "clarification_required"),
     GuardSpec("no_tool_fits", "select_tool", Selection.NO_TOOL, "capability_gap"),
     GuardSpec("policy_raised", "select_tool", Selection.POLICY_ERROR, StopReason.FATAL_ERROR.value),
+    GuardSpec("policy_asked", "select_tool", Selection.ASKED, "input_required"),
+    GuardSpec("token_budget_exhausted", "select_tool", Selection.BUDGET_EXHAUSTED, "budget_exhausted"),
 )

@@ -1,0 +1,140 @@
+"""Token usage: what each model call of a run cost, and the budget that stops a run.
+
+A policy that calls a model (`forge.llm.ChatPolicy`) keeps each response's usage on the
+assistant message it adds to `LoopState.messages`, under the key `_usage` (keys starting
+with `_` are never sent to the model). The conversation already lives there, is recorded
+in the trace and is restored by a replay, so usage needs no channel of its own: any policy
+that keeps messages the same way is counted the same way.
+
+Why the budget can stop a run *before* a call that would exceed it: a chat conversation
+only grows, so the next request holds the whole of the last one and the reply to it; it
+costs at least the last call's prompt plus completion tokens (`Usage.next_call_at_least`).
+A run stops in `budget_exhausted` when what it has used plus that lower bound would go past
+`AgentLoop(token_budget=N)`. A call can still cost more than the bound (the tool results
+the model reads next, its own reply); then the run stops before the call after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from forge.errors import ForgeError, UsageError
+
+__all__ = ["USAGE_KEY", "BudgetExhausted", "ModelCall", "Usage", "check_budget", "usage_of"]
+
+USAGE_KEY = "_usage"
+"""Where an assistant message keeps its call's usage."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One model call's usage: `prompt_tokens` (input, cached ones included, as providers
+    count them), `completion_tokens` (output), `cached_tokens` (the part of the prompt read
+    from the provider's cache), the `model` that answered, and, when the policy knows
+    them, the call's `started` wall-clock time (seconds since the epoch) and `seconds`, why
+    the model stopped (`finish_reason`), the model asked for (`request_model`) and the
+    `provider` (for OpenTelemetry's `gen_ai.*` attributes)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+    model: str | None = None
+    started: float | None = None
+    seconds: float | None = None
+    finish_reason: str | None = None
+    request_model: str | None = None
+    provider: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "cached_tokens": self.cached_tokens, "model": self.model, "started": self.started,
+                "seconds": self.seconds, "finish_reason": self.finish_reason, "request_model": self.request_model,
+                "provider": self.provider}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelCall:
+        """Read what `to_json` wrote (a message's `_usage`).
+
+        Raises:
+            ValueError: a token count that is not a non-negative integer.
+        """
+        counts = []
+        for name in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+            value = data.get(name) or 0
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise UsageError(f"a model call's {name} must be a non-negative integer, got {value!r}")
+            counts.append(value)
+        return cls(counts[0], counts[1], counts[2], data.get("model"), data.get("started"), data.get("seconds"),
+                   data.get("finish_reason"), data.get("request_model"), data.get("provider"))
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """The usage of a run's model calls, one `ModelCall` each, in order, and their totals."""
+
+    calls: tuple[ModelCall, ...] = ()
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(call.prompt_tokens for call in self.calls)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(call.completion_tokens for call in self.calls)
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(call.cached_tokens for call in self.calls)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def next_call_at_least(self) -> int:
+        """A lower bound on the next call's cost: the last call's prompt and its reply, which
+        the next request holds again (0 before any call)."""
+        return self.calls[-1].total_tokens if self.calls else 0
+
+    def __bool__(self) -> bool:
+        return bool(self.calls)
+
+    def __str__(self) -> str:
+        cached = f", {self.cached_tokens} cached" if self.cached_tokens else ""
+        return (f"{self.total_tokens} tokens in {len(self.calls)} model call{'s' if len(self.calls) != 1 else ''} "
+                f"({self.prompt_tokens} prompt{cached}, {self.completion_tokens} completion)")
+
+
+def usage_of(messages: Iterable[Mapping[str, Any]]) -> Usage:
+    """The usage recorded on `messages` (each one's `_usage`), in order."""
+    return Usage(tuple(ModelCall.from_json(m[USAGE_KEY]) for m in messages if USAGE_KEY in m))
+
+
+class BudgetExhausted(ForgeError, RuntimeError):
+    """The next model call would take the run past its token budget. A policy raises it
+    before the call (`check_budget`); the run ends in `budget_exhausted`, not in an error."""
+
+    def __init__(self, used: int, budget: int, next_at_least: int) -> None:
+        super().__init__(f"the token budget is {budget}: {used} used, and the next model call costs at least "
+                         f"{next_at_least} more")
+        self.used, self.budget, self.next_at_least = used, budget, next_at_least
+
+
+def check_budget(usage: Usage, budget: int | None) -> None:
+    """Refuse the next model call when it would certainly go past `budget` (see the module).
+
+    Raises:
+        BudgetExhausted: `usage` has reached the budget, or its lower bound on the next
+            call would take it past.
+    """
+    if budget is None:
+        return
+    used, next_at_least = usage.total_tokens, usage.next_call_at_least
+    if used >= budget or used + next_at_least > budget:
+        raise BudgetExhausted(used, budget, next_at_least)
