@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from forge.errors import ForgeError, MissingFile, UsageError
+from forge.machine.definition import PROPERTIES
 
 if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord
@@ -100,10 +101,42 @@ def _check(args: argparse.Namespace) -> int:
     def progress(path: str, explored: int) -> None:
         print(f"{path}: {explored:,} abstract states explored so far…", file=sys.stderr, flush=True)
 
-    reports = check_definitions(paths, args.max_steps, args.repeat_limit, stages, progress)
+    side_effects = _side_effects_of(args.tools) if args.tools else None
+    reports = check_definitions(paths, args.max_steps, args.repeat_limit, stages, progress, args.require, side_effects)
     for report in reports:
         print("\n".join(report.lines()))
+    if args.diagram:
+        drawn = [r for r in reports if r.violations and r.definition is not None]
+        if len(paths) != 1:
+            raise UsageError("--diagram draws one definition's counterexample: name exactly one definition")
+        if drawn:
+            from forge.diagram import render_counterexample
+
+            first = drawn[0].violations[0]
+            out = render_counterexample(drawn[0].definition, args.diagram, first.path)  # type: ignore[arg-type]
+            print(f"counterexample ({first.property}) drawn in red: {out}")
+        else:
+            print("no counterexample to draw: every required property holds")
     return 0 if all(report.ok for report in reports) else 1
+
+
+def _side_effects_of(reference: str) -> bool:
+    """Whether any tool `--tools MODULE:NAME` names (an AgentLoop, a Tool, or tools) has a
+    side effect."""
+    from forge.loop import AgentLoop
+    from forge.machine.catalog import import_reference
+    from forge.tools import Tool
+
+    found = import_reference(reference, "--tools", "myagent:loop")
+    tools = found.tools if isinstance(found, AgentLoop) else [found] if isinstance(found, Tool) else found
+    try:
+        listed = list(tools)
+    except TypeError:
+        listed = []
+    if not listed or not all(isinstance(t, Tool) for t in listed):
+        raise UsageError(f"--tools {reference!r}: expected an AgentLoop, a Tool or a list of Tools, "
+                         f"got {type(found).__name__}")
+    return any(t.side_effect for t in listed)
 
 
 EXIT_CODES = {"success": 0, "failure": 1, "needs_input": 3}
@@ -284,8 +317,16 @@ def _answer_of(args: argparse.Namespace) -> Any:
         raise UsageError("give exactly one answer: --approve FP, --reject FP, --tool NAME, --add-tool NAME, "
                          "--did-run JSON, --run-again or --text REPLY")
     kind, value = given[0]
+    if args.arguments is not None and kind != "approve":
+        raise UsageError("--arguments edits an approval: give it with --approve FP")
     if kind == "text":
         return Answer.text(value)
+    if kind == "approve" and args.arguments is not None:
+        try:
+            edited = json.loads(args.arguments)
+        except ValueError as error:
+            raise UsageError(f"--arguments takes the edited call's arguments as a JSON object: {error}") from None
+        return Answer.approve(value, arguments=edited)
     if kind == "did_run":
         try:
             value = json.loads(value)
@@ -557,6 +598,8 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--did-run", metavar="JSON", help="resume: the call in doubt ran, and returned JSON")
     runs.add_argument("--run-again", action="store_true", help="resume: call the call in doubt again")
     runs.add_argument("--text", metavar="REPLY", help="resume: the user's reply to the policy's question")
+    runs.add_argument("--arguments", metavar="JSON",
+                      help="resume, with --approve: approve the call with these arguments instead (checked first)")
     runs.add_argument("--wait", type=float, metavar="SECONDS", help="resume: wait this long for what the run does next")
     runs.add_argument("--at", type=_positive, metavar="K", help="fork: the transition to fork at")
     runs.add_argument("--patch", metavar="FILE.json", help="fork: the outcome to put in place of the one recorded at K")
@@ -611,6 +654,11 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--repeat-limit", type=_positive, default=3, help="the loop's repeat_limit (default 3)")
     check.add_argument("--stages", action="append", default=[], metavar="MODULE:NAME",
                        help="user stages the definitions name: a mapping of Stage objects (repeatable)")
+    check.add_argument("--require", action="append", default=[], choices=PROPERTIES, metavar="PROPERTY",
+                       help=f"a property to prove over every path (repeatable): {', '.join(PROPERTIES)}")
+    check.add_argument("--tools", metavar="MODULE:NAME",
+                       help="the loop's tools (an AgentLoop, a Tool or a list), for their side-effect flags")
+    check.add_argument("--diagram", metavar="OUT.svg", help="draw the first counterexample in red on the definition")
     check.set_defaults(handler=_check)
 
     tools = commands.add_parser("tools", help="list an MCP server's tools as forge sees them",

@@ -177,9 +177,17 @@ class AgentLoop:
         self.definition = (
             definition if isinstance(definition, MachineDefinition) else load_definition(definition, self.stages)
         )
-        from forge.check import soundness_errors  # here: forge check is only imported once a loop is built
+        from forge.check import Finding, Severity, soundness_errors  # here: imported once a loop is built
 
         errors = soundness_errors(self.definition, self.stages)
+        if self.definition.requires:
+            from forge.check.properties import violations
+
+            errors = (*errors, *(Finding(Severity.ERROR, "property", self.definition.path, v.entry,
+                                         f"{v.property}: {v.message}; counterexample: "
+                                         + " → ".join(f"{t.source} -{t.trigger}-> {t.dest}" for t in v.path))
+                                 for v in violations(self.definition, self.definition.requires, self.stages,
+                                                     any(tool.side_effect for tool in tools))))
         if errors:
             raise DefinitionError(
                 self.definition.path,
@@ -221,6 +229,7 @@ class AgentLoop:
             machine=self.definition.name,
             token_budget=token_budget,
             can_ask=self._handles(Selection.ASKED),
+            timeouts={s.name: s.timeout for s in self.definition.states if s.timeout is not None and not s.terminal},
         )
 
     def _handles(self, verdict: Selection) -> bool:
@@ -251,19 +260,25 @@ class AgentLoop:
 
     def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
               run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-              performer: PerformerFactory | None = None) -> Run:
+              performer: PerformerFactory | None = None, timed_out: str | None = None) -> Run:
         """A new run of `goal` in the initial state; nothing has fired yet. With `state` (an
         earlier run's `result.state`), it goes on from that run's observations and messages:
         the next turn of a conversation, with a step budget of its own. `run_id` names the
         run in its trace (default: 32 random hex digits). `registry` and `performer` are
         as for `run`.
 
+        `timed_out` names a waiting state whose deadline passed: the run starts there and its
+        first transition is that state's `timeout` edge (what a durable run does when no
+        answer came in time).
+
         Raises:
-            ValueError: `goal` is blank, `run_id` is not a non-blank string, or `state`
-                ended in a fatal error.
+            ValueError: `goal` is blank, `run_id` is not a non-blank string, `state`
+                ended in a fatal error, or `timed_out` names no state with a timeout edge.
         """
         if not isinstance(goal, str) or not goal.strip():
             raise UsageError("goal must be a non-blank string")
+        if timed_out is not None and self.definition.timeout_edge(timed_out) is None:
+            raise UsageError(f"state {timed_out!r} of {self.definition.name!r} has no timeout edge to take")
         if run_id is None:
             run_id = os.urandom(16).hex()
         elif not isinstance(run_id, str) or not run_id.strip():
@@ -272,12 +287,12 @@ class AgentLoop:
             registry = self.registry if self.registry is not None else IdempotencyRegistry()
         loop_state = LoopState() if state is None else state.continued()
         journal = Journal(run_id=run_id, codec=self.codec)
-        run = Run(goal=goal, config=self._config, state=self.definition.initial, registry=registry,
+        run = Run(goal=goal, config=self._config, state=timed_out or self.definition.initial, registry=registry,
                   loop_state=loop_state, counts=RunCounts(messages_seen=len(loop_state.messages)),
                   first_message=len(loop_state.messages),
                   observers=self._observers.for_run() + observers,
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
-                              redact=self._config.redact), journal=journal)
+                              redact=self._config.redact), journal=journal, timed_out=timed_out is not None)
         config = self._config
         run.performer = (performer(journal, run) if performer is not None
                          else Performer(journal, run, config.sleep, config.async_sleep))
@@ -286,7 +301,7 @@ class AgentLoop:
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
             run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-            performer: PerformerFactory | None = None) -> LoopResult:
+            performer: PerformerFactory | None = None, timed_out: str | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
         `on_transition(record)` is called after each fired transition (live progress);
@@ -295,7 +310,8 @@ class AgentLoop:
         run in its trace (default: 32 random hex digits). `registry` replaces the loop's
         idempotency registry for this run; `performer(journal, run)` makes the `Performer`
         through which the run calls the world (default: the live one; a durable run's keeps
-        its journal in the runs' database). Never raises for what
+        its journal in the runs' database); `timed_out` starts the run by a waiting state's
+        timeout edge (see `start`). Never raises for what
         tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
@@ -306,23 +322,28 @@ class AgentLoop:
         """
         self._refuse_async()
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
-                         performer=performer)
+                         performer=performer, timed_out=timed_out)
         self._complete(run)
         return self._finish(run)
 
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
                    observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-                   run_id: str | None = None) -> LoopResult:
+                   run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
+                   performer: PerformerFactory | None = None, timed_out: str | None = None) -> LoopResult:
         """`run`, awaited, on transitions' AsyncMachine: tools, policy, verify, the approver,
         user stages and callbacks may each be sync or `async def`; retries wait with
-        `async_sleep`. The trace equals `run`'s on the same script.
+        `async_sleep`. The trace equals `run`'s on the same script. `registry`,
+        `performer` and `timed_out` are as for `run`.
 
         Raises:
             ValueError: `goal` is blank.
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
         """
-        run = self.start(goal, _with_callback(observers, on_transition), state, run_id)
+        run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
+                         performer=performer, timed_out=timed_out)
         self._started(run)
+        if run.timed_out and self.definition.timeout_edge(run.state) is not None:  # not failed by an observer
+            self.engine.time_out(run)
         engine = self.async_engine
         while not engine.is_terminal(run):
             await engine.aadvance(run)
@@ -347,6 +368,8 @@ class AgentLoop:
         """Tell the observers the run started, and fire it to a terminal state."""
         self._started(run)
         engine = self.engine
+        if run.timed_out and self.definition.timeout_edge(run.state) is not None:  # not failed by an observer
+            engine.time_out(run)
         while not engine.is_terminal(run):
             engine.advance(run)
 

@@ -4,7 +4,7 @@ It files one entry per item: lists the items, reads each (a read-only tool, flak
 first attempt), writes an entry per item (side-effecting: it appends to a ledger file outside
 the database, once per idempotency key), then finishes; verify reads the ledger back.
 
-    python durable_agent.py run DB LEDGER RUN_ID [--crash-at N [--in-tool]]
+    python durable_agent.py run DB LEDGER RUN_ID [--crash-at N [--in-tool]] [--async]
         run RUN_ID (or recover it, if the database has it unfinished) and print its trace
         as JSON lines; with --crash-at, SIGKILL this process when transition N starts (or,
         with --in-tool, inside the N-th write, after its ledger line and before it returns)
@@ -128,6 +128,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--ask", action="store_true", help="write_entry says on_crash='ask'")
     parser.add_argument("--answers", type=int, default=0, help="wait until the run has had this many answers")
     parser.add_argument("--approvals", action="store_true", help="run machines/approval.toml: every write waits")
+    parser.add_argument("--async", dest="asynchronous", action="store_true",
+                        help="run it on DBOS's async API: await durable.arun(...)")
     args = parser.parse_args(argv)
     crash_in_write = args.crash_at if args.in_tool else None
     ledger = Ledger(Path(args.ledger), crash_in_write)
@@ -141,7 +143,16 @@ def main(argv: list[str]) -> int:
         work(args.db, concurrency=args.concurrency)
         return 0
     durable.launch()
-    result = durable.wait(durable.start("file every item", run_id=args.run_id), timeout=120, answers=args.answers)
+    if args.asynchronous:
+        import asyncio
+
+        async def awaited() -> Any:
+            return await durable.await_for(await durable.astart("file every item", run_id=args.run_id), timeout=120,
+                                           answers=args.answers)
+
+        result = asyncio.run(awaited())
+    else:
+        result = durable.wait(durable.start("file every item", run_id=args.run_id), timeout=120, answers=args.answers)
     for record in result.trace:
         print(json.dumps(record.to_json()))
     end: dict[str, Any] = {"status": result.status, "reason": result.reason}

@@ -48,13 +48,13 @@ def reference(tmp_path_factory):
     return trace, calls_of(folder)
 
 
-def trial(number, folder, crash, in_tool):
+def trial(number, folder, crash, in_tool, *more):
     folder.mkdir()
-    options = ["--crash-at", str(crash)] + (["--in-tool"] if in_tool else [])
+    options = ["--crash-at", str(crash)] + (["--in-tool"] if in_tool else []) + list(more)
     killed = run_agent(folder, "run", *options)
     assert killed.returncode == -9, f"trial {number} was not killed: {killed.returncode} {killed.stderr[-2000:]}"
     before = calls_of(folder)
-    recovered = run_agent(folder, "run")
+    recovered = run_agent(folder, "run", *more)
     assert recovered.returncode == 0, f"trial {number}: {recovered.stderr[-3000:]}"
     trace, end = trace_of(recovered.stdout)
     ledger = [line.split("\t") for line in (folder / "ledger").read_text().splitlines()]
@@ -89,3 +89,26 @@ def test_a_hundred_runs_killed_at_random_points_recover_as_if_never_interrupted(
         else:
             assert not extra, f"trial {result['number']}: calls made again: {extra}"
         assert not reference_calls - result["calls"], result["number"]
+
+
+ASYNC_TRIALS = 8
+
+
+def test_async_durable_runs_killed_at_random_points_recover_as_if_never_interrupted(reference, tmp_path):
+    """The same crash test on DBOS's async API (`await durable.arun(...)`), with fewer trials."""
+    expected, reference_calls = reference
+    chooser = random.Random(2027)
+    plans = [(n, chooser.randint(1, 3), True) if n % 4 == 3 else (n, chooser.randint(1, len(expected)), False)
+             for n in range(ASYNC_TRIALS)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda plan: trial(plan[0], tmp_path / f"trial{plan[0]}", plan[1], plan[2],
+                                                   "--async"), plans))
+    for result in results:
+        assert result["end"] == {"status": "finished", "reason": "verified_success"}, result["number"]
+        assert result["trace"] == expected, f"trial {result['number']} (crash {result['crash']}) diverged"
+        assert len(result["ledger"]) == 3 and len({row[0] for row in result["ledger"]}) == 3, result["number"]
+        extra = result["calls"] - reference_calls
+        if result["in_tool"]:
+            assert list(extra.values()) == [1] and next(iter(extra)).startswith("write_entry\t"), result["number"]
+        else:
+            assert not extra, f"trial {result['number']}: calls made again: {extra}"

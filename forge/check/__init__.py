@@ -3,7 +3,9 @@
 Loading problems (unknown names, dead ends, …), structure (reachability, ways out, verdicts
 without a transition, stop states), determinism (transitions of one state whose guards are
 not provably exclusive) and boundedness (every run ends within a computed number of
-transitions for the given `max_steps`).
+transitions for the given `max_steps`); and the properties asked for (`--require`, or the
+definition's `[checks] require`), each proved over every path or refuted with a
+counterexample (`forge.check.properties`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from forge.check.bounds import Boundedness, explore
 from forge.check.findings import Finding, Severity
+from forge.check.properties import Violation, violations
 from forge.check.structure import structural_findings
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import MachineDefinition
@@ -24,6 +27,7 @@ from forge.machine.stages import BUILTIN_STAGES
 
 __all__ = [
     "CheckReport",
+    "Violation",
     "Finding",
     "Severity",
     "check_definition",
@@ -40,6 +44,9 @@ class CheckReport:
     path: str
     findings: tuple[Finding, ...]
     boundedness: Boundedness | None
+    violations: tuple[Violation, ...] = ()
+    """The required properties that do not hold, each with its counterexample."""
+    definition: MachineDefinition | None = None
 
     @property
     def ok(self) -> bool:
@@ -47,7 +54,9 @@ class CheckReport:
 
     def lines(self) -> list[str]:
         """The human-readable report, one line per finding, then the verdict."""
-        out = [str(f) for f in self.findings]
+        out = [str(f) for f in self.findings if f.code != "property"]  # a violation prints its path below
+        for violation in self.violations:
+            out.extend(violation.lines())
         b = self.boundedness
         if b is not None and b.bound is not None:
             out.append(
@@ -74,24 +83,32 @@ class CheckReport:
 
 def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3,
                      stages: StageCatalog | Mapping[str, Stage] | None = None,
-                     progress: Callable[[int], None] | None = None) -> CheckReport:
+                     progress: Callable[[int], None] | None = None, require: Iterable[str] = (),
+                     side_effects: bool | None = None) -> CheckReport:
     """Check one definition (a file or built-in name) for these loop limits; `stages` are
     the user stages it may name, checked exactly like the built-in ones. `progress(explored)`
-    is called about once a second while the exploration takes longer.
+    is called about once a second while the exploration takes longer. `require` names
+    properties to prove (`forge.check.properties`), besides the definition's own `[checks]
+    require`; `side_effects` says whether any of the loop's tools has a side effect (None:
+    unknown, so any call may).
 
     Raises:
         FileNotFoundError: no such file or built-in.
-        ValueError: a limit below 1, or malformed `stages`.
+        ValueError: a limit below 1, malformed `stages`, or an unknown property.
     """
     catalog = catalog_of(stages)
     resolved = str(resolve_definition(path))
     definition, problems = parse_definition(resolved, catalog)
     findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
     boundedness = None
+    refuted: tuple[Violation, ...] = ()
     if definition is not None and not problems:
         found, boundedness = _analyse(definition, catalog, max_steps, repeat_limit, progress)
         findings.extend(found)
-    return CheckReport(resolved, tuple(findings), boundedness)
+        refuted = violations(definition, (*definition.requires, *require), catalog, side_effects)
+        findings.extend(Finding(Severity.ERROR, "property", resolved, v.entry, f"{v.property}: {v.message}")
+                        for v in refuted)
+    return CheckReport(resolved, tuple(findings), boundedness, refuted, definition)
 
 
 def _analyse(definition: MachineDefinition, stages: StageCatalog, max_steps: int, repeat_limit: int,
@@ -144,12 +161,14 @@ def default_definitions(folder: str | Path = "machines") -> list[Path]:
 
 def check_definitions(paths: Iterable[str | Path], max_steps: int = 8, repeat_limit: int = 3,
                       stages: StageCatalog | Mapping[str, Stage] | None = None,
-                      progress: Callable[[str, int], None] | None = None) -> list[CheckReport]:
+                      progress: Callable[[str, int], None] | None = None, require: Iterable[str] = (),
+                      side_effects: bool | None = None) -> list[CheckReport]:
     """`check_definition` for each path; `progress(path, explored)` as it goes on."""
+    require = tuple(require)
     reports = []
     for path in paths:
         told: Callable[[int], None] | None = None
         if progress is not None:
             told = functools.partial(progress, str(path))
-        reports.append(check_definition(path, max_steps, repeat_limit, stages, told))
+        reports.append(check_definition(path, max_steps, repeat_limit, stages, told, require, side_effects))
     return reports

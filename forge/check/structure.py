@@ -85,7 +85,8 @@ def structural_findings(definition: MachineDefinition, stages: StageCatalog = BU
             handled = {stages.guards[t.guard].verdict for t in definition.outgoing(state.name) if t.guard}
             unguarded = any(t.guard is None for t in definition.outgoing(state.name))
             spec = stages.actions[state.action]
-            missing = sorted(spec.verdicts - spec.optional - handled)
+            untimed = spec.timed if state.timeout is None else frozenset()
+            missing = sorted(spec.verdicts - spec.optional - untimed - handled)
             optional = sorted(spec.optional - handled)
             if optional and not unguarded:
                 guards = sorted(g.name for g in stages.guards.values()

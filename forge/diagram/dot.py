@@ -11,7 +11,7 @@ the run ended is marked, and everything never reached is faded.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from html import escape
 
 import graphviz
@@ -29,7 +29,7 @@ _FONT = "Helvetica"
 
 def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None, ids: bool = False,
                against: RunOverlay | None = None, diverged: str | None = None,
-               names: tuple[str, str] = ("A", "B")) -> graphviz.Digraph:
+               names: tuple[str, str] = ("A", "B"), counterexample: Sequence[int] = ()) -> graphviz.Digraph:
     """Build the diagram. The only node that is not a state is `START_NODE`, whose one edge
     points at the initial state. With `ids`, each state, transition and drawn `fail` edge
     carries an id its SVG element keeps (`state-NAME`, `edge-INDEX`, `fail-SOURCE`), so a
@@ -38,13 +38,24 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
     With `against`, a second run's overlay, both paths are drawn (`names` say which is
     which): an edge both took is drawn strong and labelled with each run's count, an edge
     only one took in that run's colour, and `diverged`, the state the runs were in when
-    they first differed, is marked."""
+    they first differed, is marked.
+
+    `counterexample` (transition indices, in order: a path `forge check` found that breaks
+    a property) is drawn in red, each edge numbered by its place on the path, and the state
+    it ends in outlined in red."""
     if against is not None and overlay is not None:
         return _compared(definition, overlay, against, diverged, names)
     title = definition.title or definition.name
     if overlay is not None:
         where = "ended in" if overlay.finished else "now in"
         title += f"{LINE_BREAK}run: {overlay.transitions} transitions, {where} {overlay.position}"
+    steps: dict[int, list[int]] = {}
+    for number, index in enumerate(counterexample, start=1):
+        steps.setdefault(index, []).append(number)
+    ends_in = next((t.dest for t in definition.transitions if t.index == counterexample[-1]), None) \
+        if counterexample else None
+    if counterexample:
+        title += f"{LINE_BREAK}counterexample: {len(counterexample)} transitions, in red"
     graph = _started(definition, title)
     for state in definition.states:
         palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
@@ -66,6 +77,9 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
             if state.name == overlay.position:
                 attrs["penwidth"] = "3.5"
                 label += f"{LINE_BREAK}■ run ended here" if overlay.finished else f"{LINE_BREAK}▶ run is here"
+        if state.name == ends_in:
+            attrs.update(color=FAILED, penwidth="3.5")
+            label += f"{LINE_BREAK}✗ the property fails here"
         if ids:
             attrs["id"] = f"state-{state.name}"
         graph.node(state.name, label=label, **attrs)
@@ -88,6 +102,9 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         tools = overlay.edge_tools.get(transition.index) if overlay is not None else None
         if tools:
             label += LINE_BREAK + _tool_counts(tools)
+        if transition.index in steps:
+            attrs.update(color=FAILED, fontcolor=FAILED, penwidth="3")
+            label = f"{', '.join(map(str, steps[transition.index]))}. {label}"
         if ids:
             attrs["id"] = f"edge-{transition.index}"
         graph.edge(transition.source, transition.dest, label=label, **attrs)

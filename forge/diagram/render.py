@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +13,12 @@ from forge.diagram.mermaid import to_mermaid
 from forge.diagram.overlay import overlay_of
 from forge.errors import ForgeError, UsageError
 from forge.files import write_atomically
-from forge.machine.definition import MachineDefinition
+from forge.machine.definition import MachineDefinition, TransitionDef
 from forge.machine.loader import load_definition
 from forge.machine.trace import TransitionRecord
 
 __all__ = [
+    "render_counterexample",
     "FORMATS",
     "GraphvizNotInstalled",
     "diagram",
@@ -113,6 +114,25 @@ def image_of(dot: str, fmt: str) -> bytes:
     except graphviz.ExecutableNotFound:
         raise GraphvizNotInstalled(fmt) from None
     return image
+
+
+def render_counterexample(definition: str | Path | MachineDefinition, path: str | Path,
+                          counterexample: Sequence[TransitionDef], fmt: str | None = None) -> Path:
+    """Write the definition's diagram with `counterexample` (a path `forge check` found that
+    breaks a property) drawn in red, to `path` in `fmt` or the format its suffix names.
+
+    Raises:
+        GraphvizNotInstalled: an image format without the `dot` program; nothing is written.
+        ValueError: the format cannot be told or is unknown.
+    """
+    fmt = format_for(path, fmt)
+    if fmt not in ("dot", "gv", "svg", "png", "pdf"):
+        raise UsageError(f"a counterexample is drawn as DOT, SVG, PNG or PDF, not {fmt}")
+    graph = to_digraph(_definition(definition), counterexample=[t.index for t in counterexample])
+    target = Path(path)
+    if fmt in ("dot", "gv"):
+        return write_atomically(target, graph.source)
+    return write_atomically(target, image_of(graph.source, fmt))
 
 
 def render(definition: str | Path | MachineDefinition, path: str | Path, fmt: str | None = None,

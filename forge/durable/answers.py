@@ -26,7 +26,8 @@ class AnswerRefused(UsageError):
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """What a waiting run needs: `state` (one of WAITING_STATES), the `tool` and
+    """What a waiting run needs: `state` (one of WAITING_STATES, or a definition's own
+    needs-input state), the `tool` and
     `arguments` of the call in question, the call's `fingerprint` (approvals are bound to
     it), the tools that `tied` for a clarification or the `capabilities` no tool offers."""
 
@@ -43,17 +44,24 @@ class Waiting:
     prompt: str | None = None
     """The policy's own question to the user (`forge.Ask`), when the run waits in
     `input_required`."""
+    deadline: float | None = None
+    """When the wait ends (seconds since the epoch) and the state's timeout edge is taken,
+    for a state with a `timeout`; None: it waits until answered."""
+    contract: Mapping[str, Any] | None = None
+    """The waiting call's tool's contract (`required`, `optional`, `schema`), so that any
+    process can check edited arguments before it sends them."""
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
                 "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
-                "key": self.key, "asked": self.asked, "prompt": self.prompt}
+                "key": self.key, "asked": self.asked, "prompt": self.prompt, "deadline": self.deadline,
+                "contract": None if self.contract is None else dict(self.contract)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Waiting:
         return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),
                    tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"),
-                   int(data.get("asked") or 0), data.get("prompt"))
+                   int(data.get("asked") or 0), data.get("prompt"), data.get("deadline"), data.get("contract"))
 
     @property
     def question(self) -> str:
@@ -68,8 +76,23 @@ class Waiting:
         if self.state == "approval_required":
             return (f"approve {self.tool} {dict(self.arguments)} (fingerprint {self.fingerprint})? "
                     "(Answer.approve(FINGERPRINT) or Answer.reject(FINGERPRINT))")
-        return (f"{self.tool} {dict(self.arguments)} was running when the process died (key {self.key}): did it "
-                "run? (Answer.did_run(RESULT) or Answer.run_again())")
+        if self.state == "in_doubt":
+            return (f"{self.tool} {dict(self.arguments)} was running when the process died (key {self.key}): did "
+                    "it run? (Answer.did_run(RESULT) or Answer.run_again())")
+        about = f" about {self.tool} {dict(self.arguments)}" if self.tool else ""
+        return f"the run waits in {self.state}{about}: answer with {' or '.join(self.answers)}"
+
+    @property
+    def answers(self) -> tuple[str, ...]:
+        """The kinds of answer that fit: the built-in states' own; for a definition's own
+        needs-input state, text (the next turn's goal), and when it waits on a call, a tool
+        to run it with, or (its fingerprint) an approval or a rejection."""
+        fixed = {"clarification_required": ("tool",), "capability_gap": ("tool", "add_tool"),
+                 "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again"),
+                 "input_required": ("text",)}.get(self.state)
+        if fixed is not None:
+            return fixed
+        return ("text", *(("tool",) if self.tool else ()), *(("approve", "reject") if self.fingerprint else ()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +104,8 @@ class Answer:
     value: Any = None
     question: int = 0
     """The question it answers (`Waiting.asked`), set by `resume` from what the run waits for."""
+    arguments: Mapping[str, Any] | None = None
+    """An approval's edited arguments: the call runs with these instead (see `approve`)."""
 
     @classmethod
     def tool(cls, name: str) -> Answer:
@@ -93,9 +118,22 @@ class Answer:
         return cls("add_tool", name)
 
     @classmethod
-    def approve(cls, fingerprint: str) -> Answer:
-        """Approve the waiting call whose fingerprint this is; it runs next."""
-        return cls("approve", fingerprint)
+    def approve(cls, fingerprint: str, arguments: Mapping[str, Any] | None = None) -> Answer:
+        """Approve the waiting call whose fingerprint this is; it runs next. With
+        `arguments`, approve it edited: it runs with these arguments instead, once, under
+        the idempotency key of the edited call, and the trace records it as edited, with the
+        original arguments. They are checked against the tool's contract before the answer
+        is sent.
+
+        Raises:
+            AnswerRefused: `arguments` is not a mapping of names to values.
+        """
+        if arguments is not None:
+            if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
+                raise AnswerRefused(f"edited arguments must be a mapping of argument names to values, got "
+                                    f"{arguments!r:.200}")
+            arguments = dict(arguments)
+        return cls("approve", fingerprint, arguments=arguments)
 
     @classmethod
     def reject(cls, fingerprint: str) -> Answer:
@@ -125,15 +163,18 @@ class Answer:
         return cls("run_again")
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "value": self.value, "question": self.question}
+        data = {"kind": self.kind, "value": self.value, "question": self.question}
+        if self.arguments is not None:
+            data["arguments"] = dict(self.arguments)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Answer:
-        return cls(str(data["kind"]), data.get("value"), int(data.get("question") or 0))
+        return cls(str(data["kind"]), data.get("value"), int(data.get("question") or 0), data.get("arguments"))
 
     def to(self, waiting: Waiting) -> Answer:
         """This answer, bound to the question `waiting` asks."""
-        return Answer(self.kind, self.value, waiting.asked)
+        return Answer(self.kind, self.value, waiting.asked, self.arguments)
 
     def check(self, waiting: Waiting, tools: set[str], extra_tools: set[str]) -> None:
         """Refuse an answer that does not fit `waiting`: another question's (bound to an
@@ -145,9 +186,7 @@ class Answer:
         if self.question and waiting.asked and self.question != waiting.asked:
             raise AnswerRefused(f"that answer was for question {self.question}; the run no longer waits for it "
                                 f"(it waits on question {waiting.asked}: {waiting.question})")
-        allowed = {"clarification_required": ("tool",), "capability_gap": ("tool", "add_tool"),
-                   "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again"),
-                   "input_required": ("text",)}.get(waiting.state, ())
+        allowed = waiting.answers
         if self.kind not in allowed:
             raise AnswerRefused(f"the run waits in {waiting.state}; answer with {' or '.join(allowed)}, not {self.kind}")
         if self.kind == "text" and (not isinstance(self.value, str) or not self.value.strip()):
@@ -162,6 +201,30 @@ class Answer:
         if self.kind in ("approve", "reject") and self.value != waiting.fingerprint:
             raise AnswerRefused(f"the run waits for an approval of {waiting.tool} with fingerprint "
                                 f"{waiting.fingerprint}, not {self.value!r}: an approval is bound to the exact call")
+        if self.arguments is not None:
+            self._check_edit(waiting)
+
+    def _check_edit(self, waiting: Waiting) -> None:
+        """Refuse edited arguments the waiting call's tool would refuse (its contract), or
+        edited arguments on anything but an approval."""
+        from forge.agent.execution import ArgumentContractError, ToolContract, check_arguments
+
+        if self.kind != "approve":
+            raise AnswerRefused("only an approval carries edited arguments")
+        if waiting.contract is None or waiting.tool is None:
+            raise AnswerRefused(f"run waits on {waiting.tool}, whose contract it did not store: it cannot check "
+                                "edited arguments; approve or reject the call as it is")
+        contract = ToolContract(waiting.tool, frozenset(waiting.contract.get("required") or ()), _no_handler,
+                                frozenset(waiting.contract.get("optional") or ()), waiting.contract.get("schema"))
+        try:
+            check_arguments(contract, self.arguments or {})
+        except ArgumentContractError as error:
+            raise AnswerRefused(f"the edited arguments break {waiting.tool}'s contract: {error}; nothing was "
+                                "sent") from None
+
+
+def _no_handler(**arguments: Any) -> None:
+    """A contract's handler, never called: edited arguments are only checked."""
 
 
 def claim_answer(database: Any, run_id: str, waiting: Waiting) -> None:

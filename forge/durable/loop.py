@@ -27,7 +27,7 @@ from forge.agent.observations import LoopState
 from forge.durable.answers import Answer, AnswerRefused, Waiting, claim_answer
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input, origin_of, seed_fork
-from forge.durable.workflow import ANSWER_TOPIC, EVENT, HOST, LOOPS, QUEUE_NAME, STATE_EVENT, forge_run
+from forge.durable.workflow import ANSWER_TOPIC, EVENT, HOST, LOOPS, QUEUE_NAME, STATE_EVENT, forge_arun, forge_run
 from forge.errors import RunNotFound, UsageError
 from forge.loop import AgentLoop
 from forge.machine.fork import Patch
@@ -152,9 +152,17 @@ def launch(db: str | os.PathLike[str] | None = None, *, executor_id: str | None 
     the runs this executor (`executor_id`, default "local") left unfinished, so make every
     DurableLoop the runs may name before calling it.
 
+    Called where an event loop runs (an `async def` program), it launches from a thread of
+    its own: DBOS refuses its sync API on an event loop's thread.
+
     Raises:
         UsageError: DBOS was launched here already, on another database.
     """
+    url: str = _off_the_event_loop(_launch, db, executor_id, concurrency, worker)
+    return url
+
+
+def _launch(db: str | os.PathLike[str] | None, executor_id: str | None, concurrency: int | None, worker: bool) -> str:
     url = database_url(db)
     if HOST.url is not None:
         if HOST.url != url:
@@ -204,7 +212,12 @@ def shutdown() -> None:
     """Stop this process's DBOS. Runs in flight stay pending in the database, to be
     recovered by the next process of this executor (or a worker); runs waiting here for an
     answer are woken and leave their threads (they stay waiting, in the database), so the
-    process can exit."""
+    process can exit. Called where an event loop runs, it stops from a thread of its own,
+    as `launch` does."""
+    _off_the_event_loop(_shutdown)
+
+
+def _shutdown() -> None:
     if HOST.url is not None:
         HOST.stopping.set()
         for run_id, ended in list(HOST.waiting.items()):
@@ -342,6 +355,75 @@ class DurableLoop:
         """
         return self.wait(self.start(goal, run_id, state), timeout)
 
+    async def astart(self, goal: str, run_id: str | None = None,
+                     state: LoopState | DurableResult | None = None) -> str:
+        """`start`, on DBOS's async API: the run's turns are `await loop.arun(...)` (so the
+        loop's tools, policy and verify may be `async def`), and nothing here blocks the
+        event loop. The same run, recovered the same way, as a sync one.
+
+        Raises:
+            ValueError: as `start`.
+        """
+        run_id = _checked(goal, run_id)
+        conversation = _conversation(state)
+        asked = [t.name for t in self.loop.tools if t.on_crash == "ask"]
+        if asked:
+            raise UsageError(f"tool {asked[0]!r} says on_crash='ask': a call in doubt is asked about on the sync "
+                             "path only; run it with DurableLoop.run, or give the tool on_crash='retry'")
+        self.launch()
+        if await DBOS.get_workflow_status_async(run_id) is None:
+            with SetWorkflowID(run_id):
+                await DBOS.start_workflow_async(forge_arun, self.name, goal, None, conversation)
+        return run_id
+
+    async def arun(self, goal: str, run_id: str | None = None, timeout: float | None = None, *,
+                   state: LoopState | DurableResult | None = None) -> DurableResult:
+        """`run`, awaited: `await durable.arun(goal, run_id=...)` (see `astart`).
+
+        Raises:
+            TimeoutError: `timeout` seconds passed first (the run goes on).
+            ValueError: as `run`.
+        """
+        return await self.await_for(await self.astart(goal, run_id, state), timeout)
+
+    async def astatus(self, run_id: str) -> DurableResult:
+        """`status`, awaited. Raises RunNotFound (a LookupError) for an unknown run id."""
+        self.launch()
+        status = await DBOS.get_workflow_status_async(run_id)
+        if status is None:
+            raise RunNotFound(f"no durable run {run_id!r} in {self.db}")
+        event = await DBOS.get_event_async(run_id, EVENT, timeout_seconds=0)
+        result = DurableResult.of(run_id, status.status, event, _error_of(status), status.input)
+        if result.status not in ("finished", "waiting"):
+            return result
+        return DurableResult.of(run_id, status.status, event, _error_of(status), status.input,
+                                await DBOS.get_event_async(run_id, STATE_EVENT, timeout_seconds=0))
+
+    async def await_for(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
+        """`wait`, awaited: until the run finishes, or waits having had `answers` answers.
+
+        Raises:
+            TimeoutError: `timeout` seconds passed first.
+            RunNotFound: (a LookupError) no such run.
+        """
+        import asyncio
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            result = await self.astatus(run_id)
+            if _settled(result, answers):
+                return result
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id!r} is still {result.status} after {timeout} s")
+            await asyncio.sleep(0.02)
+
+    async def aresume(self, run_id: str, answer: Answer, timeout: float | None = None) -> DurableResult:
+        """`resume`, awaited. Raises AnswerRefused as `resume` does."""
+        result = await self.astatus(run_id)
+        bound = self._bound(run_id, result, answer)
+        await DBOS.send_async(run_id, bound.to_json(), ANSWER_TOPIC)
+        return await self.await_for(run_id, timeout, answers=result.answers + 1)
+
     def status(self, run_id: str) -> DurableResult:
         """The run as stored now. Raises RunNotFound (a LookupError) for an unknown run id."""
         self.launch()
@@ -376,13 +458,23 @@ class DurableLoop:
                 the question was answered already; nothing was sent.
         """
         result = self.status(run_id)
+        bound = self._bound(run_id, result, answer)
+        DBOS.send(run_id, bound.to_json(), ANSWER_TOPIC)
+        return self.wait(run_id, timeout, answers=result.answers + 1)
+
+    def _bound(self, run_id: str, result: DurableResult, answer: Answer) -> Answer:
+        """`answer`, bound to the question the run waits on, checked, and claimed (once
+        across every process).
+
+        Raises:
+            AnswerRefused: as `resume`.
+        """
         if result.status != "waiting" or result.waiting is None:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
         bound = answer if answer.question else answer.to(result.waiting)
         bound.check(result.waiting, {t.name for t in self.loop.tools}, set(self.extra_tools))
         claim_answer(self.database, run_id, result.waiting)
-        DBOS.send(run_id, bound.to_json(), ANSWER_TOPIC)
-        return self.wait(run_id, timeout, answers=result.answers + 1)
+        return bound
 
     def fork(self, source: str, /, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
         """Start a new durable run in this database that is the stored run `source` up to
@@ -430,7 +522,7 @@ def wait_for(status: Callable[[str], DurableResult], run_id: str, timeout: float
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         result = status(run_id)
-        if result.status in ("finished", "cancelled", "error") or (result.status == "waiting" and result.answers >= answers):
+        if _settled(result, answers):
             return result
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"run {run_id!r} is still {result.status} after {timeout} s")
@@ -457,6 +549,27 @@ def _conversation(state: LoopState | DurableResult | None) -> dict[str, Any] | N
         raise UsageError(f"state must be a LoopState or a DurableResult, got {type(state).__name__}")
     state.continued()  # refuses, naming why, a state a fatal error ended
     return {"state": state, "continues": continues}
+
+
+def _off_the_event_loop(function: Callable[..., Any], *arguments: Any) -> Any:
+    """`function(*arguments)`, in a thread of its own when this thread runs an event loop
+    (DBOS refuses its sync API there), waited for; else here."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return function(*arguments)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="forge-dbos") as pool:
+        return pool.submit(function, *arguments).result()
+
+
+def _settled(result: DurableResult, answers: int) -> bool:
+    """Whether a waiter is done: the run ended, or waits having had `answers` answers."""
+    return result.status in ("finished", "cancelled", "error") or (result.status == "waiting"
+                                                                    and result.answers >= answers)
 
 
 def _checked(goal: str, run_id: str | None) -> str:

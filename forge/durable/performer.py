@@ -24,6 +24,7 @@ waiting call (`pinned`), and an approver call for an answered fingerprint takes 
 
 from __future__ import annotations
 
+import inspect
 import pickle
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -85,20 +86,25 @@ class DurablePerformer(ReplayingPerformer):
     `pinned` is the intent the turn's first decision is; `approvals` maps a call's
     fingerprint to the answer a person gave; `in_doubt` asks about a call found in flight;
     `patched` and `patch`, in a fork's first turn, mark the patched call (as
-    `ReplayingPerformer`'s do).
+    `ReplayingPerformer`'s do); `note` is what the record of the turn's first decision
+    says of it (an edited approval: the original call).
     """
 
-    __slots__ = ("_kept", "_pending", "approvals", "in_doubt", "pinned", "run_id", "stored", "tools")
+    __slots__ = ("_flush_settled", "_kept", "_pending", "approvals", "in_doubt", "note", "pinned", "run_id", "stored",
+                 "tools")
 
     def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
                  sleep: Callable[[float], Any], pinned: Intent | None = None, approvals: Mapping[str, bool] | None = None,
-                 in_doubt: InDoubt | None = None, patched: int | None = None, patch: Any = None) -> None:
+                 in_doubt: InDoubt | None = None, patched: int | None = None, patch: Any = None,
+                 note: Mapping[str, Any] | None = None) -> None:
         super().__init__(stored.calls, journal, run, patched, patch)
         self.sleep = sleep
         self.stored, self.run_id, self.tools = stored, run_id, tools
         self.pinned, self.approvals, self.in_doubt = pinned, dict(approvals or {}), in_doubt
+        self.note = note
         self._kept = len(stored.calls)  # journal entries already in the database
         self._pending: list[tuple[Any, ...]] = []
+        self._flush_settled = False  # under arun: store the call that is awaited once it settles
 
     def flush(self) -> None:
         """Store the calls settled since the last write (one commit; none when nothing is new)."""
@@ -108,6 +114,9 @@ class DurablePerformer(ReplayingPerformer):
         self.stored.append(items)
 
     def call(self, effect: Call) -> Any:
+        if effect.kind == "policy" and self.note is not None:  # the first decision, replayed or live
+            run: Any = self._run()
+            run.firing.noted, self.note = self.note, None
         if not effect.kind or self.remaining:
             return super().call(effect)
         if effect.kind == "tool":
@@ -122,8 +131,17 @@ class DurablePerformer(ReplayingPerformer):
         else:
             value = Performer.call(self, effect)
         if effect.kind in ("policy", "approver"):
-            self.flush()
+            if inspect.isawaitable(value):
+                self._flush_settled = True
+            else:
+                self.flush()
         return value
+
+    def settled(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
+        super().settled(effect, before, value, error)
+        if self._flush_settled:  # an awaited call (arun) is stored as it settles, as a sync one is
+            self._flush_settled = False
+            self.flush()
 
     def _tool(self, effect: Call) -> Any:
         transition, step = self.where()
@@ -144,13 +162,28 @@ class DurablePerformer(ReplayingPerformer):
         self.flush()
         token = _KEY.set(key)
         try:
-            return Performer.call(self, effect)
+            value = Performer.call(self, effect)
+        except BaseException:
+            self.flush()  # the call's error is its outcome
+            raise
         finally:
             _KEY.reset(token)
-            self.flush()
+        if inspect.isawaitable(value):  # an async handler runs when awaited: under its key, stored once settled
+            self._flush_settled = True
+            return _keyed(value, key)
+        self.flush()
+        return value
 
     def wait(self, seconds: float, asynchronous: bool = False) -> Any:
         if self.remaining:
             return super().wait(seconds, asynchronous)
         return Performer.wait(self, seconds, asynchronous)
 
+
+async def _keyed(pending: Any, key: str) -> Any:
+    """Await an async handler's call with its idempotency key set (`idempotency_key()`)."""
+    token = _KEY.set(key)
+    try:
+        return await pending
+    finally:
+        _KEY.reset(token)

@@ -3,8 +3,9 @@
 The workflow runs the loop's machine turn by turn. A turn is an ordinary `AgentLoop.run`
 whose performer keeps the turn's journal in the runs' database (`forge.durable.performer`):
 a recovered workflow replays it and goes on live where it ends. The only DBOS operations
-of a run are its events (what it publishes) and its waits for answers. A turn that ends in a needs-input state DBOS can wait in
-(`clarification_required`, `capability_gap`, `approval_required`) publishes what it needs
+of a run are its events (what it publishes), its waits for answers and the deadline of a
+wait that has one. A turn that ends in a needs-input state (any terminal state with
+`outcome = "needs_input"`, the built-in ones and a definition's own) publishes what it needs
 and waits durably (`DBOS.recv`) for an `Answer`; the answer shapes the next turn, which
 goes on from the same observations (a conversation's next turn). A tool that was running
 at a crash and says `on_crash="ask"` waits the same way, in `in_doubt`, inside its turn.
@@ -16,7 +17,8 @@ What the workflow publishes, as the DBOS event `run` (read by any process): `sta
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -42,11 +44,12 @@ if TYPE_CHECKING:
     from forge.machine.run import Run
     from forge.result import LoopResult
 
-__all__ = ["ANSWER_TOPIC", "EVENT", "STATE_EVENT", "HOST", "LOOPS", "QUEUE_NAME", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Host",
-           "Plan",
-           "HostedLoop", "ProcessStopping", "forge_run"]
+__all__ = ["ANSWER_TOPIC", "EVENT", "HOST", "LOOPS", "QUEUE_NAME", "STATE_EVENT", "STOPPING", "WAITING_HERE",
+           "WORKFLOW_NAME", "ASYNC_WORKFLOW_NAME", "Host", "HostedLoop", "Plan", "ProcessStopping", "forge_arun",
+           "forge_run"]
 
 WORKFLOW_NAME = "forge_run"
+ASYNC_WORKFLOW_NAME = "forge_arun"
 QUEUE_NAME = "forge"
 EVENT = "run"
 STATE_EVENT = "state"
@@ -92,7 +95,6 @@ class Host:
 HOST = Host()
 LOOPS, STOPPING, WAITING_HERE = HOST.loops, HOST.stopping, HOST.waiting  # the names earlier releases exported
 
-_WAITS = ("clarification_required", "capability_gap", "approval_required", "input_required")
 
 
 class ProcessStopping(BaseException):
@@ -110,6 +112,10 @@ class Plan:
     extra_tools: tuple[str, ...] = ()
     approvals: Mapping[str, bool] = field(default_factory=dict)
     goal: str | None = None
+    timed_out: str | None = None
+    """The waiting state whose deadline passed: the next turn starts by its timeout edge."""
+    note: Mapping[str, Any] | None = None
+    """What the next turn's first decision's record says of it (an edited approval)."""
 
 
 class _Turn(LoopObserver):
@@ -128,14 +134,34 @@ def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None =
     """A durable run of `goal` on the loop registered as `loop_name` in this process;
     `forked_from` (`forge.durable.forks`) when it is a fork of a stored run; `conversation`
     when it is the next turn of one: the `state` it goes on from and the run it `continues`."""
+    return _Workflow(_hosted(loop_name), goal, forked_from, conversation).run()
+
+
+@DBOS.workflow(name=ASYNC_WORKFLOW_NAME)
+async def forge_arun(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None,
+                     conversation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`forge_run` on DBOS's async API: each turn is `await loop.arun(...)`, so tools, the
+    policy and verify may be `async def`, and the run's waits do not hold a thread."""
+    return await _Workflow(_hosted(loop_name), goal, forked_from, conversation).arun()
+
+
+def _hosted(loop_name: str) -> HostedLoop:
     durable = LOOPS.get(loop_name)
     if durable is None:
         raise UsageError(f"this process has no DurableLoop named {loop_name!r} (it has: "
                           f"{', '.join(sorted(LOOPS)) or 'none'}); make it before launching, in every worker")
-    return _Workflow(durable, goal, forked_from, conversation).run()
+    return durable
+
+
+_Op = tuple[Any, ...]
+"""What the workflow's flow asks its driver to do: ("publish", event), ("state", LoopState),
+("deadline", seconds), ("recv", timeout), ("turn", plan, state, registry)."""
 
 
 class _Workflow:
+    """One durable run. Its logic is written once, as a generator of DBOS operations
+    (`_flow`); `run` drives it with DBOS's sync API, `arun` with its async one."""
+
     def __init__(self, durable: HostedLoop, goal: str, forked_from: Mapping[str, Any] | None = None,
                  conversation: Mapping[str, Any] | None = None) -> None:
         self.durable, self.goal, self.forked_from = durable, goal, forked_from
@@ -146,87 +172,154 @@ class _Workflow:
         self.turns: list[list[dict[str, Any]]] = []
         self.answers = 0
 
-    def publish(self, status: str, **more: Any) -> dict[str, Any]:
+    def run(self) -> dict[str, Any]:
+        finished: dict[str, Any] = self._drive(self._flow())
+        return finished
+
+    async def arun(self) -> dict[str, Any]:
+        flow: Generator[_Op, Any, dict[str, Any]] = self._flow()
+        reply: Any = None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as done:
+                finished: dict[str, Any] = done.value
+                return finished
+            kind = op[0]
+            if kind == "turn":
+                reply = await self._aturn(*op[1:])
+            elif kind in ("publish", "state"):
+                await DBOS.set_event_async(EVENT if kind == "publish" else STATE_EVENT, op[1])
+                reply = None
+            elif kind == "deadline":
+                reply = await _adeadline(op[1])
+            else:
+                reply = await DBOS.recv_async(ANSWER_TOPIC, timeout_seconds=op[1])
+
+    def _drive(self, flow: Generator[_Op, Any, Any]) -> Any:
+        reply: Any = None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as done:
+                return done.value
+            kind = op[0]
+            if kind == "turn":
+                reply = self._turn(*op[1:])
+            elif kind in ("publish", "state"):
+                DBOS.set_event(EVENT if kind == "publish" else STATE_EVENT, op[1])
+                reply = None
+            elif kind == "deadline":
+                reply = _deadline(op[1])
+            else:
+                reply = DBOS.recv(ANSWER_TOPIC, timeout_seconds=op[1])
+
+    def _publish(self, status: str, **more: Any) -> Generator[_Op, Any, dict[str, Any]]:
         event = {"status": status, "loop": self.durable.name, "goal": self.goal, "turns": self.turns,
                  "answers": self.answers, **more}
         if self.forked_from is not None:
             event["forked_from"] = {k: v for k, v in self.forked_from.items() if k != "patched"}
         if self.conversation.get("continues"):
             event["continues"] = self.conversation["continues"]
-        DBOS.set_event(EVENT, event)
+        yield ("publish", event)
         return event
 
-    def run(self) -> dict[str, Any]:
+    def _flow(self) -> Generator[_Op, Any, dict[str, Any]]:
         plan, state = Plan(), self.conversation.get("state")
         parent = self.forked_from["run_id"] if self.forked_from else None
         registry = StoredRegistry(self.durable.database, self.run_id, parent)  # one for every turn of the run
         if parent is not None:
-            self.publish("running")  # a fork says where it came from while it runs
+            yield from self._publish("running")  # a fork says where it came from while it runs
         steps = 0
         while True:
-            result, run = self.turn(plan, state, registry)
+            result, run = yield ("turn", plan, state, registry)
             self.turns.append([record.to_json() for record in result.trace])
             steps += result.steps
             whole = replace(result, steps=steps)  # the run's summary counts every turn's steps
-            waiting = _waiting_of(result, run) if result.reason in _WAITS else None
-            DBOS.set_event(STATE_EVENT, result.state)  # apart from the run's event: read only when asked for
+            waiting = _waiting_of(result, run) if result.outcome == "needs_input" else None
+            yield ("state", result.state)  # apart from the run's event: read only when asked for
             if waiting is None:
-                return self.publish("finished", reason=result.reason, outcome=result.outcome, summary=whole.summary,
-                                    steps=steps, error=None if result.error is None else error_text(result.error))
-            answer = self.wait(waiting, reason=result.reason, outcome=result.outcome, summary=whole.summary,
-                               steps=steps)
-            plan = _plan_after(plan, answer, waiting, run.intent)
+                return (yield from self._publish(
+                    "finished", reason=result.reason, outcome=result.outcome, summary=whole.summary, steps=steps,
+                    error=None if result.error is None else error_text(result.error)))
+            seconds = self.durable.loop.definition.state(result.reason).timeout
+            if seconds is not None:
+                waiting = replace(waiting, deadline=(yield ("deadline", seconds)))  # absolute, and stored
+            answer = yield from self._wait(waiting, reason=result.reason, outcome=result.outcome,
+                                           summary=whole.summary, steps=steps)
+            plan = (replace(plan, pinned=None, timed_out=result.reason) if answer is None
+                    else _plan_after(plan, answer, waiting, run.intent))
             state = result.state
 
-    def turn(self, plan: Plan, state: LoopState | None, registry: StoredRegistry) -> tuple[LoopResult, RunView]:
-        """Run the next turn on its stored journal: replayed as far as it goes, then live."""
-        turn = _Turn()
-        loop = self.durable.loop_for(plan.extra_tools)
+    def _performers(self, plan: Plan, registry: StoredRegistry) -> Callable[[Journal, Run], DurablePerformer]:
+        """What makes the next turn's performer: its stored journal, replayed as far as it
+        goes, then live."""
         stored = StoredTurn(self.durable.database, self.run_id, len(self.turns) + 1)
         performers: list[DurablePerformer] = []
-
         forked = self.forked_from if not self.turns else None
 
         def perform(journal: Journal, run: Run) -> DurablePerformer:
             performers.append(DurablePerformer(
                 stored, journal, run, run_id=self.run_id, tools=run.config.tools, sleep=run.config.sleep,
-                pinned=plan.pinned, approvals=plan.approvals, in_doubt=self.in_doubt,
+                pinned=plan.pinned, approvals=plan.approvals, in_doubt=self.in_doubt, note=plan.note,
                 patched=forked.get("patched") if forked else None, patch=forked.get("patch") if forked else None))
             if forked is not None:
                 journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
             registry.replaying = lambda: performers[0].remaining > 0
             return performers[-1]
 
-        result = loop.run(plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id,
-                          registry=registry, performer=perform)
-        performers[0].flush()  # what the run's end settled: its last verify
+        perform.made = performers  # type: ignore[attr-defined]
+        return perform
+
+    def _turn(self, plan: Plan, state: LoopState | None, registry: StoredRegistry) -> tuple[LoopResult, RunView]:
+        turn, perform = _Turn(), self._performers(plan, registry)
+        result = self.durable.loop_for(plan.extra_tools).run(
+            plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
+            performer=perform, timed_out=plan.timed_out)
+        return self._turned(result, turn, perform)
+
+    async def _aturn(self, plan: Plan, state: LoopState | None, registry: StoredRegistry
+                     ) -> tuple[LoopResult, RunView]:
+        turn, perform = _Turn(), self._performers(plan, registry)
+        result = await self.durable.loop_for(plan.extra_tools).arun(
+            plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
+            performer=perform, timed_out=plan.timed_out)
+        return self._turned(result, turn, perform)
+
+    @staticmethod
+    def _turned(result: LoopResult, turn: _Turn, perform: Any) -> tuple[LoopResult, RunView]:
+        perform.made[0].flush()  # what the run's end settled: its last verify
         assert turn.run is not None
         return result, turn.run
 
-    def wait(self, waiting: Waiting, **more: Any) -> Answer:
+    def _wait(self, waiting: Waiting, **more: Any) -> Generator[_Op, Any, Answer | None]:
         """Publish what the run waits for (its next question, numbered) and wait, durably,
-        for a fitting answer to that question."""
+        for a fitting answer to that question; None when its deadline passes first."""
         waiting = replace(waiting, asked=self.answers + 1)
         tools = {tool.name for tool in self.durable.loop.tools}
         # registered before the run says it waits: a shutdown() that follows the caller seeing "waiting"
         # always finds this thread, and wakes it (else it would wait an hour in recv, and the process with it)
         ended = HOST.waiting[self.run_id] = threading.Event()
         try:
-            self.publish("waiting", waiting=waiting.to_json(), tools=sorted(tools),
-                         extra_tools=sorted(self.durable.extra_tools), **more)
-            return self._receive(waiting, tools)
+            yield from self._publish("waiting", waiting=waiting.to_json(), tools=sorted(tools),
+                                     extra_tools=sorted(self.durable.extra_tools), **more)
+            return (yield from self._receive(waiting, tools))
         finally:
             HOST.waiting.pop(self.run_id, None)
             ended.set()
 
-    def _receive(self, waiting: Waiting, tools: set[str]) -> Answer:
+    def _receive(self, waiting: Waiting, tools: set[str]) -> Generator[_Op, Any, Answer | None]:
+        deadline = waiting.deadline
         while True:
             if HOST.stopping.is_set():
                 raise ProcessStopping(self.run_id)
-            data = DBOS.recv(ANSWER_TOPIC, timeout_seconds=3600)
+            data = yield ("recv", 3600 if deadline is None else max(0.0, deadline - time.time()))
             if HOST.stopping.is_set():
                 raise ProcessStopping(self.run_id)
             if data is None:
+                if deadline is not None and time.time() >= deadline:
+                    yield from self._publish("running")
+                    return None
                 continue
             try:
                 answer = Answer.from_json(data)
@@ -236,14 +329,29 @@ class _Workflow:
             except (AnswerRefused, KeyError, TypeError, ValueError):
                 continue  # resume() checks before sending; a hand-made message that does not fit is dropped
             self.answers += 1
-            self.publish("running")
+            yield from self._publish("running")
             return answer
 
     def in_doubt(self, tool: Tool, arguments: Mapping[str, Any], key: str) -> tuple[bool, Any]:
-        """A call of `tool` was running when the process died: ask whether it ran."""
+        """A call of `tool` was running when the process died: ask whether it ran (on the
+        sync API: the performer asks from inside the turn)."""
         waiting = Waiting("in_doubt", tool.name, dict(arguments), _fingerprint(tool.name, arguments), key=key)
-        answer = self.wait(waiting)
+        answer = self._drive(self._wait(waiting))
+        assert answer is not None, "a call in doubt waits with no deadline"
         return (True, answer.value) if answer.kind == "did_run" else (False, None)
+
+
+@DBOS.step(name="forge_deadline")
+def _deadline(seconds: float) -> float:
+    """When a wait of `seconds` that starts now ends, as a stored step: a recovered run
+    waits for the same moment, not for `seconds` more."""
+    return time.time() + seconds
+
+
+@DBOS.step(name="forge_deadline_async")
+async def _adeadline(seconds: float) -> float:
+    """`_deadline`, as an async workflow's step."""
+    return time.time() + seconds
 
 
 def _fingerprint(tool: str, arguments: Mapping[str, Any]) -> str | None:
@@ -265,12 +373,16 @@ def _waiting_of(result: LoopResult, run: RunView) -> Waiting:
     if result.reason == "input_required":
         return Waiting(result.reason, prompt=result.question)
     fingerprint = _fingerprint(tool, arguments) if tool else None
-    return Waiting(result.reason, tool, arguments, fingerprint, tied, capabilities)
+    found = getattr(getattr(run, "config", None), "tools", {}).get(tool) if tool else None
+    contract = None if found is None else {"required": sorted(found.required), "optional": sorted(found.optional),
+                                           "schema": None if found.schema is None else dict(found.schema)}
+    return Waiting(result.reason, tool, arguments, fingerprint, tied, capabilities, contract=contract)
 
 
 def _plan_after(plan: Plan, answer: Answer, waiting: Waiting, intent: Intent | None) -> Plan:
     """The next turn: the waiting call again, as the answer says; after a text answer, the
     conversation's next turn, whose goal is the reply."""
+    plan = replace(plan, timed_out=None, note=None)
     if answer.kind == "text":
         return replace(plan, pinned=None, goal=str(answer.value))
     pinned = intent if intent is not None else Intent.call(waiting.tool or "", **waiting.arguments)
@@ -278,6 +390,13 @@ def _plan_after(plan: Plan, answer: Answer, waiting: Waiting, intent: Intent | N
         pinned = Intent(pinned.capabilities, pinned.arguments, pinned.idempotency_key, tool=str(answer.value))
     if answer.kind == "add_tool":
         return replace(plan, pinned=pinned, extra_tools=(*plan.extra_tools, str(answer.value)))
+    if answer.kind == "approve" and answer.arguments is not None:
+        tool = pinned.tool or waiting.tool or ""
+        edited = Intent(frozenset(), dict(answer.arguments), tool=tool, call_id=pinned.call_id)
+        note = {"edited": {"tool": tool, "original": dict(waiting.arguments), "original_fingerprint": waiting.fingerprint,
+                           "arguments": dict(answer.arguments)}}
+        return replace(plan, pinned=edited, note=note,
+                       approvals={**plan.approvals, request_fingerprint(tool, edited.arguments): True})
     if answer.kind in ("approve", "reject"):
         return replace(plan, pinned=pinned, approvals={**plan.approvals, str(answer.value): answer.kind == "approve"})
     return replace(plan, pinned=pinned)

@@ -24,7 +24,7 @@ from forge.machine.outcome import StageOutcome
 if TYPE_CHECKING:
     from forge.machine.run import Run
 
-__all__ = ["ActionSpec", "GuardSpec", "Stage", "StageCatalog", "import_stages"]
+__all__ = ["ActionSpec", "GuardSpec", "Stage", "StageCatalog", "import_reference", "import_stages"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -50,6 +50,12 @@ class ActionSpec:
     """Verdicts the action returns only when the loop opts in (a policy that asks, a token
     budget): `forge check` warns, rather than errs, when a definition does not handle one,
     and the loop refuses the option (or the run fails, naming the missing edge) instead."""
+    failures: frozenset[str] = frozenset()
+    """Its verdicts that mean something failed: `forge check --require no-unhandled-error`
+    wants each handled by a transition of its own."""
+    timed: frozenset[str] = frozenset()
+    """Verdicts only a state with a `timeout` returns (its deadline passed): such a state
+    must handle them (by its timeout edge), any other never meets them."""
 
     @property
     def abstract(self) -> AbstractModel:
@@ -101,10 +107,11 @@ class Stage:
     guards: Mapping[str, str]
     stops_in: Mapping[str, str]
     doc: str
+    failures: frozenset[str]
 
     def __init__(self, action: Callable[[Run], Any], verdicts: Iterable[str],
                  guards: Mapping[str, str] | None = None, stops_in: Mapping[str, str] | None = None,
-                 doc: str = "") -> None:
+                 doc: str = "", failures: Iterable[str] = ()) -> None:
         if not callable(action):
             raise UsageError(f"Stage action must be callable, got {action!r}")
         if isinstance(verdicts, str):
@@ -127,9 +134,15 @@ class Stage:
         object.__setattr__(self, "guards", chosen)
         object.__setattr__(self, "stops_in", dict(stops_in or {}))
         object.__setattr__(self, "doc", doc)
+        failed = frozenset([failures] if isinstance(failures, str) else failures)
+        if failed - declared:
+            raise UsageError(f"failures name {sorted(failed - declared)[0]!r}, which is not a declared verdict "
+                             f"({', '.join(sorted(declared))})")
+        object.__setattr__(self, "failures", failed)
 
     def __hash__(self) -> int:
-        return hash((self.action, self.verdicts, tuple(self.guards.items()), tuple(self.stops_in.items())))
+        return hash((self.action, self.verdicts, tuple(self.guards.items()), tuple(self.stops_in.items()),
+                     self.failures))
 
     def spec(self, name: str) -> ActionSpec:
         """This stage as the action called `name` (the same spec for an equal stage, so
@@ -155,7 +168,7 @@ def _spec_of(stage: Stage, name: str) -> ActionSpec:
         return outcome
 
     steps.user_action = action  # type: ignore[attr-defined]  # lets run() refuse an async stage up front
-    return ActionSpec(name, steps, verdicts, stage.doc or f"user stage {name}")
+    return ActionSpec(name, steps, verdicts, stage.doc or f"user stage {name}", failures=stage.failures)
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,14 +223,13 @@ class StageCatalog:
         return StageCatalog(self.actions, {**self.guards, guard: replace(self.guards[guard], test=test)})
 
 
-def import_stages(reference: str) -> Mapping[str, Stage]:
-    """The mapping of user stages named by `reference`, `package.module:NAME` (how
-    `forge check --stages` finds the stages a definition names). The current directory is
-    on the import path, as it is for `python -m`.
+def import_reference(reference: str, option: str, example: str) -> Any:
+    """The object `package.module:NAME` names (the current directory on the import path, as
+    for `python -m`), for the command-line `option` that took it.
 
     Raises:
-        ValueError: `reference` is not `module:NAME`, the module cannot be imported, it has no
-            NAME, or NAME is not a mapping of names to `Stage`s.
+        ValueError: `reference` is not `module:NAME`, the module cannot be imported, or it
+            has no NAME.
     """
     import importlib
     import os
@@ -227,12 +239,27 @@ def import_stages(reference: str) -> Mapping[str, Stage]:
         sys.path.insert(0, os.getcwd())
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
-        raise UsageError(f"--stages {reference!r}: expected MODULE:NAME, e.g. myagent.stages:STAGES")
+        raise UsageError(f"{option} {reference!r}: expected MODULE:NAME, e.g. {example}")
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
-        raise UsageError(f"--stages {reference!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from error
-    stages = getattr(module, attribute, None)
+        raise UsageError(f"{option} {reference!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from error
+    if not hasattr(module, attribute):
+        raise UsageError(f"{option} {reference!r}: module {module_name!r} has no {attribute!r}")
+    return getattr(module, attribute)
+
+
+def import_stages(reference: str) -> Mapping[str, Stage]:
+    """The mapping of user stages named by `reference`, `package.module:NAME` (how
+    `forge check --stages` finds the stages a definition names). The current directory is
+    on the import path, as it is for `python -m`.
+
+    Raises:
+        ValueError: `reference` is not `module:NAME`, the module cannot be imported, it has no
+            NAME, or NAME is not a mapping of names to `Stage`s.
+    """
+    stages = import_reference(reference, "--stages", "myagent.stages:STAGES")
+    attribute = reference.partition(":")[2]
     if not isinstance(stages, Mapping) or not all(isinstance(v, Stage) for v in stages.values()):
         raise UsageError(f"--stages {reference!r}: {attribute!r} must be a mapping of action names to forge Stage "
                          f"objects, got {type(stages).__name__}")

@@ -22,6 +22,16 @@ File format (see machines/single_agent.toml)::
     trigger = "choose"
     dest = "execute"
     guard = "tool_selected"        # optional; a guard on the source state's action verdict
+
+    [checks]
+    require = ["approval-before-side-effect"]   # optional: properties `forge check` must prove
+
+A waiting state may have a deadline: `timeout = "15m"` (s, m, h, d, or ms) on a
+needs-input terminal state, or on a state running `request_approval`, with one transition
+from it whose trigger is `timeout` (from an approval state, guarded by
+`approval_timed_out`): to an escalation state, to a rejection that replans, or to a
+terminal state. The deadline is absolute: a durable run restarted after it takes the
+timeout edge at once.
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ from forge.errors import ForgeError
 __all__ = [
     "FAILURE_STATE",
     "FAILURE_TRIGGER",
+    "PROPERTIES",
+    "TIMEOUT_TRIGGER",
     "OUTCOMES",
     "DefinitionError",
     "Outcome",
@@ -52,6 +64,14 @@ OUTCOMES: frozenset[str] = frozenset({"success", "failure", "needs_input"})
 FAILURE_STATE = "fatal_error"
 """Every definition has this terminal state: where any failing hook ends a run."""
 
+PROPERTIES = ("approval-before-side-effect", "wait-has-timeout", "no-unhandled-error")
+"""What `forge check --require` and a definition's `[checks] require` can ask to be proved:
+every side-effecting call approved on every path to it; every waiting state with a
+deadline; every failure verdict handled by an edge of its own."""
+
+TIMEOUT_TRIGGER = "timeout"
+"""The trigger of a waiting state's deadline edge (see the module)."""
+
 FAILURE_TRIGGER = "fail"
 """The implicit edge from any non-terminal state to `FAILURE_STATE`, taken when a hook
 (stage action, guard, callback, observer) raises; reserved, so definitions cannot use it."""
@@ -67,6 +87,8 @@ class StateDef:
     outcome: Outcome | None = None
     action: str | None = None
     doc: str = ""
+    timeout: float | None = None
+    """Seconds a waiting state waits before its `timeout` edge is taken (None: no deadline)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +120,9 @@ class MachineDefinition:
     title: str = ""
     description: str = ""
     path: str = "<memory>"
+    requires: tuple[str, ...] = ()
+    """The properties `forge check` must prove of it (`[checks] require`); a loop on it
+    refuses to start when one fails."""
     _by_name: dict[str, StateDef] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
     _outgoing: dict[str, tuple[TransitionDef, ...]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False, hash=False)
@@ -107,7 +132,7 @@ class MachineDefinition:
         """The fields' hash, made once: every loop built looks its engine up by it."""
         if not self._hash:
             self._hash.append(hash((self.name, self.initial, self.states, self.transitions, self.title,
-                                    self.description, self.path)))
+                                    self.description, self.path, self.requires)))
         return self._hash[0]
 
     def __post_init__(self) -> None:
@@ -128,6 +153,10 @@ class MachineDefinition:
 
     def outgoing(self, source: str) -> tuple[TransitionDef, ...]:
         return self._outgoing.get(source, ())
+
+    def timeout_edge(self, source: str) -> TransitionDef | None:
+        """The deadline edge from `source`, if it has one."""
+        return next((t for t in self.outgoing(source) if t.trigger == TIMEOUT_TRIGGER), None)
 
     def failure_edge(self, source: str) -> TransitionDef:
         """The implicit `fail` edge from `source` to `fatal_error` (index -1: not in the file)."""

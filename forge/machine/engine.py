@@ -46,6 +46,7 @@ from forge.machine.trace import GuardResult, TransitionRecord, error_text
 __all__ = [
     "ADVANCE",
     "AsyncLoopEngine",
+    "DeadlinePassed",
     "LoopEngine",
     "NoTransitionEnabled",
     "RunFinished",
@@ -60,6 +61,14 @@ ADVANCE = "advance"
 _wall_clock = time.time
 
 _log = logging.getLogger("forge")
+
+
+class DeadlinePassed(ForgeError, TimeoutError):
+    """A waiting state's deadline passed with no answer: its timeout edge was taken."""
+
+    def __init__(self, state: str, seconds: float) -> None:
+        super().__init__(f"no answer in {state} within {seconds:g} s")
+        self.state, self.seconds = state, seconds
 
 
 class RunFinished(ForgeError, RuntimeError):
@@ -447,6 +456,34 @@ class LoopEngine:
         run.firing.started, run.firing.verdict, run.firing.subject = self._clock(), None, None
         return self._to_failure(run, error)
 
+    def time_out(self, run: Run) -> TransitionRecord:
+        """Take the `timeout` edge of the waiting state `run` is in: its deadline passed with
+        no answer (a durable run's wait, `AgentLoop.run(..., timed_out=STATE)`). When the
+        edge leads on (to a state that runs), the policy is told: an observation of the
+        waiting state, `retryable_error`, whose payload is a `DeadlinePassed`. Returns the
+        transition's record.
+
+        Raises:
+            UsageError: the state has no timeout edge.
+        """
+        edge = self.definition.timeout_edge(run.state)
+        if edge is None:
+            raise UsageError(f"state {run.state!r} has no timeout edge to take")
+        seconds = self.definition.state(edge.source).timeout or 0.0
+        firing = run.firing
+        firing.source, firing.started, firing.recorded, firing.guard_values = run.state, self._clock(), False, {}
+        firing.verdict, firing.detail, firing.subject, firing.record = None, {}, None, None
+        self._machine.set_state(edge.dest, model=run)
+        passed = DeadlinePassed(edge.source, seconds)
+        if not self._terminal[edge.dest]:
+            firing.subject = run.loop_state.record(edge.source, "retryable_error", passed)
+        wanted = "transition_finished" in run.observers.wanted
+        record = self._append(run, edge.trigger, edge.dest, (), {"timed_out": str(passed)}, source=edge.source)
+        assert record is not None
+        if wanted:
+            run.observers.notify(run, "transition_finished", record)
+        return record
+
     def _to_failure(self, run: Run, error: Exception) -> TransitionRecord:
         """Move `run` from the state it is in to `fatal_error` by the `fail` edge, keeping
         `error`, and record that, naming `run.hook`: how any failure ends a run."""
@@ -514,6 +551,8 @@ class LoopEngine:
         trace = run.trace
         if firing.patched is not None:  # a fork's patched outcome: the record says so
             detail, firing.patched = {**detail, "patched": firing.patched}, None
+        if firing.noted is not None:  # a durable run's edited approval: the record says so
+            detail, firing.noted = {**detail, **firing.noted}, None
         trace.add(run.facts.step, source, trigger, dest, guards, firing.verdict, self._clock() - firing.started, detail,
                   _wall_clock() - trace.started_at, firing.subject)
         firing.recorded = True

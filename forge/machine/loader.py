@@ -20,6 +20,8 @@ from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import (
     FAILURE_TRIGGER,
     OUTCOMES,
+    PROPERTIES,
+    TIMEOUT_TRIGGER,
     DefinitionError,
     MachineDefinition,
     Outcome,
@@ -30,11 +32,11 @@ from forge.machine.definition import (
 from forge.machine.stages import BUILTIN_STAGES
 from forge.machine.trace import quoted
 
-__all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "resolve_definition"]
+__all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "parse_duration", "resolve_definition"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # always fullmatch: `$` would let "observe\n" through
 _MACHINE_KEYS = frozenset({"name", "title", "initial", "description"})
-_STATE_KEYS = frozenset({"action", "terminal", "outcome", "doc"})
+_STATE_KEYS = frozenset({"action", "terminal", "outcome", "doc", "timeout"})
 _TRANSITION_KEYS = frozenset({"source", "trigger", "dest", "guard", "doc"})
 _Report = Callable[..., None]  # (entry, message, code="schema")
 
@@ -158,8 +160,9 @@ def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[Ma
     def problem(entry: str, message: str, code: str = "schema") -> None:
         problems.append(Problem(entry, message, code))
 
-    for key in sorted(set(data) - {"machine", "states", "transitions"}):
-        problem(key, "unknown top-level table; expected [machine], [states.*], [[transitions]]")
+    for key in sorted(set(data) - {"machine", "states", "transitions", "checks"}):
+        problem(key, "unknown top-level table; expected [machine], [states.*], [[transitions]], [checks]")
+    requires = _requires(problem, data.get("checks"))
     machine = data.get("machine")
     if not isinstance(machine, Mapping):
         problem("machine", "missing [machine] table with name and initial")
@@ -182,6 +185,23 @@ def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[Ma
     transitions = _transitions(problem, data.get("transitions"), {s.name: s for s in states}, stages)
     for state in states:
         out = [t for t in transitions if t.source == state.name]
+        timeouts = [t for t in out if t.trigger == TIMEOUT_TRIGGER]
+        if state.timeout is not None and len(timeouts) != 1:
+            problem(f"states.{state.name}.timeout",
+                    f"a state with a timeout needs exactly one transition from it with trigger = {TIMEOUT_TRIGGER!r} "
+                    f"(to an escalation state, a rejection that replans, or a terminal state); it has {len(timeouts)}",
+                    "timeout-edge")
+        for t in timeouts:
+            if state.timeout is None:
+                problem(t.entry, f"a {TIMEOUT_TRIGGER!r} transition leaves a state with a deadline; give "
+                                 f"[states.{state.name}] a timeout (timeout = \"15m\")", "timeout-edge")
+            elif not state.terminal and t.guard != "approval_timed_out":
+                problem(t.entry, "the timeout edge of an approval state is taken when the approver has not answered "
+                                 "in time: guard it with approval_timed_out", "timeout-edge")
+            elif state.terminal and t.guard is not None:
+                problem(t.entry, "the timeout edge of a waiting state is taken when its deadline passes: it has no "
+                                 "guard", "timeout-edge")
+        out = [t for t in out if t.trigger != TIMEOUT_TRIGGER or state.timeout is None]
         if state.terminal and out:
             problem(
                 f"states.{state.name}",
@@ -203,8 +223,50 @@ def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[Ma
         title=str(machine.get("title", "")),
         description=str(machine.get("description", "")),
         path=path,
+        requires=requires,
     )
     return definition, tuple(problems)
+
+
+def _requires(problem: _Report, raw: Any) -> tuple[str, ...]:
+    """`[checks] require = [...]`: property names, each one of `PROPERTIES`."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        problem("checks", "must be a table: [checks] require = [\"approval-before-side-effect\", ...]")
+        return ()
+    _unknown_keys(problem, "checks", raw, frozenset({"require"}))
+    wanted = raw.get("require", [])
+    if not isinstance(wanted, list) or not all(isinstance(w, str) for w in wanted):
+        problem("checks.require", f"must be a list of property names: {_listing(PROPERTIES)}")
+        return ()
+    for name in wanted:
+        if name not in PROPERTIES:
+            problem("checks.require", f"unknown property {name!r}; properties are {_listing(PROPERTIES)}")
+    return tuple(dict.fromkeys(w for w in wanted if w in PROPERTIES))
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds, from a TOML duration: "15m", "3s", "1.5h", "2d", "500ms", or a number of
+    seconds.
+
+    Raises:
+        ValueError: not a positive duration in one of those forms.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    else:
+        raise UsageError(f"a timeout is a duration such as \"15m\", \"3s\", \"2h\" or \"1d\" (or seconds), "
+                         f"got {value!r}")
+    if not seconds > 0 or seconds == float("inf"):
+        raise UsageError(f"a timeout must be positive and finite, got {value!r}")
+    return seconds
 
 
 def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
@@ -231,6 +293,16 @@ def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
                 problem(f"{entry}.{key}", f"must be a string, not {_kind(value)}")
         outcome = outcome if isinstance(outcome, str) else None
         action = action if isinstance(action, str) else None
+        timeout = None
+        if "timeout" in body:
+            try:
+                timeout = parse_duration(body["timeout"])
+            except UsageError as error:
+                problem(f"{entry}.timeout", str(error))
+            if timeout is not None and not ((terminal and outcome == "needs_input") or action == "request_approval"):
+                problem(f"{entry}.timeout", "only a waiting state has a deadline: a terminal state with outcome = "
+                                            "\"needs_input\", or a state running request_approval", "timeout-edge")
+                timeout = None
         if terminal:
             if outcome not in OUTCOMES:
                 problem(f"{entry}.outcome", f"terminal state needs outcome = one of {_listing(OUTCOMES)}")
@@ -250,6 +322,7 @@ def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
                 outcome=cast(Outcome, outcome) if outcome in OUTCOMES else None,
                 action=action if isinstance(action, str) else None,
                 doc=str(body.get("doc", "")),
+                timeout=timeout,
             )
         )
     return states

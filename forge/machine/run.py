@@ -61,6 +61,7 @@ class RunConfig:
     machine: str = ""  # the definition's name
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
+    timeouts: Mapping[str, float] = field(default_factory=dict)  # seconds an approval state waits for its approver
 
 
 @dataclass(eq=False, slots=True)
@@ -118,6 +119,7 @@ class Firing:
     record: TransitionRecord | None = None
     interrupted: BaseException | None = None
     patched: Mapping[str, Any] | None = None
+    noted: Mapping[str, Any] | None = None  # what a performer adds to this firing's record (an edited approval)
 
     def copy(self) -> Firing:
         """This firing, less its interrupt (which belongs to the moment it was raised)."""
@@ -141,6 +143,7 @@ class Run:
     counts: RunCounts = field(default_factory=RunCounts)
     firing: Firing = field(default_factory=Firing)
     first_message: int = 0  # where this run's messages start in a conversation's (its usage is theirs)
+    timed_out: bool = False  # it starts in a waiting state whose deadline passed, and takes its timeout edge first
 
     # read-only views by the names observers, callbacks and tools have used
     step = property(lambda self: self.facts.step)

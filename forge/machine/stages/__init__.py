@@ -22,12 +22,13 @@ from forge.machine.stages import call_tool, record_observation, request_approval
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
 from forge.machine.stages.record_observation import Recording
-from forge.machine.stages.request_approval import Approval, ApprovalRejected, ApprovalRequest
+from forge.machine.stages.request_approval import Approval, ApprovalRejected, ApprovalRequest, ApprovalTimedOut
 from forge.machine.stages.select_tool import Selection
 from forge.machine.stages.verify_and_decide import Verification
 from forge.machine.trace import ERROR_TEXT_LIMIT, error_text
 
 __all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "Approval", "ApprovalRejected", "ApprovalRequest",
+           "ApprovalTimedOut",
            "CallOutcome", "NotFingerprintable", "Recording", "Selection", "Verification", "error_text",
            "request_fingerprint"]
 

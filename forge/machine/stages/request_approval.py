@@ -3,7 +3,9 @@ approval. Verdicts: `Approval`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import inspect
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -19,7 +21,7 @@ from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
 from forge.machine.trace import error_text
 
-__all__ = ['GUARDS', 'SPEC', 'Approval', 'ApprovalRejected', 'ApprovalRequest']
+__all__ = ['GUARDS', 'SPEC', 'Approval', 'ApprovalRejected', 'ApprovalRequest', 'ApprovalTimedOut']
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,16 @@ class ApprovalRejected(ForgeError, RuntimeError):
         self.request = request
 
 
+class ApprovalTimedOut(ForgeError, TimeoutError):
+    """The approver did not answer within the approval state's timeout; recorded as a
+    `retryable_error` observation, as a rejection is, and the state's timeout edge is taken.
+    `request` is what went unanswered, `seconds` the deadline."""
+
+    def __init__(self, request: ApprovalRequest, seconds: float) -> None:
+        super().__init__(f"the approver did not answer about {request.tool} within {seconds:g} s")
+        self.request, self.seconds = request, seconds
+
+
 class Approval(StrEnum):
     """request_approval's verdicts."""
 
@@ -52,6 +64,49 @@ class Approval(StrEnum):
     REJECTED = "rejected"
     NO_ANSWER = "no_answer"
     NOT_NEEDED = "not_needed"
+    TIMED_OUT = "timed_out"
+
+
+class _Within:
+    """The approver, given `seconds` to answer (an approval state's timeout): a sync approver
+    runs in a thread of its own and is waited for that long; an `async def` one is awaited
+    under `asyncio.wait_for`. A late answer is dropped.
+
+    Raises (when called):
+        ApprovalTimedOut: no answer within `seconds`.
+    """
+
+    def __init__(self, approver: Callable[..., Any], seconds: float) -> None:
+        self.approver, self.seconds = approver, seconds
+
+    def __call__(self, request: ApprovalRequest) -> Any:
+        if inspect.iscoroutinefunction(self.approver) or inspect.iscoroutinefunction(type(self.approver).__call__):
+            return self._awaited(request)
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def answer() -> None:
+            try:
+                box["value"] = self.approver(request)
+            except BaseException as error:  # handed to the caller's thread below
+                box["error"] = error
+            finally:
+                done.set()
+
+        threading.Thread(target=answer, name="forge-approver", daemon=True).start()
+        if not done.wait(self.seconds):
+            raise ApprovalTimedOut(request, self.seconds)
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    async def _awaited(self, request: ApprovalRequest) -> Any:
+        import asyncio
+
+        try:
+            return await asyncio.wait_for(self.approver(request), self.seconds)
+        except TimeoutError:
+            raise ApprovalTimedOut(request, self.seconds) from None
 
 
 def _request_approval(run: Run) -> Steps[StageOutcome]:
@@ -71,7 +126,14 @@ def _request_approval(run: Run) -> Steps[StageOutcome]:
                                                 "error": error_text(error)},
                             facts={"status": "retryable_error", "payload": error})
     request = ApprovalRequest(run.goal, facts.step, tool.name, intent.arguments, fingerprint)
-    answer = yield Call(config.approver, (request,), "the approver", "approver", "approver", fingerprint)
+    seconds = config.timeouts.get(run.state)
+    approver = config.approver if seconds is None else _Within(config.approver, seconds)
+    try:
+        answer = yield Call(approver, (request,), "the approver", "approver", "approver", fingerprint)
+    except ApprovalTimedOut as late:
+        return StageOutcome(Approval.TIMED_OUT, {"tool": tool.name, "approval": "timed out", "status": "retryable_error",
+                                                 "error": f"ApprovalTimedOut: {late}"},
+                            facts={"status": "retryable_error", "payload": late})
     if answer is None:
         return StageOutcome(Approval.NO_ANSWER, {"tool": tool.name, "approval": "no answer"}, facts={"error": None})
     if not isinstance(answer, bool):
@@ -91,14 +153,16 @@ def _approval_model(run: AbstractRun, controller: StopController) -> Iterator[tu
     for verdict in (Approval.APPROVED, Approval.NOT_NEEDED, Approval.NO_ANSWER):
         yield verdict, run
     yield Approval.REJECTED, replace(run, status=CallOutcome.RETRYABLE_ERROR)  # recorded as an observation next
+    yield Approval.TIMED_OUT, replace(run, status=CallOutcome.RETRYABLE_ERROR)
 
 
 SPEC = ActionSpec("request_approval", _request_approval, frozenset(Approval),
                   "ask the approver about a side-effecting call; other tools need no approval",
-                  _approval_model, "a tool selected by select_tool")
+                  _approval_model, "a tool selected by select_tool", timed=frozenset({Approval.TIMED_OUT}))
 GUARDS = (
     GuardSpec("approval_granted", "request_approval", Approval.APPROVED),
     GuardSpec("approval_not_needed", "request_approval", Approval.NOT_NEEDED),
     GuardSpec("approval_rejected", "request_approval", Approval.REJECTED),
     GuardSpec("approval_unanswered", "request_approval", Approval.NO_ANSWER, "approval_required"),
+    GuardSpec("approval_timed_out", "request_approval", Approval.TIMED_OUT),
 )

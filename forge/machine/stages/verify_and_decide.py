@@ -70,7 +70,8 @@ def _decide_model(run: AbstractRun, controller: StopController) -> Iterator[tupl
 
 SPEC = ActionSpec("verify_and_decide", _verify_and_decide, frozenset(Verification),
                   "verify an ok observation, then StopController.decide",
-                  _decide_model, "an observation recorded since the last decision (by record_observation)")
+                  _decide_model, "an observation recorded since the last decision (by record_observation)",
+                  failures=frozenset({Verification.VERIFY_ERROR, Verification.FATAL_ERROR}))
 GUARDS = (
     GuardSpec("verify_raised", "verify_and_decide", Verification.VERIFY_ERROR, StopReason.FATAL_ERROR.value),
     *(GuardSpec(f"decided_{reason.value}", "verify_and_decide", Verification(reason.value),
