@@ -35,3 +35,12 @@ def intent(*caps: str, **arguments: Any) -> Intent:
 def scripted_loop(tools: list[Tool], intents: list[Intent], verify: Callable[..., bool] = lambda o: False,
                   **options: Any) -> AgentLoop:
     return AgentLoop(tools, ScriptedPolicy(intents), verify, **options)
+
+
+def forge(*arguments: str, cwd: Any = None, timeout: float = 120) -> Any:
+    """`python -m forge ARGUMENTS`, as a user runs it: its CompletedProcess, output as text."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "forge", *arguments], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd)

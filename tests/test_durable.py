@@ -9,35 +9,13 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from builders import Recorder
+from builders import Recorder, forge
 
 from forge import AgentLoop, Finish, Intent, Tool
-from forge.durable import Answer, AnswerRefused, DurableLoop, database_url, launch, shutdown
+from forge.durable import Answer, AnswerRefused, DurableLoop, database_url, launch
 from forge.errors import UsageError
 
 AGENT = str(Path(__file__).with_name("durable_agent.py"))
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("durable") / "runs.sqlite"
-    launch(path)
-    yield path
-    shutdown()
-
-
-@pytest.fixture
-def make(db, request):
-    made = []
-
-    def durable(loop, **options):
-        name = f"{request.node.name}-{len(made)}"
-        made.append(DurableLoop(loop, name=name, db=db, **options))
-        return made[-1]
-
-    yield durable
-    for loop in made:
-        loop.close()
 
 
 def scripted(*plan):
@@ -216,10 +194,6 @@ def test_database_urls():
     assert database_url("postgresql://forge@localhost/runs") == "postgresql://forge@localhost/runs"
     with pytest.raises(UsageError, match="SQLite .* or PostgreSQL"):
         database_url("mysql://x/y")
-
-
-def forge(*arguments):
-    return subprocess.run([sys.executable, "-m", "forge", *arguments], capture_output=True, text=True, timeout=60)
 
 
 def test_forge_runs_lists_shows_and_answers_a_waiting_run_from_another_process(make, db):
@@ -435,7 +409,7 @@ def test_item_26_resuming_a_run_no_live_process_serves_says_so_and_what_to_start
 WAITING_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
-from builders import Recorder
+from builders import Recorder, forge
 from forge import AgentLoop, Finish, Intent, Tool
 from forge.durable import DurableLoop
 

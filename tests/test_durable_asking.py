@@ -9,37 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import forge
 
 from forge import AgentLoop, Ask, Finish, Intent, tool
-from forge.durable import Answer, AnswerRefused, DurableLoop, launch, shutdown
+from forge.durable import Answer, AnswerRefused
 from forge.errors import UsageError
 
 ASKER = str(Path(__file__).with_name("durable_asker.py"))
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("durable-asking") / "runs.sqlite"
-    launch(path)
-    yield path
-    shutdown()
-
-
-@pytest.fixture
-def make(db, request):
-    made = []
-
-    def durable(loop):
-        made.append(DurableLoop(loop, name=f"{request.node.name}-{len(made)}", db=db))
-        return made[-1]
-
-    yield durable
-    for loop in made:
-        loop.close()
-
-
-def forge(*arguments):
-    return subprocess.run([sys.executable, "-m", "forge", *arguments], capture_output=True, text=True, timeout=60)
 
 
 @tool

@@ -8,38 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import forge
 
 from forge import AgentLoop, Finish, Intent, Stage, tool
-from forge.durable import Answer, AnswerRefused, DurableLoop, launch, shutdown
+from forge.durable import Answer, AnswerRefused
 
 HERE = Path(__file__).parent
 AGENT = str(HERE / "durable_agent.py")
 SENT: list[dict] = []
-
-
-@pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("edited") / "runs.sqlite"
-    launch(path)
-    yield path
-    shutdown()
-
-
-@pytest.fixture
-def make(db, request):
-    made = []
-
-    def durable(loop):
-        made.append(DurableLoop(loop, name=f"{request.node.name}-{len(made)}", db=db))
-        return made[-1]
-
-    yield durable
-    for loop in made:
-        loop.close()
-
-
-def forge(*arguments):
-    return subprocess.run([sys.executable, "-m", "forge", *arguments], capture_output=True, text=True, timeout=60)
 
 
 @tool(side_effect=True)
@@ -329,3 +305,12 @@ def test_durable_arun_refuses_a_tool_that_asks_when_in_doubt(make):
     durable = make(AgentLoop([asking], lambda goal, state: Finish("x"), lambda o: True))
     with pytest.raises(ValueError, match="on_crash='ask'"):
         asyncio.run(durable.arun("x", run_id="async-ask"))
+
+
+def test_forge_runs_list_shows_async_runs_too(make, db):
+    import asyncio
+
+    durable = make(approval_loop())
+    asyncio.run(durable.arun("pay bob", run_id="async-listed", timeout=30))
+    listed = forge("runs", "list", "--db", str(db))
+    assert "async-listed" in listed.stdout

@@ -3,11 +3,10 @@ side effect, a deadline on every wait, every failure verdict handled; a violatio
 counterexample and `--diagram` draws it in red; `[checks] require` makes a loop refuse to
 start."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from builders import forge
 
 from forge import AgentLoop, Finish, Intent, Stage, tool
 from forge.check import check_definition
@@ -31,11 +30,6 @@ def publish(text: str) -> str:
 def look(text: str) -> str:
     """Look at a text."""
     return text
-
-
-def forge(*arguments, cwd=None):
-    return subprocess.run([sys.executable, "-m", "forge", *arguments], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
 
 
 def test_single_agent_fails_approval_before_side_effect_when_a_tool_has_one():

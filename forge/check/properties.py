@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from forge.check.structure import guards_on
 from forge.errors import UsageError
 from forge.machine.catalog import StageCatalog
 from forge.machine.definition import PROPERTIES, MachineDefinition, TransitionDef
@@ -130,7 +131,7 @@ def _errors(definition: MachineDefinition, stages: StageCatalog) -> tuple[Violat
         spec = stages.actions[state.action]
         handled = {stages.guards[t.guard].verdict for t in definition.outgoing(state.name) if t.guard}
         for verdict in sorted(spec.failures - handled):
-            guards = sorted(g.name for g in stages.guards.values() if g.action == state.action and g.verdict == verdict)
+            guards = guards_on(stages, state.action, [verdict])
             found.append(Violation("no-unhandled-error", f"states.{state.name}",
                                    f"action {state.action!r} fails with {verdict!r}, which no transition of its own "
                                    f"handles (only a catch-all or the implicit fail edge): add one guarded by "

@@ -6,7 +6,7 @@ outgoing transitions and dead ends; these are the properties of the graph as a w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import combinations
 
 from forge.agent.stopping import StopReason
@@ -30,6 +30,12 @@ def required_stop_states(definition: MachineDefinition, stages: StageCatalog = B
     demanded = (spec.stops_in for spec in stages.guards.values() if spec.stops_in and spec.action in used
                 and (spec.verdict not in stages.actions[spec.action].optional or spec.name in guarded))
     return tuple(dict.fromkeys((FAILURE_STATE, *demanded)))
+
+
+def guards_on(stages: StageCatalog, action: str, verdicts: Iterable[str]) -> list[str]:
+    """The names of the guards that test one of `verdicts` of `action`, sorted."""
+    wanted = set(verdicts)
+    return sorted(g.name for g in stages.guards.values() if g.action == action and g.verdict in wanted)
 
 
 def reachable_from(definition: MachineDefinition, start: str) -> set[str]:
@@ -89,16 +95,14 @@ def structural_findings(definition: MachineDefinition, stages: StageCatalog = BU
             missing = sorted(spec.verdicts - spec.optional - untimed - handled)
             optional = sorted(spec.optional - handled)
             if optional and not unguarded:
-                guards = sorted(g.name for g in stages.guards.values()
-                                if g.action == state.action and g.verdict in optional)
+                guards = guards_on(stages, state.action, optional)
                 yield finding(Severity.WARNING, "unhandled-optional-verdict", entry,
                               f"action {state.action!r} returns {', '.join(optional)} only when the loop opts in "
                               f"(a policy that asks the user, a token budget), and no transition handles it: "
                               f"such a loop is refused or its run fails; add transitions guarded by "
                               f"{', '.join(guards)} to allow it")
             if missing and not unguarded:
-                guards = sorted(g.name for g in stages.guards.values()
-                                if g.action == state.action and g.verdict in missing)
+                guards = guards_on(stages, state.action, missing)
                 yield finding(Severity.ERROR, "unhandled-verdict", entry,
                               f"action {state.action!r} can return {', '.join(missing)}, which no transition "
                               f"handles, so the run would stop with NoTransitionEnabled; add transitions "

@@ -22,7 +22,7 @@ from forge.durable.answers import Answer, AnswerRefused, claim_answer
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input, seed_fork
 from forge.durable.loop import DurableResult, wait_for
-from forge.durable.workflow import ANSWER_TOPIC, EVENT, QUEUE_NAME, STATE_EVENT, WORKFLOW_NAME
+from forge.durable.workflow import ANSWER_TOPIC, ASYNC_WORKFLOW_NAME, EVENT, QUEUE_NAME, STATE_EVENT, WORKFLOW_NAME
 from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import Patch
 from forge.machine.journal import JournalEntry
@@ -124,7 +124,8 @@ class StoredRuns:
     def list(self, limit: int = 50) -> list[RunRow]:
         """The latest `limit` runs, newest first."""
         rows = []
-        for status in self.client.list_workflows(name=WORKFLOW_NAME, limit=limit, sort_desc=True, load_output=False):
+        for status in self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit, sort_desc=True,
+                                                 load_output=False):
             arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
             loop, goal = ([*list(arguments), "?", "?"])[:2]
             created = status.created_at / 1000 if status.created_at else None
