@@ -283,8 +283,6 @@ def _replay_stored(run_id: str, db: str, turn: int | None, machine: str | None) 
 def _stored_records(run_id: str, db: str, turn: int | None) -> tuple[list[TransitionRecord], str]:
     """A stored durable run's records: the whole run, its turns one after another and
     numbered on (default), or one turn; and a line saying which."""
-    from dataclasses import replace
-
     from forge.durable.runs import StoredRuns
 
     with StoredRuns(db) as runs:
@@ -296,8 +294,7 @@ def _stored_records(run_id: str, db: str, turn: int | None) -> tuple[list[Transi
         if not 1 <= turn <= count:
             raise UsageError(f"run {run_id!r} has turns 1 to {count}, not {turn}")
         return list(stored.turns[turn - 1]), f"{stored.status} · turn {turn} of {count}"
-    whole = [record for each in stored.turns for record in each]
-    renumbered = [replace(record, sequence=number) for number, record in enumerate(whole, start=1)]
+    renumbered = stored.records
     turns = f"{count} turns" if count != 1 else "1 turn"
     return renumbered, f"{stored.status} · the whole run: {turns}, {len(renumbered)} transitions"
 
@@ -492,6 +489,14 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ui(args: argparse.Namespace) -> int:
+    from forge.ui import serve
+
+    serve(args.db, host=args.host, port=args.port, read_only=args.read_only,
+          say=lambda line: print(line, flush=True))
+    return 0
+
+
 def _tools(args: argparse.Namespace) -> int:
     from forge.mcp import MCPError, MCPServer
 
@@ -660,6 +665,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="the loop's tools (an AgentLoop, a Tool or a list), for their side-effect flags")
     check.add_argument("--diagram", metavar="OUT.svg", help="draw the first counterexample in red on the definition")
     check.set_defaults(handler=_check)
+
+    ui = commands.add_parser("ui", help="a local web app over the runs database: runs, live runs, answers")
+    ui.add_argument("--db", help="the runs database: a SQLite path or a postgresql:// URL (default forge-runs.sqlite)")
+    ui.add_argument("--port", type=_positive, default=8765, help="the port (default 8765)")
+    ui.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
+    ui.add_argument("--read-only", action="store_true", help="serve no action at all: look, never answer")
+    ui.set_defaults(handler=_ui)
 
     tools = commands.add_parser("tools", help="list an MCP server's tools as forge sees them",
                                 usage="forge tools [--url URL] [-- COMMAND ARGS...]")

@@ -5,8 +5,10 @@ says why when there is none, so the tests skip with that reason."""
 from __future__ import annotations
 
 import shutil
+import struct
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +98,18 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def png_summary(data: bytes) -> tuple[int, int, int]:
+    """Width, height and how many distinct byte values the decoded pixels hold."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    position, idat, width, height = 8, b"", 0, 0
+    while position < len(data):
+        (length,) = struct.unpack(">I", data[position:position + 4])
+        kind, body = data[position + 4:position + 8], data[position + 8:position + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        position += 12 + length
+    return width, height, len(set(zlib.decompress(idat)))

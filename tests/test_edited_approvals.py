@@ -83,7 +83,7 @@ def test_forge_runs_resume_approves_with_edited_arguments_from_json(make, db):
     done = forge("runs", "resume", "edit-cli", "--db", str(db), "--approve", fingerprint,
                  "--arguments", '{"to": "bob", "amount": 7}')
     assert done.returncode == 0, done.stderr
-    assert durable.wait("edit-cli", timeout=30).answer == "sent 7 to bob"
+    assert durable.wait("edit-cli", timeout=30, answers=1).answer == "sent 7 to bob"
 
 
 def test_a_definitions_own_needs_input_state_waits_durably_and_takes_a_text_answer(make, tmp_path):

@@ -2,11 +2,9 @@
 by selenium). Without them these tests skip, and the reason is printed."""
 
 import io
-import struct
-import zlib
 
 import pytest
-from browser import console_errors, load, open_browser, screenshot_inspector, why_no_browser
+from browser import console_errors, load, open_browser, png_summary, screenshot_inspector, why_no_browser
 from builders import intent, scripted_loop, tool
 
 from forge.demo import run_demo
@@ -182,21 +180,6 @@ def test_a_ten_thousand_transition_page_opens_and_draws_only_the_visible_rows(dr
     assert highlighted_state(driver) == result.trace[-1].dest
     assert len(visible_rows(driver)) < 60
     assert console_errors(driver) == []
-
-
-def png_summary(data):
-    """Width, height and how many distinct byte values the decoded pixels hold."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    position, idat, width, height = 8, b"", 0, 0
-    while position < len(data):
-        (length,) = struct.unpack(">I", data[position:position + 4])
-        kind, body = data[position + 4:position + 8], data[position + 8:position + 8 + length]
-        if kind == b"IHDR":
-            width, height = struct.unpack(">II", body[:8])
-        elif kind == b"IDAT":
-            idat += body
-        position += 12 + length
-    return width, height, len(set(zlib.decompress(idat)))
 
 
 def test_item_15_a_trace_with_nan_infinity_and_odd_tries_opens_and_shows_every_record(driver, tmp_path):

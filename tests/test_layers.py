@@ -22,7 +22,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.diagram", "forge.check", "forge.inspect"),
     ("forge.debug",),
     ("forge.loop",),
-    ("forge.scenario", "forge.debug.scenario", "forge.demo", "forge.durable", "forge.cover", "forge.testing"),
+    ("forge.scenario", "forge.debug.scenario", "forge.demo", "forge.durable", "forge.cover", "forge.testing",
+     "forge.ui"),
     ("forge.cli", "forge.__main__", "forge"),
 )
 """Bottom to top; a module belongs to the longest entry that is it or a package holding it

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
@@ -71,6 +71,12 @@ class DurableResult:
     @property
     def trace(self) -> tuple[TransitionRecord, ...]:
         return self.turns[-1] if self.turns else ()
+
+    @property
+    def records(self) -> list[TransitionRecord]:
+        """The whole run: its turns' records one after another, numbered on."""
+        whole = [record for each in self.turns for record in each]
+        return [replace(record, sequence=number) for number, record in enumerate(whole, start=1)]
 
     @property
     def answer(self) -> Any:

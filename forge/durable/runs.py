@@ -8,6 +8,7 @@ for (its state, the call's fingerprint, the loop's tools) before anything is sen
 
 from __future__ import annotations
 
+import builtins
 import functools
 import logging
 import os
@@ -45,6 +46,16 @@ class RunRow:
     status: str = ""
     """The run's status as `forge runs show` says it (queued, running, waiting, finished,
     cancelled, error); `workflow_status` is DBOS's."""
+    reason: str | None = None
+    """The terminal state it ended (or waits) in."""
+    steps: int = 0
+    tokens: int = 0
+    updated_at: float | None = None
+
+    @property
+    def seconds(self) -> float | None:
+        """How long it has run: from its start to its last change."""
+        return None if self.created_at is None or self.updated_at is None else self.updated_at - self.created_at
 
 
 def _readable(method: Callable[..., T]) -> Callable[..., T]:
@@ -121,18 +132,46 @@ class StoredRuns:
         self.close()
 
     @_readable
-    def list(self, limit: int = 50) -> list[RunRow]:
-        """The latest `limit` runs, newest first."""
+    def list(self, limit: int = 50, offset: int = 0) -> list[RunRow]:
+        """The latest `limit` runs (after the `offset` latest), newest first."""
         rows = []
-        for status in self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit, sort_desc=True,
-                                                 load_output=False):
+        for status in self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit,
+                                                 offset=offset, sort_desc=True, load_output=False):
             arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
             loop, goal = ([*list(arguments), "?", "?"])[:2]
             created = status.created_at / 1000 if status.created_at else None
-            event = self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0)
+            updated = status.updated_at / 1000 if status.updated_at else None
+            event = self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0) or {}
             ours = DurableResult.of(status.workflow_id, str(status.status), event).status
-            rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created, ours))
+            rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created, ours,
+                               event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
+                               updated))
         return rows
+
+    def find(self, *, status: str | None = None, reason: str | None = None, text: str | None = None,
+             offset: int = 0, limit: int = 50, window: int = 200) -> tuple[builtins.list[RunRow], bool]:
+        """A page of the runs, newest first, that have `status` (queued, running, waiting,
+        finished, cancelled, error), ended in `reason`, and whose id or goal holds `text`
+        (any case); and whether more follow. Reads the runs `window` at a time."""
+        wanted: builtins.list[RunRow] = []
+        skipped = seen = 0
+        needle = (text or "").lower()
+        while True:
+            rows = self.list(window, seen)
+            seen += len(rows)
+            for row in rows:
+                if (status and row.status != status) or (reason and row.reason != reason):
+                    continue
+                if needle and needle not in row.run_id.lower() and needle not in row.goal.lower():
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+                if len(wanted) == limit:
+                    return wanted, True
+                wanted.append(row)
+            if len(rows) < window:
+                return wanted, False
 
     def get(self, run_id: str) -> DurableResult:
         """The run as stored now. Raises RunNotFound (a LookupError) for an unknown id."""

@@ -171,6 +171,7 @@ class _Workflow:
         self.run_id = run_id
         self.turns: list[list[dict[str, Any]]] = []
         self.answers = 0
+        self.tokens = 0
 
     def run(self) -> dict[str, Any]:
         finished: dict[str, Any] = self._drive(self._flow())
@@ -216,7 +217,7 @@ class _Workflow:
 
     def _publish(self, status: str, **more: Any) -> Generator[_Op, Any, dict[str, Any]]:
         event = {"status": status, "loop": self.durable.name, "goal": self.goal, "turns": self.turns,
-                 "answers": self.answers, **more}
+                 "answers": self.answers, "tokens": self.tokens, **more}
         if self.forked_from is not None:
             event["forked_from"] = {k: v for k, v in self.forked_from.items() if k != "patched"}
         if self.conversation.get("continues"):
@@ -235,6 +236,7 @@ class _Workflow:
             result, run = yield ("turn", plan, state, registry)
             self.turns.append([record.to_json() for record in result.trace])
             steps += result.steps
+            self.tokens += result.usage.total_tokens
             whole = replace(result, steps=steps)  # the run's summary counts every turn's steps
             waiting = _waiting_of(result, run) if result.outcome == "needs_input" else None
             yield ("state", result.state)  # apart from the run's event: read only when asked for

@@ -1,0 +1,256 @@
+"""The `forge ui` web app, on Starlette: the runs list, a run's live page, the inbox, and
+the answers that make a waiting run go on.
+
+This page can approve side effects, so every request is checked before it is served:
+
+- the `Host` header must name this server (127.0.0.1, localhost or the host it was given,
+  on its port), against DNS rebinding;
+- the secret token must come with it, as `?token=` (what the printed URL carries) or the
+  session cookie that a first visit with it sets;
+- a state-changing request is a POST whose `Origin` (or `Referer`) is this server and whose
+  form carries the session's CSRF token;
+- `read_only` serves no action at all: the POST routes do not exist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from forge.durable.answers import Answer, AnswerRefused
+from forge.durable.runs import StoredRuns
+from forge.errors import ForgeError, RunNotFound
+from forge.ui.pages import STATUSES, inbox_page, run_page, runs_page
+
+__all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
+
+COOKIE = "forge_ui"
+PAGE_SIZE = 50
+
+
+class _Guard:
+    """The checks every request passes (see the module)."""
+
+    def __init__(self, token: str, hosts: Iterable[str]) -> None:
+        self.token, self.hosts = token, frozenset(h.lower() for h in hosts)
+        self._key = hashlib.sha256(f"forge-ui-csrf:{token}".encode()).digest()
+
+    def refused(self, request: Request) -> Response | None:
+        host = request.headers.get("host", "").lower()
+        if host not in self.hosts:
+            return PlainTextResponse(f"this forge ui does not serve the host {host!r}", status_code=400)
+        given = request.query_params.get("token") or request.cookies.get(COOKIE) or ""
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return PlainTextResponse("forbidden: open the URL forge ui printed (it carries the token)",
+                                     status_code=403)
+        return None
+
+    def csrf(self, request: Request) -> str:
+        """The session's CSRF token: a keyed hash of its session cookie (or of the token
+        itself, on the first visit, which sets the cookie)."""
+        session = request.cookies.get(COOKIE) or self.token
+        return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
+
+    def forged(self, request: Request, form: Any) -> Response | None:
+        origin = request.headers.get("origin") or request.headers.get("referer") or ""
+        if urlsplit(origin).netloc.lower() not in self.hosts:
+            return PlainTextResponse("forbidden: a state-changing request must come from this page (Origin)",
+                                     status_code=403)
+        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf(request).encode()):
+            return PlainTextResponse("forbidden: the form's CSRF token is missing or wrong", status_code=403)
+        return None
+
+
+def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = False) -> Starlette:
+    """The app over the runs database `db`. `token` is the secret every request needs;
+    `hosts` the `Host` values it answers to (host:port)."""
+    guard = _Guard(token, hosts)
+    runs = StoredRuns(db)
+    query = urlencode({"token": token})
+
+    def served(response: Response) -> Response:
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
+        response.headers["x-frame-options"] = "DENY"
+        response.headers["content-security-policy"] = ("default-src 'none'; script-src 'unsafe-inline'; "
+                                                       "style-src 'unsafe-inline'; img-src data:; connect-src 'self'; "
+                                                       "form-action 'self'; frame-ancestors 'none'")
+        return response
+
+    async def listing(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        filters = {k: request.query_params.get(k, "").strip() for k in ("status", "reason", "q")}
+        if filters["status"] and filters["status"] not in STATUSES:
+            return PlainTextResponse(f"unknown status {filters['status']!r}; one of {', '.join(STATUSES)}",
+                                     status_code=400)
+        try:
+            page = max(0, int(request.query_params.get("page", "0")))
+        except ValueError:
+            return PlainTextResponse("page must be a number", status_code=400)
+        rows, more = await run_in_threadpool(runs.find, status=filters["status"] or None,
+                                             reason=filters["reason"] or None, text=filters["q"] or None,
+                                             offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+        return served(HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=query)))
+
+    async def inbox(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        rows, _ = await run_in_threadpool(runs.find, status="waiting", limit=500)
+        waiting = [(row, await run_in_threadpool(runs.get, row.run_id)) for row in rows]
+        return served(HTMLResponse(inbox_page(waiting, query)))
+
+    async def one(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        run_id = request.path_params["run_id"]
+        try:
+            stored = await run_in_threadpool(runs.get, run_id)
+        except RunNotFound as error:
+            return PlainTextResponse(str(error), status_code=404)
+        inspector = await run_in_threadpool(_inspector, stored)
+        note = _NOTES.get(request.query_params.get("done", ""), "")
+        if note and request.query_params.get("served") == "0":
+            note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
+                     f"running: start one (forge worker --db {db} --loops MODULE, where MODULE makes the "
+                     f"DurableLoop named {stored.loop!r}).")
+        return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
+                                            token_query=query, note=note)))
+
+    async def events(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        run_id = request.path_params["run_id"]
+
+        async def changes() -> Any:
+            last = None
+            while True:
+                stored = await run_in_threadpool(runs.get, run_id)
+                now = (stored.status, len(stored.turns), stored.answers,
+                       await run_in_threadpool(_calls_so_far, runs, run_id, len(stored.turns) + 1))
+                if last is not None and now != last:
+                    yield f"data: {json.dumps({'status': stored.status})}\n\n"
+                last = now
+                if stored.status not in ("queued", "running") or await request.is_disconnected():
+                    return
+                await asyncio.sleep(0.25)
+
+        return StreamingResponse(changes(), media_type="text/event-stream", headers={"cache-control": "no-store"})
+
+    async def answer(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        form = await request.form()
+        forged = guard.forged(request, form)
+        if forged is not None:
+            return forged
+        run_id = request.path_params["run_id"]
+        try:
+            given = _answer_of(form)
+            await run_in_threadpool(runs.resume, run_id, given)
+        except (AnswerRefused, ForgeError, ValueError) as error:
+            return PlainTextResponse(f"not sent: {error}", status_code=400)
+        worker = await run_in_threadpool(runs.who_serves, run_id)
+        return RedirectResponse(f"/runs/{run_id}?{query}&done=answered&served={int(worker is not None)}",
+                                status_code=303)
+
+    async def cancel(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        forged = guard.forged(request, await request.form())
+        if forged is not None:
+            return forged
+        run_id = request.path_params["run_id"]
+        try:
+            await run_in_threadpool(runs.cancel, run_id)
+        except RunNotFound as error:
+            return PlainTextResponse(str(error), status_code=404)
+        return RedirectResponse(f"/runs/{run_id}?{query}&done=cancelled", status_code=303)
+
+    routes = [Route("/", listing), Route("/inbox", inbox), Route("/runs/{run_id}", one),
+              Route("/runs/{run_id}/events", events)]
+    if not read_only:
+        routes += [Route("/runs/{run_id}/answer", answer, methods=["POST"]),
+                   Route("/runs/{run_id}/cancel", cancel, methods=["POST"])]
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        runs.close()
+
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+_NOTES = {"answered": "Answered.", "cancelled": "Cancelled: the run stops at its next step."}
+
+
+def _answer_of(form: Any) -> Answer:
+    """The Answer a posted form gives.
+
+    Raises:
+        AnswerRefused, ValueError: a kind forge does not know, or a value that does not fit.
+    """
+    kind, value = str(form.get("kind", "")), str(form.get("value", "")).strip()
+    if kind == "approve":
+        arguments = str(form.get("arguments", "")).strip()
+        if not arguments:
+            return Answer.approve(value)
+        try:
+            edited = json.loads(arguments)
+        except ValueError as error:
+            raise AnswerRefused(f"the edited arguments are not JSON: {error}") from None
+        return Answer.approve(value, arguments=edited)
+    if kind == "text":
+        return Answer.text(value)
+    if kind == "did_run":
+        try:
+            return Answer.did_run(json.loads(value) if value else None)
+        except ValueError as error:
+            raise AnswerRefused(f"the call's result is not JSON: {error}") from None
+    if kind == "run_again":
+        return Answer.run_again()
+    if kind in ("reject", "tool", "add_tool") and value:
+        return Answer(kind, value)
+    raise AnswerRefused(f"not an answer forge knows: {kind!r} with {value!r}")
+
+
+def _inspector(stored: Any) -> str:
+    """The run inspector of every finished turn of the run (a fragment), or why there is none."""
+    from html import escape
+
+    from forge.inspect import html
+
+    records = stored.records
+    if not records:
+        return '<p class="box">no turn has finished yet: the inspector shows the run once its first turn ends</p>'
+    try:
+        return html(records, fragment=True)
+    except (ForgeError, FileNotFoundError, ValueError) as error:
+        return f'<p class="box">the inspector cannot draw this run: {escape(str(error))}</p>'
+
+
+def _calls_so_far(runs: StoredRuns, run_id: str, turn: int) -> int:
+    """How many calls the turn under way has stored: what moves while a turn runs."""
+    return len(runs.database.journal_of(run_id, turn))
+
+
+def new_token() -> str:
+    """A secret for the printed URL."""
+    return os.urandom(24).hex()

@@ -1,0 +1,183 @@
+"""The HTML of `forge ui`: the runs list, a run's page (the run inspector, its conversation,
+its answers) and the inbox. Every value from a run is escaped: goals, arguments, payloads and
+model text are attacker-controlled. Pages fetch nothing from elsewhere (offline)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import Any
+from urllib.parse import urlencode
+
+from forge.durable.answers import Waiting
+from forge.durable.loop import DurableResult
+from forge.durable.runs import RunRow
+from forge.usage import USAGE_KEY, ModelCall
+
+__all__ = ["STATUSES", "inbox_page", "run_page", "runs_page"]
+
+STATUSES = ("queued", "running", "waiting", "finished", "cancelled", "error")
+
+_STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2733;background:#f6f8fa}
+header{background:#1f4e8c;color:#fff;padding:10px 18px;display:flex;gap:18px;align-items:center}
+header a{color:#fff;text-decoration:none;font-weight:600}
+main{padding:14px 18px}
+table{border-collapse:collapse;width:100%;background:#fff}
+th,td{border-bottom:1px solid #dde3ea;padding:6px 8px;text-align:left;vertical-align:top}
+th{background:#eef2f6}
+.status-waiting{color:#8a5a00;font-weight:600}.status-finished{color:#1b5e20}.status-error{color:#b71c1c}
+.box{background:#fff;border:1px solid #dde3ea;border-radius:6px;padding:10px 14px;margin:10px 0}
+.note{background:#fff8e1;border-color:#f0c36d}
+.msg{border-left:3px solid #9fb3c8;padding:4px 10px;margin:6px 0;white-space:pre-wrap}
+.msg.assistant{border-color:#1f4e8c}.msg.tool{border-color:#6a8f3a}.msg.user{border-color:#8a5a00}
+form.inline{display:inline}
+textarea{width:100%;font:13px monospace}
+"""
+
+
+def _page(title: str, body: str, token_query: str) -> str:
+    runs, inbox = f"/?{token_query}", f"/inbox?{token_query}"
+    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
+            f"<header><a href=\"{escape(runs)}\">forge ui</a><a href=\"{escape(runs)}\">runs</a>"
+            f"<a href=\"{escape(inbox)}\">inbox</a></header><main>{body}</main></body></html>")
+
+
+def _when(at: float | None) -> str:
+    return "" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping[str, str], token_query: str) -> str:
+    """The runs list: newest first, filtered, paged."""
+    def link(**change: Any) -> str:
+        query = {**{k: v for k, v in filters.items() if v}, **{k: str(v) for k, v in change.items()}}
+        return escape(f"/?{urlencode(query)}&{token_query}" if query else f"/?{token_query}")
+
+    options = "".join(f'<option value="{s}"{" selected" if filters.get("status") == s else ""}>{s}</option>'
+                      for s in ("", *STATUSES))
+    form = (f'<form method="get" action="/" class="box">'
+            f'<input type="hidden" name="token" value="{escape(_token_of(token_query))}">'
+            f'status <select name="status">{options}</select> '
+            f'end state <input name="reason" value="{escape(filters.get("reason", ""))}" size="18"> '
+            f'search <input name="q" value="{escape(filters.get("q", ""))}" placeholder="goal or run id"> '
+            '<button type="submit">filter</button></form>')
+    lines = []
+    for row in rows:
+        seconds = row.seconds
+        lines.append(
+            f'<tr data-run="{escape(row.run_id)}"><td><a href="/runs/{escape(row.run_id)}?{escape(token_query)}">'
+            f"{escape(row.run_id)}</a></td><td>{escape(row.goal)}</td><td>{escape(row.loop)}</td>"
+            f'<td class="status-{escape(row.status)}">{escape(row.status)}'
+            f'{" · " + escape(row.reason) if row.reason else ""}</td><td>{row.steps}</td>'
+            f"<td>{_when(row.created_at)}</td><td>{'' if seconds is None else f'{seconds:.1f} s'}</td>"
+            f"<td>{row.tokens or ''}</td></tr>")
+    table = ("<table><thead><tr><th>run</th><th>goal</th><th>loop</th><th>status</th><th>steps</th><th>started</th>"
+             f"<th>duration</th><th>tokens</th></tr></thead><tbody>{''.join(lines)}</tbody></table>")
+    if not rows:
+        table = '<p class="box">no runs match</p>'
+    pager = (f'<p>page {page + 1}'
+             + (f' · <a href="{link(page=page - 1)}">newer</a>' if page > 0 else "")
+             + (f' · <a href="{link(page=page + 1)}" rel="next">older</a>' if more else "") + "</p>")
+    return _page("forge ui · runs", form + table + pager, token_query)
+
+
+def _token_of(token_query: str) -> str:
+    return token_query.partition("=")[2]
+
+
+def conversation(messages: Iterable[Mapping[str, Any]]) -> str:
+    """The conversation panel: every message sent and received, tool calls with their
+    results, and what each model call cost."""
+    parts, total = [], 0
+    for message in messages:
+        role = str(message.get("role", "?"))
+        text = message.get("content")
+        body = "" if text is None else escape(str(text))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            body += (f"\n→ call {escape(str(call.get('id')))}: {escape(str(function.get('name')))}"
+                     f"({escape(str(function.get('arguments')))})")
+        if role == "tool":
+            body = f"← result of {escape(str(message.get('tool_call_id')))}: {body}"
+        if USAGE_KEY in message:
+            call = ModelCall.from_json(message[USAGE_KEY])
+            total += call.total_tokens
+            body += (f"\n[{call.prompt_tokens} prompt + {call.completion_tokens} completion tokens"
+                     + (f", {call.cached_tokens} cached" if call.cached_tokens else "") + "]")
+        parts.append(f'<div class="msg {escape(role)}"><b>{escape(role)}</b> {body}</div>')
+    if not parts:
+        return ""
+    return f'<section class="box" id="conversation"><h3>conversation · {total} tokens</h3>{"".join(parts)}</section>'
+
+
+def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> str:
+    """The actions that fit what the run waits for, each a POST with the CSRF token."""
+    action = escape(f"/runs/{run_id}/answer?{token_query}")
+
+    def form(fields: str, label: str) -> str:
+        return (f'<form method="post" action="{action}" class="inline">'
+                f'<input type="hidden" name="csrf" value="{escape(csrf)}">{fields}'
+                f"<button type=\"submit\">{escape(label)}</button></form> ")
+
+    def hidden(**values: Any) -> str:
+        return "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(str(v))}">' for k, v in values.items())
+
+    out = [f"<p><b>waiting in {escape(waiting.state)}</b>: {escape(waiting.question)}</p>"]
+    kinds = waiting.answers
+    if "approve" in kinds and waiting.fingerprint:
+        out.append(form(hidden(kind="approve", value=waiting.fingerprint), "approve"))
+        out.append(form(hidden(kind="reject", value=waiting.fingerprint), "reject"))
+        out.append(form(hidden(kind="approve", value=waiting.fingerprint)
+                        + f'<textarea name="arguments" rows="3">{escape(json.dumps(dict(waiting.arguments)))}</textarea>',
+                        "approve with these arguments"))
+    for kind in ("tool", "add_tool"):
+        if kind in kinds:
+            out.append(form(hidden(kind=kind) + '<input name="value" placeholder="tool name">',
+                            "run with this tool" if kind == "tool" else "add this tool"))
+    if "text" in kinds:
+        out.append(form(hidden(kind="text") + '<input name="value" size="50" placeholder="your reply">', "reply"))
+    if "did_run" in kinds:
+        out.append(form(hidden(kind="did_run") + '<input name="value" placeholder="its result, as JSON">', "it ran"))
+        out.append(form(hidden(kind="run_again"), "run it again"))
+    return '<section class="box" id="answer">' + "".join(out) + "</section>"
+
+
+def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_query: str, note: str = "") -> str:
+    """A run's page: its status, the inspector (every turn), its conversation, and, when it
+    waits and actions are allowed, the answers that fit."""
+    head = (f"<h2>run {escape(stored.run_id)} · {escape(stored.loop or '?')} · "
+            f'<span class="status-{escape(stored.status)}" id="status">{escape(stored.status)}</span>'
+            + (f" · {escape(stored.reason)}" if stored.reason else "") + "</h2>"
+            f"<p>goal: {escape(stored.goal or '')}</p>")
+    if stored.answer is not None:
+        head += f"<p>answer: {escape(str(stored.answer))}</p>"
+    if stored.summary:
+        head += f'<p class="box">{escape(stored.summary)}</p>'
+    if note:
+        head += f'<p class="box note" id="note">{escape(note)}</p>'
+    actions = ""
+    if stored.waiting is not None and csrf is not None:
+        actions = answer_forms(stored.run_id, stored.waiting, csrf, token_query)
+    if csrf is not None and stored.status in ("queued", "running", "waiting"):
+        actions += (f'<form method="post" action="{escape(f"/runs/{stored.run_id}/cancel?{token_query}")}">'
+                    f'<input type="hidden" name="csrf" value="{escape(csrf)}"><button>cancel the run</button></form>')
+    talk = conversation(stored.state.messages) if stored.state is not None else ""
+    live = ("<script>(function(){var s=new EventSource(" + json.dumps(f"/runs/{stored.run_id}/events?{token_query}")
+            + ");s.onmessage=function(){location.reload()};})();</script>"
+            if stored.status in ("queued", "running") else "")
+    return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query)
+
+
+def inbox_page(waiting: Sequence[tuple[RunRow, DurableResult]], token_query: str) -> str:
+    """Every run that waits for an answer, with what it waits for."""
+    if not waiting:
+        return _page("forge ui · inbox", '<p class="box">nothing waits for an answer</p>', token_query)
+    items = "".join(
+        f'<div class="box" data-run="{escape(row.run_id)}"><a href="/runs/{escape(row.run_id)}?{escape(token_query)}">'
+        f"{escape(row.run_id)}</a> · {escape(row.goal)}<br>"
+        f"{escape(stored.waiting.question) if stored.waiting else ''}</div>" for row, stored in waiting)
+    return _page("forge ui · inbox", f"<h2>waiting for you: {len(waiting)}</h2>{items}", token_query)

@@ -1,0 +1,344 @@
+"""`forge ui` over a real uvicorn server on 127.0.0.1 and a real DBOS SQLite database with runs
+this test makes (finished, waiting, running): the runs list, a run's page, the inbox, the
+answers that make a run go on, and the security of a page that can approve side effects,
+checked with raw HTTP requests."""
+
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from urllib.parse import urlencode
+
+import pytest
+
+pytest.importorskip("uvicorn", reason="the ui extra is a test dependency: python3 tasks.py test installs it")
+
+import uvicorn
+
+from forge import AgentLoop, Ask, Finish, Intent, tool
+from forge.ui.app import create_app
+
+TOKEN = "t0ken-for-tests"
+SENT: list[dict] = []
+RELEASE = threading.Event()
+
+
+@tool(side_effect=True)
+def send(to: str, amount: int) -> str:
+    """Send an amount to someone."""
+    SENT.append({"to": to, "amount": amount})
+    return f"sent {amount} to {to}"
+
+
+@tool
+def slow(n: int) -> int:
+    """Waits until the test lets it go."""
+    RELEASE.wait(30)
+    return n
+
+
+def sender(goal, state):
+    return Intent.call("send", to="bob", amount=500) if not state.observations else Finish(state.observations[-1].payload)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ui(db):
+    servers = {}
+    for read_only, at in ((False, free_port()), (True, free_port())):
+        app = create_app(str(db), TOKEN, hosts={f"127.0.0.1:{at}", f"localhost:{at}"}, read_only=read_only)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=at, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.02)
+        servers[read_only] = (server, thread, at)
+    yield {"port": servers[False][2], "read_only_port": servers[True][2]}
+    for server, thread, _ in servers.values():
+        server.should_exit = True
+        thread.join(10)
+
+
+def request(port, method, path, *, token=TOKEN, host=None, headers=None, form=None):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    query = ("&" if "?" in path else "?") + urlencode({"token": token}) if token else ""
+    sent = {"Host": host or f"127.0.0.1:{port}", **(headers or {})}
+    body = None
+    if form is not None:
+        body = urlencode(form)
+        sent["Content-Type"] = "application/x-www-form-urlencoded"
+    connection.request(method, path + query, body=body, headers=sent)
+    response = connection.getresponse()
+    return response.status, response.read().decode(), dict(response.getheaders())
+
+
+def csrf_of(page):
+    marker = 'name="csrf" value="'
+    start = page.index(marker) + len(marker)
+    return page[start:page.index('"', start)]
+
+
+def approval_loop():
+    return AgentLoop([send], sender, lambda o: o.tool_name == "finish", definition="approval",
+                     approver=lambda request: None)
+
+
+def post_answer(port, run_id, form):
+    _, page, _ = request(port, "GET", f"/runs/{run_id}")
+    origin = {"Origin": f"http://127.0.0.1:{port}"}
+    return request(port, "POST", f"/runs/{run_id}/answer", headers=origin, form={"csrf": csrf_of(page), **form})
+
+
+# --- what it shows ---------------------------------------------------------------------
+
+
+def test_the_runs_list_shows_every_run_newest_first_with_its_status_and_steps(make, ui):
+    durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    durable.run("first goal", run_id="list-1")
+    durable.run("second goal", run_id="list-2")
+    status, page, _ = request(ui["port"], "GET", "/")
+    assert status == 200
+    assert page.index('data-run="list-2"') < page.index('data-run="list-1"')
+    assert "second goal" in page and "finished · verified_success" in page
+
+
+def test_the_runs_list_filters_by_status_and_end_state_and_searches_goal_and_id(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob for lunch", run_id="filter-wait")
+    make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True)).run("pay nobody", run_id="filter-done")
+    _, waiting, _ = request(ui["port"], "GET", "/?status=waiting")
+    assert 'data-run="filter-wait"' in waiting and 'data-run="filter-done"' not in waiting
+    _, ended, _ = request(ui["port"], "GET", "/?reason=verified_success")
+    assert 'data-run="filter-done"' in ended and 'data-run="filter-wait"' not in ended
+    _, found, _ = request(ui["port"], "GET", "/?q=LUNCH")
+    assert 'data-run="filter-wait"' in found and 'data-run="filter-done"' not in found
+    _, by_id, _ = request(ui["port"], "GET", "/?q=filter-do")
+    assert 'data-run="filter-done"' in by_id
+    assert request(ui["port"], "GET", "/?status=sleeping")[0] == 400
+
+
+def test_the_runs_list_is_paged(make, ui):
+    durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    for number in range(55):
+        durable.start(f"paged goal {number}", run_id=f"paged-{number:02d}")
+    for number in range(55):
+        durable.wait(f"paged-{number:02d}", timeout=30)
+    _, first, _ = request(ui["port"], "GET", "/?q=paged-")
+    _, second, _ = request(ui["port"], "GET", "/?q=paged-&page=1")
+    shown = [first.count('data-run="paged-'), second.count('data-run="paged-')]
+    assert shown == [50, 5] and 'rel="next"' in first and 'rel="next"' not in second
+
+
+def test_a_runs_page_shows_the_inspector_the_answer_and_the_conversation(make, ui):
+    def talker(goal, state):
+        state.messages.append({"role": "assistant", "content": "hello <b>there</b>",
+                               "_usage": {"prompt_tokens": 12, "completion_tokens": 3}})
+        return Finish("done talking")
+
+    make(AgentLoop([send], talker, lambda o: True)).run("say hello", run_id="talk-1")
+    status, page, _ = request(ui["port"], "GET", "/runs/talk-1")
+    assert status == 200 and 'class="forge-inspector"' in page
+    assert "answer: done talking" in page
+    assert 'id="conversation"' in page and "15 tokens" in page and "12 prompt + 3 completion" in page
+    assert "hello &lt;b&gt;there&lt;/b&gt;" in page
+
+
+def test_the_inbox_lists_the_runs_that_wait_with_their_question(make, ui):
+    make(approval_loop()).run("pay bob", run_id="inbox-1")
+    _, page, _ = request(ui["port"], "GET", "/inbox")
+    assert 'data-run="inbox-1"' in page and "approve send" in page
+
+
+# --- answering -------------------------------------------------------------------------
+
+
+def test_approving_from_the_page_makes_the_run_go_on(make, ui):
+    SENT.clear()
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="approve-1")
+    fingerprint = durable.status("approve-1").waiting.fingerprint
+    status, _, headers = post_answer(ui["port"], "approve-1", {"kind": "approve", "value": fingerprint})
+    assert status == 303 and "done=answered" in headers["location"]
+    assert durable.wait("approve-1", timeout=30, answers=1).answer == "sent 500 to bob"
+
+
+def test_approving_with_edited_arguments_runs_the_edited_call(make, ui):
+    SENT.clear()
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="approve-edit")
+    fingerprint = durable.status("approve-edit").waiting.fingerprint
+    refused = post_answer(ui["port"], "approve-edit", {"kind": "approve", "value": fingerprint,
+                                                       "arguments": '{"to": "bob"}'})
+    assert refused[0] == 400 and "missing: amount" in refused[1]
+    done = post_answer(ui["port"], "approve-edit", {"kind": "approve", "value": fingerprint,
+                                                    "arguments": '{"to": "bob", "amount": 5}'})
+    assert done[0] == 303
+    assert durable.wait("approve-edit", timeout=30, answers=1).answer == "sent 5 to bob" and SENT == [{"to": "bob", "amount": 5}]
+
+
+def test_a_question_is_answered_with_text_from_the_page(make, ui):
+    def asker(goal, state):
+        if not state.observations:
+            return Ask("Whom should I pay?")
+        return Finish(f"paying {goal}")
+
+    durable = make(AgentLoop([send], asker, lambda o: o.tool_name == "finish"))
+    durable.run("pay someone", run_id="ask-ui")
+    _, page, _ = request(ui["port"], "GET", "/runs/ask-ui")
+    assert "Whom should I pay?" in page and 'name="kind" value="text"' in page
+    assert post_answer(ui["port"], "ask-ui", {"kind": "text", "value": "carol"})[0] == 303
+    assert durable.wait("ask-ui", timeout=30, answers=1).answer == "paying carol"
+
+
+def test_an_answer_with_no_worker_live_says_what_to_start(make, ui, db):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="no-worker")
+    fingerprint = durable.status("no-worker").waiting.fingerprint
+    _, _, headers = post_answer(ui["port"], "no-worker", {"kind": "approve", "value": fingerprint})
+    assert "served=0" in headers["location"]
+    _, page, _ = request(ui["port"], "GET", headers["location"].split("?")[0] + "?done=answered&served=0")
+    assert "No forge worker is live" in page and f"forge worker --db {db} --loops MODULE" in page
+
+
+def test_a_running_run_streams_its_changes(make, ui):
+    RELEASE.clear()
+    policy = lambda goal, state: Intent.call("slow", n=1) if not state.observations else Finish("ok")  # noqa: E731
+    durable = make(AgentLoop([slow], policy, lambda o: o.tool_name == "finish"))
+    durable.start("wait for the test", run_id="live-1")
+    connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
+    connection.request("GET", f"/runs/live-1/events?token={TOKEN}", headers={"Host": f"127.0.0.1:{ui['port']}"})
+    response = connection.getresponse()
+    assert response.status == 200 and response.getheader("content-type").startswith("text/event-stream")
+    RELEASE.set()
+    line = response.fp.readline().decode()
+    while not line.startswith("data:"):
+        line = response.fp.readline().decode()
+    assert json.loads(line[5:])["status"] in ("running", "finished")
+    assert durable.wait("live-1", timeout=30).status == "finished"
+
+
+# --- security ------------------------------------------------------------------------------
+
+
+def test_a_request_without_the_token_is_refused(ui):
+    status, body, _ = request(ui["port"], "GET", "/", token=None)
+    assert status == 403 and "open the URL forge ui printed" in body
+    assert request(ui["port"], "GET", "/", token="wrong")[0] == 403
+
+
+def test_the_token_sets_a_session_cookie_that_later_requests_use(ui):
+    _, _, headers = request(ui["port"], "GET", "/")
+    cookie = headers["set-cookie"].split(";")[0]
+    assert "HttpOnly" in headers["set-cookie"] and "SameSite=strict" in headers["set-cookie"]
+    assert request(ui["port"], "GET", "/", token=None, headers={"Cookie": cookie})[0] == 200
+
+
+def test_a_wrong_host_header_is_refused_against_dns_rebinding(ui):
+    status, body, _ = request(ui["port"], "GET", "/", host="evil.example:80")
+    assert status == 400 and "does not serve the host" in body
+
+
+def test_a_post_from_another_origin_is_refused(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="csrf-1")
+    _, page, _ = request(ui["port"], "GET", "/runs/csrf-1")
+    form = {"csrf": csrf_of(page), "kind": "reject", "value": durable.status("csrf-1").waiting.fingerprint}
+    assert request(ui["port"], "POST", "/runs/csrf-1/answer", form=form)[0] == 403  # no Origin
+    evil = {"Origin": "http://evil.example"}
+    assert request(ui["port"], "POST", "/runs/csrf-1/answer", headers=evil, form=form)[0] == 403
+
+
+def test_a_post_without_the_sessions_csrf_token_is_refused(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="csrf-2")
+    origin = {"Origin": f"http://127.0.0.1:{ui['port']}"}
+    form = {"kind": "reject", "value": durable.status("csrf-2").waiting.fingerprint}
+    status, body, _ = request(ui["port"], "POST", "/runs/csrf-2/answer", headers=origin, form=form)
+    assert status == 403 and "CSRF" in body
+    assert durable.status("csrf-2").status == "waiting"
+
+
+def test_read_only_serves_no_action_at_all(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="read-only-1")
+    port = ui["read_only_port"]
+    _, page, _ = request(port, "GET", "/runs/read-only-1")
+    assert "<form method=\"post\"" not in page
+    origin = {"Origin": f"http://127.0.0.1:{port}"}
+    form = {"kind": "approve", "value": durable.status("read-only-1").waiting.fingerprint}
+    assert request(port, "POST", "/runs/read-only-1/answer", headers=origin, form=form)[0] in (404, 405)
+    assert durable.status("read-only-1").status == "waiting"
+
+
+def test_run_data_is_escaped_everywhere(make, ui):
+    make(AgentLoop([send], lambda goal, state: Finish("<img src=x onerror=alert(2)>"), lambda o: True)).run(
+        "<script>alert(1)</script>", run_id="escape-1")
+    for path in ("/", "/runs/escape-1"):
+        _, page, _ = request(ui["port"], "GET", path)
+        assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+        assert "<img src=x" not in page
+
+
+def test_forge_ui_prints_one_url_with_its_token_and_warns_for_every_address(db):
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "forge", "ui", "--db", str(db), "--port", str(port),
+                                "--host", "0.0.0.0", "--read-only"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith(f"forge ui (read-only): http://127.0.0.1:{port}/?token=")
+        token = line.strip().split("token=")[1]
+        assert len(token) >= 32
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=30)
+    assert "warning: forge ui serves 0.0.0.0" in errors
+
+
+# --- in a real headless Chromium ----------------------------------------------------------
+
+def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_blank(make, ui, tmp_path):
+    """Its screenshots are the README's: FORGE_UI_SHOTS=docs writes them there."""
+    import os
+    from pathlib import Path
+
+    tmp_path = Path(os.environ.get("FORGE_UI_SHOTS") or tmp_path)
+    from browser import console_errors, open_browser, png_summary, why_no_browser
+
+    reason = why_no_browser()
+    if reason is not None:
+        pytest.fail(f"the browser tests need Chromium: {reason}")
+    make(approval_loop()).run("pay bob in the browser", run_id="browser-wait")
+    make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True)).run("done in the browser",
+                                                                                   run_id="browser-done")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = open_browser(1280, 900)
+    base = f"http://127.0.0.1:{ui['port']}"
+    try:
+        driver.get(f"{base}/?token={TOKEN}")
+        assert driver.find_element(By.CSS_SELECTOR, 'tr[data-run="browser-done"]')
+        driver.save_screenshot(str(tmp_path / "ui-runs.png"))
+        driver.get(f"{base}/inbox")  # the cookie carries the session on
+        assert driver.find_element(By.CSS_SELECTOR, 'div[data-run="browser-wait"]')
+        driver.save_screenshot(str(tmp_path / "ui-inbox.png"))
+        driver.find_element(By.CSS_SELECTOR, 'div[data-run="browser-wait"] a').click()
+        WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+            "var r = document.querySelector('.forge-inspector'); return r && r.dataset.ready"))
+        assert driver.find_element(By.ID, "answer").text.startswith("waiting in approval_required")
+        driver.save_screenshot(str(tmp_path / "ui-run.png"))
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()
+    for name in ("ui-runs.png", "ui-inbox.png", "ui-run.png"):
+        _, _, colours = png_summary((tmp_path / name).read_bytes())
+        assert colours > 50, f"{name} looks blank"
