@@ -14,7 +14,11 @@ from typing import Any
 from forge.agent.observations import LoopState
 from forge.machine.definition import MachineDefinition, Outcome
 from forge.machine.journal import JournalEntry
-from forge.machine.trace import TransitionRecord, error_text  # at run time: get_type_hints(LoopResult) resolves
+from forge.machine.trace import (  # at run time: get_type_hints(LoopResult) resolves
+    TransitionRecord,
+    error_text,
+    repeated_call,
+)
 from forge.policy import FINISH, Finish
 from forge.usage import Usage
 
@@ -91,6 +95,9 @@ class LoopResult:
             return f"{text}: {', '.join(tied)} tie for the intent's capabilities; name one (Intent.call) or clarify"
         if self.error is not None:
             return f"{text}: {error_text(self.error, 500)}"
+        repeated = repeated_call(self.trace) if self.reason == "repeated_action" else None
+        if repeated is not None:
+            return f"{text}: {repeated[0]} {repeated[1]} was called {repeated[2]} times"
         last = self.state.observations[-1] if self.state.observations else None
         if last is not None and last.status != "ok":
             return f"{text}; the last call, {last.tool_name}, failed: {error_text(last.payload, 500)}"

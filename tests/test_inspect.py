@@ -141,3 +141,17 @@ def test_forge_inspect_of_a_file_that_is_not_a_trace_says_which_line(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "notes.jsonl:1:" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "x.html").exists()
+
+
+def test_a_repeated_action_banner_says_which_call_repeated_and_how_often():
+    from forge import AgentLoop, Intent, tool
+    from forge.inspect.page import page_data
+
+    @tool
+    def look(x: str) -> str:
+        """Look."""
+        return x
+
+    result = AgentLoop([look], lambda goal, state: Intent.call("look", x="same"), lambda o: False).run("look")
+    summary = page_data(result.definition, list(result.trace))["end"]["summary"]
+    assert summary == 'ended in repeated_action (failure): look {"x": "same"} was called 3 times'

@@ -206,3 +206,23 @@ def test_item_15_a_trace_with_nan_infinity_and_odd_tries_opens_and_shows_every_r
     assert len(visible_rows(driver)) == 2
     panel = driver.execute_script("return document.querySelector('.fi-panel').textContent")
     assert "null" in panel and "returned" in panel
+
+
+def test_a_run_that_failed_opens_at_the_transition_that_ended_it_not_drawn_in_failure_red(driver, tmp_path):
+    from forge import AgentLoop, Intent, tool
+    from forge.inspect import write
+
+    @tool
+    def look(x: str) -> str:
+        """Look."""
+        return x
+
+    result = AgentLoop([look], lambda goal, state: Intent.call("look", x="same"), lambda o: False).run("look")
+    load(driver, write(result, tmp_path / "failed.html"))
+    assert highlighted_state(driver) == "repeated_action"
+    assert driver.find_element("css selector", ".fi-panel h2").text.startswith(f"#{len(result.trace)} ")
+    colour = driver.execute_script(
+        "return getComputedStyle(document.querySelector('.forge-inspector svg g.node.fi-current path, "
+        ".forge-inspector svg g.node.fi-current polygon')).stroke")
+    assert colour == "rgb(111, 66, 193)"  # the position's violet, not the red that means failure
+    assert "look {\"x\": \"same\"} was called 3 times" in driver.find_element("css selector", ".fi-banner").text

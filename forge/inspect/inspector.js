@@ -71,7 +71,9 @@ function forgeInspector(root, data) {
   root.replaceChildren(root.querySelector("style"), banner,
     el("div", {class: "fi-main"}, [diagram, panel]), controls, list);
 
-  let current = 0, shown = records, timer = null, lastRendered = "";
+  // a run that failed opens at the transition that ended it; any other at its first
+  let current = end.finished && end.outcome === "failure" ? records.length - 1 : 0;
+  let shown = records, timer = null, lastRendered = "";
   let marked = [];
 
   function matches(r) {
@@ -227,7 +229,7 @@ function forgeInspector(root, data) {
   });
 
   applyFilters();
-  go(0);
+  go(current);
   root.dataset.ready = "true";
   return {go: go, move: move, records: records};
 }

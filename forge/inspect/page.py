@@ -24,7 +24,7 @@ from forge.errors import UsageError
 from forge.files import write_atomically
 from forge.machine.definition import MachineDefinition
 from forge.machine.loader import load_definition
-from forge.machine.trace import TransitionRecord, capped
+from forge.machine.trace import TransitionRecord, capped, repeated_call
 
 __all__ = ["definition_of", "html", "inline_svg", "page_data", "write"]
 
@@ -113,7 +113,7 @@ def page_data(definition: MachineDefinition, records: Sequence[TransitionRecord]
         "run_id": last.run_id,
         "started": _iso(first),
         "end": {"state": overlay.position, "finished": overlay.finished, "outcome": end.outcome,
-                "summary": summary or _summary(overlay.position, end.outcome, overlay.finished, last)},
+                "summary": summary or _summary(overlay.position, end.outcome, overlay.finished, last, records)},
         "steps": max(r.step for r in records),
         "edges": edges.items, "guards": guards.items, "verdicts": verdicts.items, "details": details.items,
         "records": rows,
@@ -142,12 +142,19 @@ class _Table:
         return position
 
 
-def _summary(state: str, outcome: str | None, finished: bool, last: TransitionRecord) -> str:
+def _summary(state: str, outcome: str | None, finished: bool, last: TransitionRecord,
+             records: Sequence[TransitionRecord] = ()) -> str:
     if not finished:
         return f"the trace stops in {state}, before the run ended"
     text = f"ended in {state}" + (f" ({outcome})" if outcome else "")
     error = last.detail.get("error")
-    return f"{text}: {error}" if error else text
+    if error:
+        return f"{text}: {error}"
+    if state == "repeated_action":
+        repeated = repeated_call(records)
+        if repeated is not None:
+            return f"{text}: {repeated[0]} {repeated[1]} was called {repeated[2]} times"
+    return text
 
 
 def _iso(at: float) -> str | None:
