@@ -34,6 +34,10 @@ def _diagram(args: argparse.Namespace) -> int:
     from forge.diagram import diagram_text, format_for, render
     from forge.machine.trace import read_trace
 
+    if args.runs:
+        return _many_runs(args)
+    if args.loop:
+        raise UsageError("--loop picks the stored runs of one loop: give it with --runs DB")
     trace = read_trace(args.trace) if args.trace else None
     machine = _machine_of(args.machine, trace)
     fmt = format_for(args.output, args.format)
@@ -46,6 +50,38 @@ def _diagram(args: argparse.Namespace) -> int:
     if written is None:
         return 1
     print(f"wrote {written}")
+    return 0
+
+
+def _many_runs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from forge.diagram.many import edge_stats, many_runs_digraph
+    from forge.diagram.render import format_for, image_of
+    from forge.durable.runs import StoredRuns
+    from forge.files import write_atomically
+    from forge.machine.loader import load_definition
+
+    if args.trace:
+        raise UsageError("--runs draws many stored runs; --trace one recorded run: give one of them")
+    with StoredRuns(args.runs) as runs:
+        found = runs.outcomes(args.loop)
+    if not found:
+        raise UsageError(f"no finished runs{' of loop ' + repr(args.loop) if args.loop else ''} in {args.runs}")
+    machine = load_definition(_machine_of(args.machine, found[0][0]))
+    stats, count = edge_stats(machine, found)
+    graph = many_runs_digraph(machine, stats, count)
+    fmt = format_for(args.output, args.format)
+    if args.output is None:
+        if fmt != "dot":
+            raise UsageError(f"{fmt}: give -o PATH to write it to a file")
+        sys.stdout.write(graph.source)
+        return 0
+    written = _drawn(lambda: write_atomically(Path(args.output), graph.source if fmt in ("dot", "gv")
+                                              else image_of(graph.source, fmt)))
+    if written is None:
+        return 1
+    print(f"wrote {written}: {count} runs")
     return 0
 
 
@@ -563,6 +599,8 @@ def _parser() -> argparse.ArgumentParser:
     diagram.add_argument("-o", "--output", metavar="PATH", help="file to write; without it DOT/Mermaid go to stdout")
     diagram.add_argument("--format", choices=_FORMATS, help="default: from PATH's suffix, else dot")
     diagram.add_argument("--trace", metavar="RUN.jsonl", help="overlay this recorded run")
+    diagram.add_argument("--runs", metavar="DB", help="draw many stored runs on it: per edge, runs, p50, p95, failed")
+    diagram.add_argument("--loop", metavar="NAME", help="with --runs: only the runs of this DurableLoop")
     diagram.set_defaults(handler=_diagram)
 
     gallery = commands.add_parser("diagrams", help="regenerate diagrams/ from machines/ (or --check it)")

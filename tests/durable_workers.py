@@ -13,3 +13,6 @@ from forge.durable import DurableLoop
 
 filing = DurableLoop(make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"]))), name="filing",
                      db=os.environ["FORGE_TEST_DB"])
+
+approving = DurableLoop(make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"])), definition="approval"),
+                        name="filing-approved", db=os.environ["FORGE_TEST_DB"])

@@ -342,3 +342,84 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
     for name in ("ui-runs.png", "ui-inbox.png", "ui-run.png"):
         _, _, colours = png_summary((tmp_path / name).read_bytes())
         assert colours > 50, f"{name} looks blank"
+
+
+# --- forks, many runs, a worker ----------------------------------------------------------------
+
+
+def test_forking_from_the_page_makes_a_new_run_that_says_where_it_came_from(make, ui):
+    durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    durable.run("fork me", run_id="fork-source")
+    _, page, _ = request(ui["port"], "GET", "/runs/fork-source")
+    assert 'id="fork"' in page
+    origin = {"Origin": f"http://127.0.0.1:{ui['port']}"}
+    status, _, headers = request(ui["port"], "POST", "/runs/fork-source/fork", headers=origin,
+                                 form={"csrf": csrf_of(page), "at": "1", "patch": ""})
+    assert status == 303 and "done=forked" in headers["location"]
+    new = headers["location"].split("?")[0].rsplit("/", 1)[1]
+    forked = durable.status(new)
+    assert forked.forked_from.run_id == "fork-source" and forked.forked_from.transition == 1
+    bad = request(ui["port"], "POST", "/runs/fork-source/fork", headers=origin,
+                  form={"csrf": csrf_of(page), "at": "99"})
+    assert bad[0] == 400 and "not forked" in bad[1]
+
+
+def test_a_loops_page_draws_its_runs_on_the_definition(make, ui):
+    durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    for number in range(3):
+        durable.run(f"many {number}", run_id=f"many-{number}")
+    _, page, _ = request(ui["port"], "GET", f"/loops/{durable.name}")
+    assert "3 finished runs" in page and "<svg" in page
+    assert "3 runs · p50" in page and "0% failed" in page and "no run" in page
+
+
+def test_forge_diagram_runs_draws_the_same_as_a_picture(make, db, tmp_path):
+    from builders import forge
+
+    durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    for number in range(2):
+        durable.run(f"drawn {number}", run_id=f"drawn-{number}")
+    out = tmp_path / "many.svg"
+    done = forge("diagram", "--runs", str(db), "--loop", durable.name, "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "2 runs" in done.stdout and "2 runs · p50" in out.read_text()
+
+
+@pytest.mark.slow
+def test_approving_from_the_page_lets_a_forge_worker_finish_the_run(tmp_path):
+    import os
+    import signal
+    from pathlib import Path
+
+    from builders import forge
+
+    from forge.durable.runs import StoredRuns
+
+    db, ledger = tmp_path / "worker.sqlite", tmp_path / "ledger"
+    submitted = forge("submit", "file every item", "--loop", "filing-approved", "--db", str(db), "--run-id", "w-1")
+    assert submitted.returncode == 0, submitted.stderr
+    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=str(db))
+    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", str(db), "--loops",
+                               str(Path(__file__).with_name("durable_workers.py"))], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    port = free_port()
+    app = create_app(str(db), TOKEN, hosts={f"127.0.0.1:{port}"})
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        with StoredRuns(db) as runs:
+            for answered in range(3):  # each write waits for its own approval, given on the page
+                waiting = runs.wait("w-1", timeout=120, answers=answered)
+                assert waiting.status == "waiting", waiting
+                status, _, headers = post_answer(port, "w-1", {"kind": "approve",
+                                                               "value": waiting.waiting.fingerprint})
+                assert status == 303 and "served=1" in headers["location"]  # a worker is live: no warning
+            done = runs.wait("w-1", timeout=120, answers=3)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert (done.status, done.reason) == ("finished", "verified_success")
+    assert len(ledger.read_text().splitlines()) == 3

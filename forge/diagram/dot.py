@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from html import escape
+from typing import Any
 
 import graphviz
 
@@ -29,7 +30,8 @@ _FONT = "Helvetica"
 
 def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None, ids: bool = False,
                against: RunOverlay | None = None, diverged: str | None = None,
-               names: tuple[str, str] = ("A", "B"), counterexample: Sequence[int] = ()) -> graphviz.Digraph:
+               names: tuple[str, str] = ("A", "B"), counterexample: Sequence[int] = (),
+               many: tuple[Mapping[int, Any], int] | None = None) -> graphviz.Digraph:
     """Build the diagram. The only node that is not a state is `START_NODE`, whose one edge
     points at the initial state. With `ids`, each state, transition and drawn `fail` edge
     carries an id its SVG element keeps (`state-NAME`, `edge-INDEX`, `fail-SOURCE`), so a
@@ -42,7 +44,11 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
 
     `counterexample` (transition indices, in order: a path `forge check` found that breaks
     a property) is drawn in red, each edge numbered by its place on the path, and the state
-    it ends in outlined in red."""
+    it ends in outlined in red.
+
+    `many` (per-edge `forge.diagram.many.EdgeStats` and the number of runs) labels each edge
+    with how many runs took it, its p50 and p95 durations and the share that failed; an
+    edge no run took is dimmed, one whose runs mostly failed is drawn red."""
     if against is not None and overlay is not None:
         return _compared(definition, overlay, against, diverged, names)
     title = definition.title or definition.name
@@ -56,6 +62,8 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         if counterexample else None
     if counterexample:
         title += f"{LINE_BREAK}counterexample: {len(counterexample)} transitions, in red"
+    if many is not None:
+        title += f"{LINE_BREAK}{many[1]} runs"
     graph = _started(definition, title)
     for state in definition.states:
         palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
@@ -102,6 +110,17 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         tools = overlay.edge_tools.get(transition.index) if overlay is not None else None
         if tools:
             label += LINE_BREAK + _tool_counts(tools)
+        if many is not None:
+            from forge.diagram.many import stats_label
+
+            stat = many[0].get(transition.index)
+            label += LINE_BREAK + stats_label(stat)
+            if stat is None:
+                attrs.update(color=FADED.line, fontcolor="#9e9e9e", style="dashed")
+            else:
+                colour = FAILED if stat.failed >= 0.5 else TAKEN
+                attrs.update(color=colour, fontcolor=colour,
+                             penwidth=f"{min(6.0, 1.2 + math.log10(stat.runs) * 1.5):.2f}")
         if transition.index in steps:
             attrs.update(color=FAILED, fontcolor=FAILED, penwidth="3")
             label = f"{', '.join(map(str, steps[transition.index]))}. {label}"

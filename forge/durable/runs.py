@@ -148,6 +148,18 @@ class StoredRuns:
                                updated))
         return rows
 
+    def outcomes(self, loop: str | None = None, limit: int = 1000) -> builtins.list[tuple[builtins.list[Any], str | None]]:
+        """The latest `limit` finished runs (of `loop`, when given): each one's records, the
+        whole run, and its outcome; what a many-runs diagram is drawn from."""
+        rows, _ = self.find(status="finished", limit=limit)
+        found = []
+        for row in rows:
+            if loop is not None and row.loop != loop:
+                continue
+            stored = self.get(row.run_id)
+            found.append((stored.records, stored.outcome))
+        return found
+
     def find(self, *, status: str | None = None, reason: str | None = None, text: str | None = None,
              offset: int = 0, limit: int = 50, window: int = 200) -> tuple[builtins.list[RunRow], bool]:
         """A page of the runs, newest first, that have `status` (queued, running, waiting,

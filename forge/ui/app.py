@@ -33,7 +33,8 @@ from starlette.routing import Route
 from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound
-from forge.ui.pages import STATUSES, inbox_page, run_page, runs_page
+from forge.machine.fork import Patch
+from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, runs_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
 
@@ -132,6 +133,33 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
                                             token_query=query, note=note)))
 
+    async def loop_page(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        name = request.path_params["name"]
+        found = await run_in_threadpool(runs.outcomes, name)
+        return served(HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found), len(found), query)))
+
+    async def fork(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        form = await request.form()
+        forged = guard.forged(request, form)
+        if forged is not None:
+            return forged
+        run_id = request.path_params["run_id"]
+        try:
+            at = int(str(form.get("at", "")))
+            text = str(form.get("patch", "")).strip()
+            patch = Patch.from_json(json.loads(text)) if text else None
+            new = await run_in_threadpool(runs.fork, run_id, at, patch, None)
+        except (ForgeError, ValueError, LookupError) as error:
+            return PlainTextResponse(f"not forked: {error}", status_code=400)
+        worker = await run_in_threadpool(runs.who_serves, new)
+        return RedirectResponse(f"/runs/{new}?{query}&done=forked&served={int(worker is not None)}", status_code=303)
+
     async def events(request: Request) -> Response:
         refused = guard.refused(request)
         if refused is not None:
@@ -186,10 +214,11 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         return RedirectResponse(f"/runs/{run_id}?{query}&done=cancelled", status_code=303)
 
     routes = [Route("/", listing), Route("/inbox", inbox), Route("/runs/{run_id}", one),
-              Route("/runs/{run_id}/events", events)]
+              Route("/runs/{run_id}/events", events), Route("/loops/{name}", loop_page)]
     if not read_only:
         routes += [Route("/runs/{run_id}/answer", answer, methods=["POST"]),
-                   Route("/runs/{run_id}/cancel", cancel, methods=["POST"])]
+                   Route("/runs/{run_id}/cancel", cancel, methods=["POST"]),
+                   Route("/runs/{run_id}/fork", fork, methods=["POST"])]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
@@ -198,7 +227,28 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-_NOTES = {"answered": "Answered.", "cancelled": "Cancelled: the run stops at its next step."}
+_NOTES = {"answered": "Answered.", "cancelled": "Cancelled: the run stops at its next step.",
+          "forked": "Forked: this new run is queued for a forge worker serving its loop."}
+
+
+def _many_runs_svg(found: list[tuple[list[Any], str | None]]) -> str:
+    """The many-runs diagram of `found` (records, outcome), as inline SVG, or why there is none."""
+    from html import escape
+
+    from forge.diagram.many import edge_stats, many_runs_digraph
+    from forge.inspect.page import inline_svg
+    from forge.machine.loader import load_definition
+
+    if not found:
+        return '<p class="box">no finished run of this loop yet</p>'
+    machine = next((r.machine for r in found[0][0] if r.machine), "single_agent")
+    try:
+        definition = load_definition(machine)
+        stats, count = edge_stats(definition, found)
+        return inline_svg(many_runs_digraph(definition, stats, count))
+    except (ForgeError, FileNotFoundError, ValueError) as error:
+        return f'<p class="box">cannot draw the runs of {escape(machine)}: {escape(str(error))}</p>'
+
 
 
 def _answer_of(form: Any) -> Answer:

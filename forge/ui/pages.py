@@ -16,7 +16,7 @@ from forge.durable.loop import DurableResult
 from forge.durable.runs import RunRow
 from forge.usage import USAGE_KEY, ModelCall
 
-__all__ = ["STATUSES", "inbox_page", "run_page", "runs_page"]
+__all__ = ["STATUSES", "inbox_page", "loop_html", "run_page", "runs_page"]
 
 STATUSES = ("queued", "running", "waiting", "finished", "cancelled", "error")
 
@@ -70,7 +70,8 @@ def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping
         seconds = row.seconds
         lines.append(
             f'<tr data-run="{escape(row.run_id)}"><td><a href="/runs/{escape(row.run_id)}?{escape(token_query)}">'
-            f"{escape(row.run_id)}</a></td><td>{escape(row.goal)}</td><td>{escape(row.loop)}</td>"
+            f"{escape(row.run_id)}</a></td><td>{escape(row.goal)}</td>"
+            f'<td><a href="/loops/{escape(row.loop)}?{escape(token_query)}">{escape(row.loop)}</a></td>'
             f'<td class="status-{escape(row.status)}">{escape(row.status)}'
             f'{" · " + escape(row.reason) if row.reason else ""}</td><td>{row.steps}</td>'
             f"<td>{_when(row.created_at)}</td><td>{'' if seconds is None else f'{seconds:.1f} s'}</td>"
@@ -165,6 +166,8 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     if csrf is not None and stored.status in ("queued", "running", "waiting"):
         actions += (f'<form method="post" action="{escape(f"/runs/{stored.run_id}/cancel?{token_query}")}">'
                     f'<input type="hidden" name="csrf" value="{escape(csrf)}"><button>cancel the run</button></form>')
+    if csrf is not None and stored.turns:
+        actions += fork_form(stored.run_id, len(stored.turns[0]), csrf, token_query)
     talk = conversation(stored.state.messages) if stored.state is not None else ""
     live = ("<script>(function(){var s=new EventSource(" + json.dumps(f"/runs/{stored.run_id}/events?{token_query}")
             + ");s.onmessage=function(){location.reload()};})();</script>"
@@ -181,3 +184,19 @@ def inbox_page(waiting: Sequence[tuple[RunRow, DurableResult]], token_query: str
         f"{escape(row.run_id)}</a> · {escape(row.goal)}<br>"
         f"{escape(stored.waiting.question) if stored.waiting else ''}</div>" for row, stored in waiting)
     return _page("forge ui · inbox", f"<h2>waiting for you: {len(waiting)}</h2>{items}", token_query)
+
+
+def loop_html(name: str, svg: str, runs: int, token_query: str) -> str:
+    """A loop's page: its definition with, per edge, what its finished runs did there."""
+    return _page(f"forge ui · {name}", f"<h2>loop {escape(name)} · {runs} finished runs</h2>"
+                 f'<div class="box" id="many-runs">{svg}</div>', token_query)
+
+
+def fork_form(run_id: str, transitions: int, csrf: str, token_query: str) -> str:
+    """Fork the run at a transition, optionally patching the outcome recorded there."""
+    return (f'<form method="post" action="{escape(f"/runs/{run_id}/fork?{token_query}")}" class="box" id="fork">'
+            f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
+            f'fork at transition <input name="at" type="number" min="1" max="{transitions + 1}" value="1"> '
+            'with the outcome there replaced by (optional, a forge Patch as JSON) '
+            '<textarea name="patch" rows="2" placeholder=\'{"tool_result": "…"}\'></textarea>'
+            "<button type=\"submit\">fork</button></form>")
