@@ -317,8 +317,9 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
     if reason is not None:
         pytest.fail(f"the browser tests need Chromium: {reason}")
     make(approval_loop()).run("pay bob in the browser", run_id="browser-wait")
-    make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True)).run("done in the browser",
-                                                                                   run_id="browser-done")
+    finishing = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    for number in range(3):
+        finishing.run("done in the browser", run_id=f"browser-done{'' if number == 0 else number}")
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -336,10 +337,13 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
             "var r = document.querySelector('.forge-inspector'); return r && r.dataset.ready"))
         assert driver.find_element(By.ID, "answer").text.startswith("waiting in approval_required")
         driver.save_screenshot(str(tmp_path / "ui-run.png"))
+        driver.get(f"{base}/loops/{finishing.name}")
+        assert "3 finished runs" in driver.find_element(By.TAG_NAME, "h2").text
+        driver.save_screenshot(str(tmp_path / "ui-many.png"))
         assert console_errors(driver) == []
     finally:
         driver.quit()
-    for name in ("ui-runs.png", "ui-inbox.png", "ui-run.png"):
+    for name in ("ui-runs.png", "ui-inbox.png", "ui-run.png", "ui-many.png"):
         _, _, colours = png_summary((tmp_path / name).read_bytes())
         assert colours > 50, f"{name} looks blank"
 
@@ -385,8 +389,9 @@ def test_forge_diagram_runs_draws_the_same_as_a_picture(make, db, tmp_path):
     assert "2 runs" in done.stdout and "2 runs · p50" in out.read_text()
 
 
-@pytest.mark.slow
-def test_approving_from_the_page_lets_a_forge_worker_finish_the_run(tmp_path):
+def approve_three_writes_through_the_page(db, ledger):
+    """Submit a filing run on `db`, start a forge worker and the UI on it, approve each of its
+    three writes on the page, and return how the run ended."""
     import os
     import signal
     from pathlib import Path
@@ -395,16 +400,15 @@ def test_approving_from_the_page_lets_a_forge_worker_finish_the_run(tmp_path):
 
     from forge.durable.runs import StoredRuns
 
-    db, ledger = tmp_path / "worker.sqlite", tmp_path / "ledger"
-    submitted = forge("submit", "file every item", "--loop", "filing-approved", "--db", str(db), "--run-id", "w-1")
+    submitted = forge("submit", "file every item", "--loop", "filing-approved", "--db", db, "--run-id", "w-1")
     assert submitted.returncode == 0, submitted.stderr
-    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=str(db))
-    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", str(db), "--loops",
+    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=db)
+    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", db, "--loops",
                                str(Path(__file__).with_name("durable_workers.py"))], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     port = free_port()
-    app = create_app(str(db), TOKEN, hosts={f"127.0.0.1:{port}"})
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(db, TOKEN, hosts={f"127.0.0.1:{port}"}), host="127.0.0.1",
+                                           port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -415,11 +419,49 @@ def test_approving_from_the_page_lets_a_forge_worker_finish_the_run(tmp_path):
                 status, _, headers = post_answer(port, "w-1", {"kind": "approve",
                                                                "value": waiting.waiting.fingerprint})
                 assert status == 303 and "served=1" in headers["location"]  # a worker is live: no warning
-            done = runs.wait("w-1", timeout=120, answers=3)
+            return runs.wait("w-1", timeout=120, answers=3)
     finally:
         server.should_exit = True
         thread.join(10)
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_approving_from_the_page_lets_a_forge_worker_finish_the_run(tmp_path):
+    done = approve_three_writes_through_the_page(str(tmp_path / "worker.sqlite"), tmp_path / "ledger")
     assert (done.status, done.reason) == ("finished", "verified_success")
-    assert len(ledger.read_text().splitlines()) == 3
+    assert len((tmp_path / "ledger").read_text().splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_the_ui_works_on_postgresql_with_a_worker(tmp_path):
+    from postgres import postgres_server, why_no_postgres
+
+    reason = why_no_postgres()
+    if reason is not None:
+        pytest.skip(reason)
+    with postgres_server() as url:
+        done = approve_three_writes_through_the_page(url, tmp_path / "ledger")
+    assert (done.status, done.reason) == ("finished", "verified_success")
+    assert len((tmp_path / "ledger").read_text().splitlines()) == 3
+
+
+def test_the_conversation_panel_of_a_chat_policy_run_shows_what_the_model_was_sent_and_said(make, ui):
+    openai = pytest.importorskip("openai")
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    with ChatServer([reply(None, ("call_9", "send", {"to": "dan", "amount": 2})) | {
+                         "_usage": {"prompt_tokens": 70, "completion_tokens": 9}},
+                     reply("Sent 2 to dan.") | {"_usage": {"prompt_tokens": 95, "completion_tokens": 6}}]) as server:
+        policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test"),
+                            system="You move money carefully.")
+        make(AgentLoop([send], policy, lambda o: o.tool_name == "finish")).run("give dan 2", run_id="chat-ui")
+    _, page, _ = request(ui["port"], "GET", "/runs/chat-ui")
+    panel = page[page.index('id="conversation"'):]
+    assert "conversation · 180 tokens" in panel
+    for seen in ("You move money carefully.", "give dan 2", "→ call call_9: send", "← result of call_9: sent 2 to dan",
+                 "Sent 2 to dan.", "70 prompt + 9 completion tokens", "95 prompt + 6 completion tokens"):
+        assert seen in panel, seen
