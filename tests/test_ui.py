@@ -217,6 +217,8 @@ def test_a_running_run_streams_its_changes(make, ui):
     connection.request("GET", f"/runs/live-1/events?token={TOKEN}", headers={"Host": f"127.0.0.1:{ui['port']}"})
     response = connection.getresponse()
     assert response.status == 200 and response.getheader("content-type").startswith("text/event-stream")
+    _, page, _ = request(ui["port"], "GET", "/runs/live-1")
+    assert 'id="under-way"' in page and "turn 1 under way" in page  # the calls so far of the turn that runs
     RELEASE.set()
     line = response.fp.readline().decode()
     while not line.startswith("data:"):

@@ -148,6 +148,21 @@ class StoredRuns:
                                updated))
         return rows
 
+    def under_way(self, run_id: str, turn: int) -> builtins.list[JournalEntry]:
+        """The calls turn `turn` of the run has stored so far: what moves while a turn runs
+        (its transitions are published when it ends).
+
+        Raises:
+            UsageError: a stored call cannot be read in this process (its value's class is not
+                importable here).
+        """
+        from forge.durable.performer import StoredTurn
+
+        try:
+            return StoredTurn(self.database, run_id, turn).calls
+        except Exception as error:  # pickle raises whatever the missing class's import raised
+            raise UsageError(f"the calls of run {run_id!r} cannot be read here: {type(error).__name__}: {error}") from None
+
     def outcomes(self, loop: str | None = None, limit: int = 1000) -> builtins.list[tuple[builtins.list[Any], str | None]]:
         """The latest `limit` finished runs (of `loop`, when given): each one's records, the
         whole run, and its outcome; what a many-runs diagram is drawn from."""

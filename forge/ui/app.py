@@ -125,6 +125,8 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         except RunNotFound as error:
             return PlainTextResponse(str(error), status_code=404)
         inspector = await run_in_threadpool(_inspector, stored)
+        if stored.status == "running":
+            inspector = await run_in_threadpool(_under_way, runs, stored) + inspector
         note = _NOTES.get(request.query_params.get("done", ""), "")
         if note and request.query_params.get("served") == "0":
             note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
@@ -294,6 +296,28 @@ def _inspector(stored: Any) -> str:
         return html(records, fragment=True)
     except (ForgeError, FileNotFoundError, ValueError) as error:
         return f'<p class="box">the inspector cannot draw this run: {escape(str(error))}</p>'
+
+
+def _under_way(runs: StoredRuns, stored: Any) -> str:
+    """The calls the turn under way has made so far, newest last."""
+    from html import escape
+
+    from forge.machine.trace import summary
+
+    turn = len(stored.turns) + 1
+    try:
+        calls = runs.under_way(stored.run_id, turn)
+    except ForgeError as error:
+        return f'<p class="box">{escape(str(error))}</p>'
+    def outcome(call: Any) -> str:
+        return summary(call.value, 200) if call.error is None else f"{type(call.error).__name__}: {call.error}"[:200]
+
+    rows = "".join(
+        f"<tr><td>{call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td><td>{escape(call.name)}</td>"
+        f"<td>{escape(outcome(call))}</td></tr>" for call in calls)
+    return (f'<section class="box" id="under-way"><h3>turn {turn} under way: {len(calls)} calls so far</h3>'
+            "<table><thead><tr><th>transition</th><th>step</th><th>call</th><th>name</th><th>outcome</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table></section>")
 
 
 def _calls_so_far(runs: StoredRuns, run_id: str, turn: int) -> int:
