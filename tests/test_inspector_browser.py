@@ -226,3 +226,17 @@ def test_a_run_that_failed_opens_at_the_transition_that_ended_it_not_drawn_in_fa
         ".forge-inspector svg g.node.fi-current polygon')).stroke")
     assert colour == "rgb(111, 66, 193)"  # the position's violet, not the red that means failure
     assert "look {\"x\": \"same\"} was called 3 times" in driver.find_element("css selector", ".fi-banner").text
+
+
+def test_the_diagram_zooms_in_pans_and_fits_back(page):
+    width = page.execute_script("return document.querySelector('.fi-view svg').getBoundingClientRect().width")
+    box = page.execute_script("return document.querySelector('.fi-view').clientWidth")
+    page.find_element("css selector", ".fi-zoom-in").click()
+    page.find_element("css selector", ".fi-zoom-in").click()
+    zoomed = page.execute_script("return document.querySelector('.fi-view svg').getBoundingClientRect().width")
+    assert zoomed > box * 2 and zoomed > width
+    page.execute_script("document.querySelector('.fi-view').scrollLeft = 200")
+    assert page.execute_script("return document.querySelector('.fi-view').scrollLeft") > 0  # it pans
+    page.find_element("css selector", ".fi-zoom-fit").click()
+    fitted = page.execute_script("return document.querySelector('.fi-view svg').getBoundingClientRect().width")
+    assert abs(fitted - width) < 2

@@ -111,10 +111,8 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         if tools:
             label += LINE_BREAK + _tool_counts(tools)
         if many is not None:
-            from forge.diagram.many import stats_label
-
             stat = many[0].get(transition.index)
-            label += LINE_BREAK + stats_label(stat)
+            label += LINE_BREAK + _stats_label(stat)
             if stat is None:
                 attrs.update(color=FADED.line, fontcolor="#9e9e9e", style="dashed")
             else:
@@ -235,3 +233,11 @@ def _is_back_edge(definition: MachineDefinition, source: str, dest: str) -> bool
     layout backwards: drawn without rank constraint, the working states stay in one row."""
     order = [state.name for state in definition.states]
     return order.index(dest) <= order.index(source)
+
+
+def _stats_label(stat: Any) -> str:
+    """An edge's line over many runs (a `forge.diagram.many.EdgeStats`, or None: no run took it)."""
+    if stat is None:
+        return "no run"
+    return (f"{stat.runs} runs · p50 {stat.p50 * 1000:.1f} ms · p95 {stat.p95 * 1000:.1f} ms · "
+            f"{stat.failed:.0%} failed")

@@ -10,11 +10,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from forge.diagram.dot import to_digraph
 from forge.diagram.overlay import transition_of
 from forge.machine.definition import MachineDefinition
 from forge.machine.trace import TransitionRecord
 
-__all__ = ["EdgeStats", "edge_stats", "many_runs_digraph", "stats_label"]
+__all__ = ["EdgeStats", "edge_stats", "many_runs_digraph"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +59,4 @@ def _quantile(values: list[float], q: float) -> float:
 
 def many_runs_digraph(definition: MachineDefinition, stats: Mapping[int, EdgeStats], runs: int) -> Any:
     """The definition's diagram with `stats` on its edges (see the module)."""
-    from forge.diagram.dot import to_digraph
-
     return to_digraph(definition, many=(stats, runs))
-
-
-def stats_label(stat: EdgeStats | None) -> str:
-    """An edge's line of statistics."""
-    if stat is None:
-        return "no run"
-    return (f"{stat.runs} runs · p50 {stat.p50 * 1000:.1f} ms · p95 {stat.p95 * 1000:.1f} ms · "
-            f"{stat.failed:.0%} failed")

@@ -58,6 +58,12 @@ class RunRow:
         return None if self.created_at is None or self.updated_at is None else self.updated_at - self.created_at
 
 
+_WORKFLOW_STATUSES = {"queued": ("ENQUEUED",), "running": ("PENDING", "ENQUEUED"), "waiting": ("PENDING",),
+                      "finished": ("SUCCESS",), "cancelled": ("CANCELLED",),
+                      "error": ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")}
+"""The DBOS workflow statuses a run of each of forge's statuses can have."""
+
+
 def _readable(method: Callable[..., T]) -> Callable[..., T]:
     """`method`, with a database that cannot be read (not a database, not one of forge's,
     unreachable) refused as a UsageError naming it, rather than SQLAlchemy's traceback."""
@@ -132,13 +138,25 @@ class StoredRuns:
         self.close()
 
     @_readable
-    def list(self, limit: int = 50, offset: int = 0) -> list[RunRow]:
+    def list(self, limit: int = 50, offset: int = 0) -> builtins.list[RunRow]:
         """The latest `limit` runs (after the `offset` latest), newest first."""
+        return self._rows(limit, offset)[0]
+
+    def _rows(self, limit: int, offset: int, workflow_statuses: Sequence[str] | None = None,
+              text: str | None = None) -> tuple[builtins.list[RunRow], int]:
+        """`list`, of the runs DBOS gives one of `workflow_statuses` and whose id or goal holds
+        `text` (any case), both matched before a run's event is read; and how many runs
+        were read to find them."""
         rows = []
-        for status in self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit,
-                                                 offset=offset, sort_desc=True, load_output=False):
+        needle = (text or "").lower()
+        found = self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit, offset=offset,
+                                           sort_desc=True, load_output=False,
+                                           status=list(workflow_statuses) if workflow_statuses else None)
+        for status in found:
             arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
             loop, goal = ([*list(arguments), "?", "?"])[:2]
+            if needle and needle not in status.workflow_id.lower() and needle not in str(goal).lower():
+                continue
             created = status.created_at / 1000 if status.created_at else None
             updated = status.updated_at / 1000 if status.updated_at else None
             event = self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0) or {}
@@ -146,7 +164,7 @@ class StoredRuns:
             rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created, ours,
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
                                updated))
-        return rows
+        return rows, len(found)
 
     def under_way(self, run_id: str, turn: int) -> builtins.list[JournalEntry]:
         """The calls turn `turn` of the run has stored so far: what moves while a turn runs
@@ -179,17 +197,21 @@ class StoredRuns:
              offset: int = 0, limit: int = 50, window: int = 200) -> tuple[builtins.list[RunRow], bool]:
         """A page of the runs, newest first, that have `status` (queued, running, waiting,
         finished, cancelled, error), ended in `reason`, and whose id or goal holds `text`
-        (any case); and whether more follow. Reads the runs `window` at a time."""
+        (any case); and whether more follow. Reads the runs `window` at a time; DBOS's status
+        and the text are matched before a run's event is read, so a filter reads only the
+        events of the runs it may keep."""
         wanted: builtins.list[RunRow] = []
         skipped = seen = 0
-        needle = (text or "").lower()
+        statuses = set(_WORKFLOW_STATUSES.get(status, ())) if status else None
+        if reason:  # only a run that finished or waits has ended in a state
+            statuses = (statuses if statuses is not None else {"SUCCESS", "PENDING"}) & {"SUCCESS", "PENDING"}
+        if statuses is not None and not statuses:
+            return wanted, False
         while True:
-            rows = self.list(window, seen)
-            seen += len(rows)
+            rows, read = self._rows(window, seen, sorted(statuses) if statuses else None, text)
+            seen += read
             for row in rows:
                 if (status and row.status != status) or (reason and row.reason != reason):
-                    continue
-                if needle and needle not in row.run_id.lower() and needle not in row.goal.lower():
                     continue
                 if skipped < offset:
                     skipped += 1
@@ -197,7 +219,7 @@ class StoredRuns:
                 if len(wanted) == limit:
                     return wanted, True
                 wanted.append(row)
-            if len(rows) < window:
+            if read < window:
                 return wanted, False
 
     def get(self, run_id: str) -> DurableResult:

@@ -50,7 +50,34 @@ function forgeInspector(root, data) {
       records.length + (records.length === 1 ? " transition" : " transitions"),
       data.steps + (data.steps === 1 ? " step" : " steps")].filter(Boolean).join(" · ")})
   ]);
-  const diagram = el("div", {class: "fi-diagram"}, [svg]);
+  const zoomIn = el("button", {type: "button", class: "fi-zoom-in", title: "zoom in (+)", text: "+"});
+  const zoomOut = el("button", {type: "button", class: "fi-zoom-out", title: "zoom out (-)", text: "−"});
+  const zoomFit = el("button", {type: "button", class: "fi-zoom-fit", title: "fit the diagram to its box (0)", text: "fit"});
+  const view = el("div", {class: "fi-view"}, [svg]);
+  const diagram = el("div", {class: "fi-diagram"}, [el("div", {class: "fi-zoom"}, [zoomIn, zoomOut, zoomFit]), view]);
+  // zoom: the drawing's width as a multiple of its box's; 1 fits it; drag to pan when it is larger
+  let zoom = 1;
+  function setZoom(z) {
+    zoom = Math.max(1, Math.min(8, z));
+    svg.style.maxWidth = zoom === 1 ? "" : "none";
+    svg.style.width = zoom === 1 ? "" : Math.round(view.clientWidth * zoom) + "px";
+    diagram.dataset.zoom = String(zoom);
+  }
+  zoomIn.addEventListener("click", function () { setZoom(zoom * 1.5); });
+  zoomOut.addEventListener("click", function () { setZoom(zoom / 1.5); });
+  zoomFit.addEventListener("click", function () { setZoom(1); });
+  let drag = null;
+  view.addEventListener("mousedown", function (event) {
+    if (zoom === 1) return;
+    drag = {x: event.clientX, y: event.clientY, left: view.scrollLeft, top: view.scrollTop};
+    event.preventDefault();
+  });
+  window.addEventListener("mousemove", function (event) {
+    if (!drag) return;
+    view.scrollLeft = drag.left - (event.clientX - drag.x);
+    view.scrollTop = drag.top - (event.clientY - drag.y);
+  });
+  window.addEventListener("mouseup", function () { drag = null; });
   const panel = el("aside", {class: "fi-panel", "aria-live": "polite"});
   const prev = el("button", {type: "button", class: "fi-prev", title: "previous transition (←)", text: "←"});
   const play = el("button", {type: "button", class: "fi-play", title: "play / pause (space)", text: "▶ play"});
@@ -226,6 +253,9 @@ function forgeInspector(root, data) {
     else if (event.key === " ") { toggle(); event.preventDefault(); }
     else if (event.key === "Home") { go(0); event.preventDefault(); }
     else if (event.key === "End") { go(records.length - 1); event.preventDefault(); }
+    else if (event.key === "+" || event.key === "=") { setZoom(zoom * 1.5); event.preventDefault(); }
+    else if (event.key === "-") { setZoom(zoom / 1.5); event.preventDefault(); }
+    else if (event.key === "0") { setZoom(1); event.preventDefault(); }
   });
 
   applyFilters();
