@@ -6,7 +6,7 @@ page hears that it moved.
 The runs are queued (`StoredRuns.submit`) in a fresh SQLite database, with no worker to take
 them: the list reads them as any run. The first page is timed unfiltered (what the UI opens
 on), filtered by a status no queued run has (DBOS's index answers), and searched for a goal
-no run has (the worst case: every run's goal is read). The live
+no run has (forge's own table of goals answers: `forge_runs`). The live
 latency is the time from a durable run finishing to the server-sent event that tells its page,
 through a real uvicorn server on 127.0.0.1.
 """
@@ -104,8 +104,7 @@ def main() -> None:
             status = first_page(runs, status="finished")
             print(f"runs list, a status no run has:            {status * 1000:7.1f} ms {against(status, 0.5, ' s')}")
             search = first_page(runs, text="no goal says this")
-            print(f"runs list, a search no goal matches (all {args.runs:,} read): {search * 1000:7.1f} ms "
-                  f"{against(search, 1.0, ' s')}")
+            print(f"runs list, a search no goal or id matches: {search * 1000:7.1f} ms {against(search, 0.5, ' s')}")
         latency = live_latency(db)
         print(f"live update: a run's page hears it finished after {latency * 1000:.0f} ms {against(latency, 1.0, ' s')}")
     finally:

@@ -467,3 +467,40 @@ def test_the_conversation_panel_of_a_chat_policy_run_shows_what_the_model_was_se
     for seen in ("You move money carefully.", "give dan 2", "→ call call_9: send", "← result of call_9: sent 2 to dan",
                  "Sent 2 to dan.", "70 prompt + 9 completion tokens", "95 prompt + 6 completion tokens"):
         assert seen in panel, seen
+
+
+def test_in_chromium_approving_with_edited_arguments_runs_the_edited_call(make, ui):
+    from browser import console_errors, open_browser, why_no_browser
+
+    reason = why_no_browser()
+    if reason is not None:
+        pytest.fail(f"the browser tests need Chromium: {reason}")
+    from selenium.webdriver.common.by import By
+
+    SENT.clear()
+    durable = make(approval_loop())
+    durable.run("pay bob from the browser", run_id="browser-edit")
+    driver = open_browser(1280, 900)
+    try:
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-edit?token={TOKEN}")
+        editor = driver.find_element(By.CSS_SELECTOR, '#answer textarea[name="arguments"]')
+        editor.clear()
+        editor.send_keys('{"to": "bob", "amount": 42}')
+        editor.find_element(By.XPATH, "following-sibling::button").click()  # the browser sends Origin and CSRF itself
+        done = durable.wait("browser-edit", timeout=30, answers=1)
+        assert (done.status, done.answer) == ("finished", "sent 42 to bob") and SENT == [{"to": "bob", "amount": 42}]
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-edit")
+        assert driver.find_element(By.ID, "status").text == "finished"
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()
+
+
+def test_the_search_takes_percent_and_underscore_as_text(make, ui):
+    durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    durable.run("pay 50% now", run_id="percent-1")
+    durable.run("pay 500 now", run_id="percent-2")
+    _, page, _ = request(ui["port"], "GET", "/?" + urlencode({"q": "50%"}))
+    assert 'data-run="percent-1"' in page and 'data-run="percent-2"' not in page
+    _, none, _ = request(ui["port"], "GET", "/?" + urlencode({"q": "pay_5"}))
+    assert 'data-run="percent-' not in none

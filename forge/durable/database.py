@@ -125,6 +125,12 @@ class RunsDatabase:
             sa.Column("executor_id", sa.Text, primary_key=True),
             sa.Column("beat_at", sa.Float, nullable=False),
         )
+        self.runs = sa.Table(  # what the runs list searches: each run's goal, lowered, next to its id
+            "forge_runs", metadata,
+            sa.Column("run_id", sa.Text, primary_key=True),
+            sa.Column("searched", sa.Text, nullable=False),
+            sa.Column("created_at", sa.Float, nullable=False, index=True),
+        )
         _create(metadata, self.engine)
 
     def lookup(self, key: str) -> tuple[str, bytes, str] | None:
@@ -208,6 +214,28 @@ class RunsDatabase:
             rows = connection.execute(sa.select(self.workers.c.executor_id).where(
                 self.workers.c.beat_at < time.time() - older_than, self.workers.c.executor_id != besides))
             return [row[0] for row in rows]
+
+    def note_run(self, run_id: str, goal: str) -> None:
+        """Keep `run_id`'s goal for the runs list's search (once: a run started again is the
+        same run)."""
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(self.runs.insert().values(run_id=run_id, searched=f"{run_id}\n{goal}".lower(),
+                                                             created_at=time.time()))
+        except sa.exc.IntegrityError:
+            pass
+
+    def search_runs(self, text: str, limit: int, offset: int) -> list[str] | None:
+        """The ids of the runs whose id or goal holds `text` (any case), newest first; None
+        when no run was ever noted here (a database of older runs: search them otherwise)."""
+        pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        with self.engine.connect() as connection:
+            if connection.execute(sa.select(self.runs.c.run_id).limit(1)).first() is None:
+                return None
+            rows = connection.execute(sa.select(self.runs.c.run_id)
+                                      .where(self.runs.c.searched.like(pattern, escape="\\"))
+                                      .order_by(self.runs.c.created_at.desc()).limit(limit).offset(offset))
+            return [str(row[0]) for row in rows]
 
     def live_workers(self, within: float = 5.0) -> list[str]:
         """The workers that beat in the last `within` seconds."""

@@ -143,15 +143,22 @@ class StoredRuns:
         return self._rows(limit, offset)[0]
 
     def _rows(self, limit: int, offset: int, workflow_statuses: Sequence[str] | None = None,
-              text: str | None = None) -> tuple[builtins.list[RunRow], int]:
+              text: str | None = None, ids: Sequence[str] | None = None) -> tuple[builtins.list[RunRow], int]:
         """`list`, of the runs DBOS gives one of `workflow_statuses` and whose id or goal holds
         `text` (any case), both matched before a run's event is read; and how many runs
-        were read to find them."""
+        were read to find them. With `ids` (what the search index found, newest first),
+        of those runs only, and the count read is theirs."""
         rows = []
         needle = (text or "").lower()
-        found = self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit, offset=offset,
-                                           sort_desc=True, load_output=False,
-                                           status=list(workflow_statuses) if workflow_statuses else None)
+        if ids is not None:
+            found = self.client.list_workflows(workflow_ids=list(ids), sort_desc=True, load_output=False,
+                                               status=list(workflow_statuses) if workflow_statuses else None)
+            order = {run_id: position for position, run_id in enumerate(ids)}
+            found.sort(key=lambda status: order.get(status.workflow_id, len(order)))
+        else:
+            found = self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit, offset=offset,
+                                               sort_desc=True, load_output=False,
+                                               status=list(workflow_statuses) if workflow_statuses else None)
         for status in found:
             arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
             loop, goal = ([*list(arguments), "?", "?"])[:2]
@@ -164,7 +171,7 @@ class StoredRuns:
             rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created, ours,
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
                                updated))
-        return rows, len(found)
+        return rows, len(found) if ids is None else len(ids)
 
     def under_way(self, run_id: str, turn: int) -> builtins.list[JournalEntry]:
         """The calls turn `turn` of the run has stored so far: what moves while a turn runs
@@ -208,7 +215,10 @@ class StoredRuns:
         if statuses is not None and not statuses:
             return wanted, False
         while True:
-            rows, read = self._rows(window, seen, sorted(statuses) if statuses else None, text)
+            ids = self.database.search_runs(text, window, seen) if text else None
+            if ids is not None and not ids:
+                return wanted, False
+            rows, read = self._rows(window, seen, sorted(statuses) if statuses else None, text, ids)
             seen += read
             for row in rows:
                 if (status and row.status != status) or (reason and row.reason != reason):
@@ -270,6 +280,7 @@ class StoredRuns:
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
         self._migrate()
+        self.database.note_run(str(options["workflow_id"]), goal)
         self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
         return str(options["workflow_id"])
 
@@ -291,6 +302,7 @@ class StoredRuns:
         plan = seed_fork(self.database, source, result.turns, at, patch, frozenset(event.get("tools", ())), new)
         self._migrate()
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": new}
+        self.database.note_run(new, plan.goal)
         self.client.enqueue(options, str(event.get("loop") or result.loop), plan.goal, fork_input(plan))  # type: ignore[arg-type]
         return new
 
