@@ -35,8 +35,9 @@ def send(to: str, amount: int) -> str:
 
 @tool
 def slow(n: int) -> int:
-    """Waits until the test lets it go."""
-    RELEASE.wait(30)
+    """Its second call waits until the test lets it go."""
+    if n == 2:
+        RELEASE.wait(30)
     return n
 
 
@@ -210,15 +211,22 @@ def test_an_answer_with_no_worker_live_says_what_to_start(make, ui, db):
 
 def test_a_running_run_streams_its_changes(make, ui):
     RELEASE.clear()
-    policy = lambda goal, state: Intent.call("slow", n=1) if not state.observations else Finish("ok")  # noqa: E731
+    def policy(goal, state):
+        return Intent.call("slow", n=len(state.observations) + 1) if len(state.observations) < 2 else Finish("ok")
+
     durable = make(AgentLoop([slow], policy, lambda o: o.tool_name == "finish"))
     durable.start("wait for the test", run_id="live-1")
     connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
     connection.request("GET", f"/runs/live-1/events?token={TOKEN}", headers={"Host": f"127.0.0.1:{ui['port']}"})
     response = connection.getresponse()
     assert response.status == 200 and response.getheader("content-type").startswith("text/event-stream")
-    _, page, _ = request(ui["port"], "GET", "/runs/live-1")
-    assert 'id="under-way"' in page and "turn 1 under way" in page  # the calls so far of the turn that runs
+    for _ in range(100):  # until the second call runs: step 1's calls are stored
+        _, page, _ = request(ui["port"], "GET", "/runs/live-1")
+        if "turn 1 under way: 4 calls so far" in page:  # decision, call, verify, decision
+            break
+        time.sleep(0.05)
+    assert 'id="under-way"' in page and "turn 1 under way: 4 calls so far" in page  # the turn that runs, so far
+    assert "slow" in page[page.index('id="under-way"'):]
     RELEASE.set()
     line = response.fp.readline().decode()
     while not line.startswith("data:"):

@@ -215,23 +215,30 @@ class RunsDatabase:
                 self.workers.c.beat_at < time.time() - older_than, self.workers.c.executor_id != besides))
             return [row[0] for row in rows]
 
-    def note_run(self, run_id: str, goal: str) -> None:
-        """Keep `run_id`'s goal for the runs list's search (once: a run started again is the
-        same run)."""
-        try:
-            with self.engine.begin() as connection:
-                connection.execute(self.runs.insert().values(run_id=run_id, searched=f"{run_id}\n{goal}".lower(),
-                                                             created_at=time.time()))
-        except sa.exc.IntegrityError:
-            pass
+    def note_runs(self, runs: list[tuple[str, str, float]]) -> None:
+        """Keep these runs' goals for the runs list's search: (run id, goal, when it was
+        created); a run noted already is left as it is."""
+        if not runs:
+            return
+        if self.url.startswith("sqlite"):
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
+        rows = [{"run_id": run_id, "searched": f"{run_id}\n{goal}".lower(), "created_at": created}
+                for run_id, goal, created in runs]
+        with self.engine.begin() as connection:
+            connection.execute(insert(self.runs).values(rows).on_conflict_do_nothing(index_elements=["run_id"]))
 
-    def search_runs(self, text: str, limit: int, offset: int) -> list[str] | None:
-        """The ids of the runs whose id or goal holds `text` (any case), newest first; None
-        when no run was ever noted here (a database of older runs: search them otherwise)."""
+    def newest_noted(self) -> float | None:
+        """When the newest run noted for the search was created; None when none was."""
+        with self.engine.connect() as connection:
+            value = connection.execute(sa.select(sa.func.max(self.runs.c.created_at))).scalar()
+        return None if value is None else float(value)
+
+    def search_runs(self, text: str, limit: int, offset: int) -> list[str]:
+        """The ids of the runs noted whose id or goal holds `text` (any case), newest first."""
         pattern = "%" + text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self.engine.connect() as connection:
-            if connection.execute(sa.select(self.runs.c.run_id).limit(1)).first() is None:
-                return None
             rows = connection.execute(sa.select(self.runs.c.run_id)
                                       .where(self.runs.c.searched.like(pattern, escape="\\"))
                                       .order_by(self.runs.c.created_at.desc()).limit(limit).offset(offset))

@@ -325,7 +325,6 @@ class DurableLoop:
         conversation = _conversation(state)
         self.launch()
         if DBOS.get_workflow_status(run_id) is None:
-            self.database.note_run(run_id, goal)
             with SetWorkflowID(run_id):
                 if conversation is None:
                     DBOS.start_workflow(forge_run, self.name, goal)
@@ -339,7 +338,6 @@ class DurableLoop:
         run_id = _checked(goal, run_id)
         conversation = _conversation(state)
         self.launch()
-        self.database.note_run(run_id, goal)
         with SetWorkflowID(run_id):
             if conversation is None:
                 HOST.queue.enqueue(forge_run, self.name, goal)
@@ -380,7 +378,6 @@ class DurableLoop:
                              "path only; run it with DurableLoop.run, or give the tool on_crash='retry'")
         self.launch()
         if await DBOS.get_workflow_status_async(run_id) is None:
-            self.database.note_run(run_id, goal)
             with SetWorkflowID(run_id):
                 await DBOS.start_workflow_async(forge_arun, self.name, goal, None, conversation)
         return run_id
@@ -511,7 +508,6 @@ class DurableLoop:
                                  "fork into a new run id")
             return new
         plan = seed_fork(self.database, source, parent.turns, at, patch, {t.name: t for t in self.loop.tools}, new)
-        self.database.note_run(new, plan.goal)
         with SetWorkflowID(new):
             DBOS.start_workflow(forge_run, self.name, plan.goal, fork_input(plan))
         return new

@@ -14,6 +14,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -200,6 +201,28 @@ class StoredRuns:
             found.append((stored.records, stored.outcome))
         return found
 
+    def _note_new_runs(self, batch: int = 1000) -> None:
+        """Note the goals of the runs created since the newest one noted (`forge_runs`, what
+        the search reads): done here, by the reader, so that starting a run costs no write
+        of its own. The first search of a database notes every run once."""
+        from datetime import datetime
+
+        newest = self.database.newest_noted()
+        since = None if newest is None else datetime.fromtimestamp(newest, UTC).isoformat()
+        offset = 0
+        while True:
+            found = self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], start_time=since,
+                                               sort_desc=False, limit=batch, offset=offset, load_output=False)
+            noted = []
+            for status in found:
+                arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
+                goal = ([*list(arguments), "?", "?"])[1]
+                noted.append((status.workflow_id, str(goal), (status.created_at or 0) / 1000))
+            self.database.note_runs(noted)
+            if len(found) < batch:
+                return
+            offset += batch
+
     def find(self, *, status: str | None = None, reason: str | None = None, text: str | None = None,
              offset: int = 0, limit: int = 50, window: int = 200) -> tuple[builtins.list[RunRow], bool]:
         """A page of the runs, newest first, that have `status` (queued, running, waiting,
@@ -214,6 +237,8 @@ class StoredRuns:
             statuses = (statuses if statuses is not None else {"SUCCESS", "PENDING"}) & {"SUCCESS", "PENDING"}
         if statuses is not None and not statuses:
             return wanted, False
+        if text:
+            self._note_new_runs()
         while True:
             ids = self.database.search_runs(text, window, seen) if text else None
             if ids is not None and not ids:
@@ -280,7 +305,6 @@ class StoredRuns:
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
         self._migrate()
-        self.database.note_run(str(options["workflow_id"]), goal)
         self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
         return str(options["workflow_id"])
 
@@ -302,7 +326,6 @@ class StoredRuns:
         plan = seed_fork(self.database, source, result.turns, at, patch, frozenset(event.get("tools", ())), new)
         self._migrate()
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": new}
-        self.database.note_run(new, plan.goal)
         self.client.enqueue(options, str(event.get("loop") or result.loop), plan.goal, fork_input(plan))  # type: ignore[arg-type]
         return new
 

@@ -124,9 +124,10 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             stored = await run_in_threadpool(runs.get, run_id)
         except RunNotFound as error:
             return PlainTextResponse(str(error), status_code=404)
-        inspector = await run_in_threadpool(_inspector, stored)
         if stored.status == "running":
-            inspector = await run_in_threadpool(_under_way, runs, stored) + inspector
+            inspector = await run_in_threadpool(_live, runs, stored)
+        else:
+            inspector = await run_in_threadpool(_inspector, stored.records)
         note = _NOTES.get(request.query_params.get("done", ""), "")
         if note and request.query_params.get("served") == "0":
             note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
@@ -283,23 +284,23 @@ def _answer_of(form: Any) -> Answer:
     raise AnswerRefused(f"not an answer forge knows: {kind!r} with {value!r}")
 
 
-def _inspector(stored: Any) -> str:
-    """The run inspector of every finished turn of the run (a fragment), or why there is none."""
+def _inspector(records: list[Any]) -> str:
+    """The run inspector of `records` (a fragment), or why there is none."""
     from html import escape
 
     from forge.inspect import html
 
-    records = stored.records
     if not records:
-        return '<p class="box">no turn has finished yet: the inspector shows the run once its first turn ends</p>'
+        return '<p class="box">no transition has fired yet</p>'
     try:
         return html(records, fragment=True)
     except (ForgeError, FileNotFoundError, ValueError) as error:
         return f'<p class="box">the inspector cannot draw this run: {escape(str(error))}</p>'
 
 
-def _under_way(runs: StoredRuns, stored: Any) -> str:
-    """The calls the turn under way has made so far, newest last."""
+def _live(runs: StoredRuns, stored: Any) -> str:
+    """A running run: the calls its turn under way has stored so far (its transitions are
+    published when the turn ends), and the inspector over its finished turns."""
     from html import escape
 
     from forge.machine.trace import summary
@@ -308,7 +309,7 @@ def _under_way(runs: StoredRuns, stored: Any) -> str:
     try:
         calls = runs.under_way(stored.run_id, turn)
     except ForgeError as error:
-        return f'<p class="box">{escape(str(error))}</p>'
+        return f'<p class="box">{escape(str(error))}</p>' + _inspector(stored.records)
     def outcome(call: Any) -> str:
         return summary(call.value, 200) if call.error is None else f"{type(call.error).__name__}: {call.error}"[:200]
 
@@ -316,8 +317,8 @@ def _under_way(runs: StoredRuns, stored: Any) -> str:
         f"<tr><td>{call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td><td>{escape(call.name)}</td>"
         f"<td>{escape(outcome(call))}</td></tr>" for call in calls)
     return (f'<section class="box" id="under-way"><h3>turn {turn} under way: {len(calls)} calls so far</h3>'
-            "<table><thead><tr><th>transition</th><th>step</th><th>call</th><th>name</th><th>outcome</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table></section>")
+            "<table><thead><tr><th>transition</th><th>step</th><th>call</th><th>name</th><th>outcome</th></tr>"
+            f"</thead><tbody>{rows}</tbody></table></section>" + _inspector(stored.records))
 
 
 def _calls_so_far(runs: StoredRuns, run_id: str, turn: int) -> int:
