@@ -65,6 +65,15 @@ class _Guard:
         session = request.cookies.get(COOKIE) or self.token
         return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
 
+    async def posted(self, request: Request) -> tuple[Response | None, Any]:
+        """A state-changing request's form, or the refusal to serve it (token, Host, Origin,
+        CSRF), as (refusal, form)."""
+        refused = self.refused(request)
+        if refused is not None:
+            return refused, None
+        form = await request.form()
+        return self.forged(request, form), form
+
     def forged(self, request: Request, form: Any) -> Response | None:
         origin = request.headers.get("origin") or request.headers.get("referer") or ""
         if urlsplit(origin).netloc.lower() not in self.hosts:
@@ -145,13 +154,9 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         return served(HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found), len(found), query)))
 
     async def fork(request: Request) -> Response:
-        refused = guard.refused(request)
+        refused, form = await guard.posted(request)
         if refused is not None:
             return refused
-        form = await request.form()
-        forged = guard.forged(request, form)
-        if forged is not None:
-            return forged
         run_id = request.path_params["run_id"]
         try:
             at = int(str(form.get("at", "")))
@@ -185,13 +190,9 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         return StreamingResponse(changes(), media_type="text/event-stream", headers={"cache-control": "no-store"})
 
     async def answer(request: Request) -> Response:
-        refused = guard.refused(request)
+        refused, form = await guard.posted(request)
         if refused is not None:
             return refused
-        form = await request.form()
-        forged = guard.forged(request, form)
-        if forged is not None:
-            return forged
         run_id = request.path_params["run_id"]
         try:
             given = _answer_of(form)
@@ -203,12 +204,9 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                                 status_code=303)
 
     async def cancel(request: Request) -> Response:
-        refused = guard.refused(request)
+        refused, _ = await guard.posted(request)
         if refused is not None:
             return refused
-        forged = guard.forged(request, await request.form())
-        if forged is not None:
-            return forged
         run_id = request.path_params["run_id"]
         try:
             await run_in_threadpool(runs.cancel, run_id)
