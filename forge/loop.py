@@ -342,8 +342,6 @@ class AgentLoop:
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
                          performer=performer, timed_out=timed_out)
         self._started(run)
-        if run.timed_out and self.definition.timeout_edge(run.state) is not None:  # not failed by an observer
-            self.engine.time_out(run)
         engine = self.async_engine
         while not engine.is_terminal(run):
             await engine.aadvance(run)
@@ -368,19 +366,21 @@ class AgentLoop:
         """Tell the observers the run started, and fire it to a terminal state."""
         self._started(run)
         engine = self.engine
-        if run.timed_out and self.definition.timeout_edge(run.state) is not None:  # not failed by an observer
-            engine.time_out(run)
         while not engine.is_terminal(run):
             engine.advance(run)
 
     def _started(self, run: Run) -> None:
         """Tell the observers the run started. One that raises ends the run in fatal_error
         before any transition (the `fail` edge from the initial state, naming it), as a
-        failing observer does inside a transition; the caller is not the one to hear of it."""
+        failing observer does inside a transition; the caller is not the one to hear of it.
+        A run started by a deadline that passed (`timed_out`) then takes its timeout edge."""
         try:
             run.observers.notify(run, "run_started")
         except Exception as error:
             self.engine.fail_outside(run, error)
+            return
+        if run.timed_out:
+            self.engine.time_out(run)
 
     def _finish(self, run: Run) -> LoopResult:
         result = self.result(run)

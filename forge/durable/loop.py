@@ -90,12 +90,11 @@ class DurableResult:
 
     @classmethod
     def of(cls, run_id: str, workflow_status: str | None, event: Mapping[str, Any] | None,
-           error: str | None = None, inputs: Any = None, state: Any = None) -> DurableResult:
+           error: str | None = None, inputs: Any = None) -> DurableResult:
         """From DBOS's status of the workflow and the run's last published event; `inputs`
         (the workflow's stored arguments) name the loop and goal of a run that has published
-        nothing yet (killed before its first turn ended, or still queued); `state`, its
-        `STATE_EVENT` (kept only when it is a LoopState: a value that could not be read back
-        is not one)."""
+        nothing yet (killed before its first turn ended, or still queued). Its `state` is
+        read apart (`has_state`, `with_state`)."""
         event = dict(event or {})
         arguments = list(inputs.get("args") or ()) if isinstance(inputs, dict) else []
         if len(arguments) >= 2:
@@ -117,8 +116,17 @@ class DurableResult:
         return cls(run_id, status, turns, event.get("reason"), event.get("outcome"), event.get("summary"), waiting,
                    error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"),
                    ForkOrigin.from_json(event["forked_from"]) if event.get("forked_from") else None,
-                   state if isinstance(state, LoopState) and status in ("finished", "waiting") else None,
-                   event.get("continues"))
+                   None, event.get("continues"))
+
+    @property
+    def has_state(self) -> bool:
+        """Whether the run has a state to read (`STATE_EVENT`): it finished, or it waits."""
+        return self.status in ("finished", "waiting")
+
+    def with_state(self, value: Any) -> DurableResult:
+        """This result with its `STATE_EVENT`'s value as its state, kept only when it is a
+        LoopState (a value that could not be read back in this process is not one)."""
+        return replace(self, state=value) if self.has_state and isinstance(value, LoopState) else self
 
 
 class _Turns(Sequence[tuple[TransitionRecord, ...]]):
@@ -400,10 +408,9 @@ class DurableLoop:
             raise RunNotFound(f"no durable run {run_id!r} in {self.db}")
         event = await DBOS.get_event_async(run_id, EVENT, timeout_seconds=0)
         result = DurableResult.of(run_id, status.status, event, _error_of(status), status.input)
-        if result.status not in ("finished", "waiting"):
+        if not result.has_state:
             return result
-        return DurableResult.of(run_id, status.status, event, _error_of(status), status.input,
-                                await DBOS.get_event_async(run_id, STATE_EVENT, timeout_seconds=0))
+        return result.with_state(await DBOS.get_event_async(run_id, STATE_EVENT, timeout_seconds=0))
 
     async def await_for(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
         """`wait`, awaited: until the run finishes, or waits having had `answers` answers.
@@ -438,10 +445,9 @@ class DurableLoop:
             raise RunNotFound(f"no durable run {run_id!r} in {self.db}")
         event = DBOS.get_event(run_id, EVENT, timeout_seconds=0)
         result = DurableResult.of(run_id, status.status, event, _error_of(status), status.input)
-        if result.status not in ("finished", "waiting"):
+        if not result.has_state:
             return result
-        return DurableResult.of(run_id, status.status, event, _error_of(status), status.input,
-                                DBOS.get_event(run_id, STATE_EVENT, timeout_seconds=0))
+        return result.with_state(DBOS.get_event(run_id, STATE_EVENT, timeout_seconds=0))
 
     def wait(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
         """Wait until the run finishes, or waits having had at least `answers` answers.

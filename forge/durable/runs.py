@@ -65,6 +65,13 @@ _WORKFLOW_STATUSES = {"queued": ("ENQUEUED",), "running": ("PENDING", "ENQUEUED"
 """The DBOS workflow statuses a run of each of forge's statuses can have."""
 
 
+def _loop_and_goal(status: Any) -> tuple[str, str]:
+    """The loop name and goal a run's workflow was started with (its stored inputs)."""
+    arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
+    loop, goal = ([*list(arguments), "?", "?"])[:2]
+    return str(loop), str(goal)
+
+
 def _readable(method: Callable[..., T]) -> Callable[..., T]:
     """`method`, with a database that cannot be read (not a database, not one of forge's,
     unreachable) refused as a UsageError naming it, rather than SQLAlchemy's traceback."""
@@ -144,11 +151,12 @@ class StoredRuns:
         return self._rows(limit, offset)[0]
 
     def _rows(self, limit: int, offset: int, workflow_statuses: Sequence[str] | None = None,
-              text: str | None = None, ids: Sequence[str] | None = None) -> tuple[builtins.list[RunRow], int]:
-        """`list`, of the runs DBOS gives one of `workflow_statuses` and whose id or goal holds
-        `text` (any case), both matched before a run's event is read; and how many runs
-        were read to find them. With `ids` (what the search index found, newest first),
-        of those runs only, and the count read is theirs."""
+              text: str | None = None, ids: Sequence[str] | None = None,
+              loop_name: str | None = None) -> tuple[builtins.list[RunRow], int]:
+        """`list`, of the runs DBOS gives one of `workflow_statuses`, of the loop `loop_name`
+        and whose id or goal holds `text` (any case), all matched before a run's event is
+        read; and how many runs were read to find them. With `ids` (what the search index
+        found, newest first), of those runs only, and the count read is theirs."""
         rows = []
         needle = (text or "").lower()
         if ids is not None:
@@ -161,15 +169,16 @@ class StoredRuns:
                                                sort_desc=True, load_output=False,
                                                status=list(workflow_statuses) if workflow_statuses else None)
         for status in found:
-            arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
-            loop, goal = ([*list(arguments), "?", "?"])[:2]
-            if needle and needle not in status.workflow_id.lower() and needle not in str(goal).lower():
+            loop, goal = _loop_and_goal(status)
+            if loop_name is not None and loop != loop_name:
+                continue
+            if needle and needle not in status.workflow_id.lower() and needle not in goal.lower():
                 continue
             created = status.created_at / 1000 if status.created_at else None
             updated = status.updated_at / 1000 if status.updated_at else None
             event = self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0) or {}
             ours = DurableResult.of(status.workflow_id, str(status.status), event).status
-            rows.append(RunRow(status.workflow_id, str(status.status), str(loop), str(goal), created, ours,
+            rows.append(RunRow(status.workflow_id, str(status.status), loop, goal, created, ours,
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
                                updated))
         return rows, len(found) if ids is None else len(ids)
@@ -192,11 +201,9 @@ class StoredRuns:
     def outcomes(self, loop: str | None = None, limit: int = 1000) -> builtins.list[tuple[builtins.list[Any], str | None]]:
         """The latest `limit` finished runs (of `loop`, when given): each one's records, the
         whole run, and its outcome; what a many-runs diagram is drawn from."""
-        rows, _ = self.find(status="finished", limit=limit)
+        rows, _ = self.find(status="finished", loop=loop, limit=limit)
         found = []
         for row in rows:
-            if loop is not None and row.loop != loop:
-                continue
             stored = self.get(row.run_id)
             found.append((stored.records, stored.outcome))
         return found
@@ -215,19 +222,18 @@ class StoredRuns:
                                                sort_desc=False, limit=batch, offset=offset, load_output=False)
             noted = []
             for status in found:
-                arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
-                goal = ([*list(arguments), "?", "?"])[1]
-                noted.append((status.workflow_id, str(goal), (status.created_at or 0) / 1000))
+                noted.append((status.workflow_id, _loop_and_goal(status)[1], (status.created_at or 0) / 1000))
             self.database.note_runs(noted)
             if len(found) < batch:
                 return
             offset += batch
 
     def find(self, *, status: str | None = None, reason: str | None = None, text: str | None = None,
-             offset: int = 0, limit: int = 50, window: int = 200) -> tuple[builtins.list[RunRow], bool]:
+             loop: str | None = None, offset: int = 0, limit: int = 50,
+             window: int = 200) -> tuple[builtins.list[RunRow], bool]:
         """A page of the runs, newest first, that have `status` (queued, running, waiting,
-        finished, cancelled, error), ended in `reason`, and whose id or goal holds `text`
-        (any case); and whether more follow. Reads the runs `window` at a time; DBOS's status
+        finished, cancelled, error), ended in `reason`, are runs of `loop`, and whose id or
+        goal holds `text` (any case); and whether more follow. Reads the runs `window` at a time; DBOS's status
         and the text are matched before a run's event is read, so a filter reads only the
         events of the runs it may keep."""
         wanted: builtins.list[RunRow] = []
@@ -243,7 +249,7 @@ class StoredRuns:
             ids = self.database.search_runs(text, window, seen) if text else None
             if ids is not None and not ids:
                 return wanted, False
-            rows, read = self._rows(window, seen, sorted(statuses) if statuses else None, text, ids)
+            rows, read = self._rows(window, seen, sorted(statuses) if statuses else None, text, ids, loop)
             seen += read
             for row in rows:
                 if (status and row.status != status) or (reason and row.reason != reason):
@@ -269,11 +275,11 @@ class StoredRuns:
             raise RunNotFound(f"no durable run {run_id!r} in {self.url}")
         event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
         error = found[0].error
-        state = (self.client.get_event(run_id, STATE_EVENT, timeout_seconds=0)
-                 if event.get("status") in ("finished", "waiting") else None)
-        return DurableResult.of(run_id, str(found[0].status), event,
-                                None if error is None else f"{type(error).__name__}: {error}", found[0].input,
-                                state), event
+        result = DurableResult.of(run_id, str(found[0].status), event,
+                                  None if error is None else f"{type(error).__name__}: {error}", found[0].input)
+        if result.has_state:
+            result = result.with_state(self.client.get_event(run_id, STATE_EVENT, timeout_seconds=0))
+        return result, event
 
     @_readable
     def resume(self, run_id: str, answer: Answer) -> None:
