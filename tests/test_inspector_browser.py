@@ -239,4 +239,31 @@ def test_the_diagram_zooms_in_pans_and_fits_back(page):
     assert page.execute_script("return document.querySelector('.fi-view').scrollLeft") > 0  # it pans
     page.find_element("css selector", ".fi-zoom-fit").click()
     fitted = page.execute_script("return document.querySelector('.fi-view svg').getBoundingClientRect().width")
-    assert abs(fitted - width) < 2
+    assert fitted <= box + 1 and fitted < width  # all of it, in its box
+
+
+def state_name_heights(driver):
+    return driver.execute_script(
+        "return [].map.call(document.querySelectorAll(\".fi-view g.node[id^='state-'] text\"), "
+        "function (t) { return t.getBoundingClientRect().height; })")
+
+
+@pytest.mark.parametrize("width", [900, 1280])
+def test_the_diagram_opens_with_readable_state_names_and_the_current_state_in_view(demo, width):
+    from selenium.webdriver.common.keys import Keys
+
+    driver = open_browser(width, 900)
+    try:
+        load(driver, demo.inspector_path)
+        assert max(state_name_heights(driver)) >= 12  # the 12 pt names; Graphviz's 8.3-inch cap fitted would be 5 px
+        count = len(demo.result.trace)
+        for number in range(1, count + 1):  # wherever the run is stepped to, its state is in view
+            inside = driver.execute_script(
+                "var v = document.querySelector('.fi-view').getBoundingClientRect(), "
+                "s = document.querySelector('.fi-view g.node.fi-current').getBoundingClientRect(); "
+                "return s.left >= v.left && s.right <= v.right && s.top >= v.top && s.bottom <= v.bottom")
+            assert inside, f"at transition {number}, the current state is out of the diagram's view"
+            press(driver, Keys.ARROW_RIGHT)
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()

@@ -235,6 +235,51 @@ def test_a_running_run_streams_its_changes(make, ui):
     assert durable.wait("live-1", timeout=30).status == "finished"
 
 
+def held_run(make, run_id):
+    """A run started and held in its second call of `slow` until RELEASE is set; its page once the hold shows."""
+    RELEASE.clear()
+
+    def policy(goal, state):
+        return Intent.call("slow", n=len(state.observations) + 1) if len(state.observations) < 2 else Finish("ok")
+
+    durable = make(AgentLoop([slow], policy, lambda o: o.tool_name == "finish"))
+    durable.start("follow me", run_id=run_id)
+    return durable
+
+
+def page_when(port, path, text, tries=200):
+    for _ in range(tries):
+        _, page, _ = request(port, "GET", path)
+        if text in page:
+            return page
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never showed {text!r}; last:\n{page[:2000]}")
+
+
+def test_a_running_runs_page_shows_the_transitions_its_turn_has_fired_so_far(make, ui):
+    durable = held_run(make, "live-2")
+    try:
+        page = page_when(ui["port"], "/runs/live-2", "5 transitions in the inspector above")  # up to the held call
+        assert "turn 1 under way: 4 calls so far" in page and 'class="forge-inspector' in page
+        data = page[page.index('id="under-way"'):]
+        assert "<td>5</td><td>2</td><td>policy</td>" in data  # the held call's decision, numbered as the inspector does
+    finally:
+        RELEASE.set()
+    assert durable.wait("live-2", timeout=30).status == "finished"
+
+
+def test_a_pages_feed_tells_it_of_a_change_made_before_it_listened(make, ui):
+    durable = held_run(make, "live-3")
+    page = page_when(ui["port"], "/runs/live-3", "4 calls so far")
+    feed = page[page.index("new EventSource(") + len("new EventSource("):].split(")")[0]
+    RELEASE.set()
+    assert durable.wait("live-3", timeout=30).status == "finished"  # it changed before the page listened
+    connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
+    connection.request("GET", json.loads(feed), headers={"Host": f"127.0.0.1:{ui['port']}"})
+    body = connection.getresponse().read().decode()
+    assert json.loads(body.split("data:", 1)[1].split("\n")[0])["status"] == "finished"
+
+
 # --- security ------------------------------------------------------------------------------
 
 
@@ -295,6 +340,19 @@ def test_run_data_is_escaped_everywhere(make, ui):
         _, page, _ = request(ui["port"], "GET", path)
         assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
         assert "<img src=x" not in page
+
+
+def test_a_run_id_with_url_and_html_characters_links_to_its_own_page(make, ui):
+    odd = 'odd?id#1 <b>"'
+    held_run(make, odd)
+    try:
+        _, listing, _ = request(ui["port"], "GET", "/?q=odd%3Fid")
+        link = listing[listing.index('href="/runs/odd'):].split('"')[1].replace("&amp;", "&")
+        status, page, _ = request(ui["port"], "GET", link.split("?")[0])
+        assert status == 200 and "odd?id#1 &lt;b&gt;&quot;" in page and "<b>" not in page
+        assert '/runs/odd%3Fid%231%20%3Cb%3E%22/events' in page  # the live feed's URL too: no way out of its script
+    finally:
+        RELEASE.set()
 
 
 def test_forge_ui_prints_one_url_with_its_token_and_warns_for_every_address(db):
@@ -502,6 +560,41 @@ def test_in_chromium_approving_with_edited_arguments_runs_the_edited_call(make, 
         assert console_errors(driver) == []
     finally:
         driver.quit()
+
+
+def test_in_chromium_a_running_run_is_followed_live_and_opens_where_it_is(make, ui, tmp_path):
+    """Its screenshot is the README's live run: FORGE_UI_SHOTS=docs writes it there."""
+    import os
+    from pathlib import Path
+
+    from browser import console_errors, open_browser, png_summary, why_no_browser
+
+    reason = why_no_browser()
+    if reason is not None:
+        pytest.fail(f"the browser tests need Chromium: {reason}")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    shots = Path(os.environ.get("FORGE_UI_SHOTS") or tmp_path)
+    durable = held_run(make, "browser-live")
+    page_when(ui["port"], "/runs/browser-live", "4 calls so far")
+    driver = open_browser(1280, 900)
+    try:
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-live?token={TOKEN}")
+        position = lambda d: d.find_element(By.CSS_SELECTOR, ".fi-position").text  # noqa: E731
+        WebDriverWait(driver, 30).until(lambda d: position(d) == "5 / 5")  # the page reloads as transitions arrive
+        assert driver.find_element(By.ID, "status").text == "running"
+        driver.save_screenshot(str(shots / "ui-live.png"))
+        RELEASE.set()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "status").text == "finished")
+        WebDriverWait(driver, 30).until(lambda d: position(d) == "1 / 11")  # a finished run opens at its first
+        assert console_errors(driver) == []
+    finally:
+        RELEASE.set()
+        driver.quit()
+    assert durable.wait("browser-live", timeout=30).status == "finished"
+    _, _, colours = png_summary((shots / "ui-live.png").read_bytes())
+    assert colours > 50, "ui-live.png looks blank"
 
 
 def test_the_search_takes_percent_and_underscore_as_text(make, ui):

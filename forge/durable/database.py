@@ -6,6 +6,10 @@ DBOS's own (which hold the runs, their steps, events and queues).
 - `forge_workers`: a heartbeat per `forge worker`, so that a live worker can tell a dead
   one and hand its runs to DBOS's recovery (which open-source DBOS leaves to its hosted
   control plane otherwise).
+- `forge_journal`: each turn's calls to the world (`forge.durable.performer`).
+- `forge_runs`: each run's id and goal, what the runs list searches (`forge.durable.runs`).
+- `forge_watch` and `forge_live`: the runs someone watches now, and the transitions their
+  turns under way have fired so far (`forge.durable.live`).
 """
 
 from __future__ import annotations
@@ -131,6 +135,18 @@ class RunsDatabase:
             sa.Column("searched", sa.Text, nullable=False),
             sa.Column("created_at", sa.Float, nullable=False, index=True),
         )
+        self.watches = sa.Table(  # the runs a page follows now, each until a moment it renews
+            "forge_watch", metadata,
+            sa.Column("run_id", sa.Text, primary_key=True),
+            sa.Column("until", sa.Float, nullable=False),
+        )
+        self.live = sa.Table(  # a watched turn's transitions so far, as trace lines: what its page draws
+            "forge_live", metadata,
+            sa.Column("run_id", sa.Text, primary_key=True),
+            sa.Column("turn", sa.Integer, primary_key=True),
+            sa.Column("seq", sa.Integer, primary_key=True),
+            sa.Column("record", sa.Text, nullable=False),
+        )
         _create(metadata, self.engine)
 
     def lookup(self, key: str) -> tuple[str, bytes, str] | None:
@@ -220,14 +236,18 @@ class RunsDatabase:
         created); a run noted already is left as it is."""
         if not runs:
             return
+        rows = [{"run_id": run_id, "searched": f"{run_id}\n{goal}".lower(), "created_at": created}
+                for run_id, goal, created in runs]
+        with self.engine.begin() as connection:
+            connection.execute(self._insert(self.runs).values(rows).on_conflict_do_nothing(index_elements=["run_id"]))
+
+    def _insert(self, table: sa.Table) -> Any:
+        """An INSERT into `table` in this database's dialect, which can say what a conflict does."""
         if self.url.startswith("sqlite"):
             from sqlalchemy.dialects.sqlite import insert
         else:
             from sqlalchemy.dialects.postgresql import insert  # type: ignore[assignment]
-        rows = [{"run_id": run_id, "searched": f"{run_id}\n{goal}".lower(), "created_at": created}
-                for run_id, goal, created in runs]
-        with self.engine.begin() as connection:
-            connection.execute(insert(self.runs).values(rows).on_conflict_do_nothing(index_elements=["run_id"]))
+        return insert(table)
 
     def newest_noted(self) -> float | None:
         """When the newest run noted for the search was created; None when none was."""
@@ -243,6 +263,43 @@ class RunsDatabase:
                                       .where(self.runs.c.searched.like(pattern, escape="\\"))
                                       .order_by(self.runs.c.created_at.desc()).limit(limit).offset(offset))
             return [str(row[0]) for row in rows]
+
+    def watch(self, run_id: str, seconds: float) -> None:
+        """Say that someone follows `run_id` for the next `seconds`: while they do, the
+        process running its turn stores the transitions it fires (`forge.durable.live`)."""
+        until = time.time() + seconds
+        with self.engine.begin() as connection:
+            connection.execute(self._insert(self.watches).values(run_id=run_id, until=until)
+                               .on_conflict_do_update(index_elements=["run_id"], set_={"until": until}))
+
+    def watched(self, run_ids: list[str]) -> set[str]:
+        """Which of `run_ids` someone follows now."""
+        if not run_ids:
+            return set()
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(self.watches.c.run_id).where(
+                self.watches.c.run_id.in_(run_ids), self.watches.c.until >= time.time()))
+            return {str(row[0]) for row in rows}
+
+    def append_live(self, run_id: str, turn: int, first: int, records: list[str]) -> None:
+        """Add `records` (trace lines) to what `run_id`'s `turn` has fired so far, numbered from `first`."""
+        rows = [{"run_id": run_id, "turn": turn, "seq": first + n, "record": record}
+                for n, record in enumerate(records)]
+        with self._autocommit.connect() as connection:
+            connection.execute(self.live.insert().values(rows))
+
+    def live_of(self, run_id: str, turn: int) -> list[str]:
+        """The trace lines stored of `run_id`'s `turn` while it runs, in order."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(self.live.c.record)
+                                      .where(self.live.c.run_id == run_id, self.live.c.turn == turn)
+                                      .order_by(self.live.c.seq))
+            return [str(row[0]) for row in rows]
+
+    def forget_live(self, run_id: str, turn: int) -> None:
+        """Drop what `run_id`'s `turn` stored while it ran: it ended, and its trace is published."""
+        with self._autocommit.connect() as connection:
+            connection.execute(self.live.delete().where(self.live.c.run_id == run_id, self.live.c.turn == turn))
 
     def live_workers(self, within: float = 5.0) -> list[str]:
         """The workers that beat in the last `within` seconds."""

@@ -90,8 +90,8 @@ class DurablePerformer(ReplayingPerformer):
     says of it (an edited approval: the original call).
     """
 
-    __slots__ = ("_flush_settled", "_kept", "_pending", "approvals", "in_doubt", "note", "pinned", "run_id", "stored",
-                 "tools")
+    __slots__ = ("_flush_settled", "_kept", "_pending", "approvals", "in_doubt", "note", "pinned", "run_id", "shown",
+                 "stored", "tools")
 
     def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
                  sleep: Callable[[float], Any], pinned: Intent | None = None, approvals: Mapping[str, bool] | None = None,
@@ -105,6 +105,20 @@ class DurablePerformer(ReplayingPerformer):
         self._kept = len(stored.calls)  # journal entries already in the database
         self._pending: list[tuple[Any, ...]] = []
         self._flush_settled = False  # under arun: store the call that is awaited once it settles
+        self.shown = 0  # transitions fired before the latest live call began: what a follower may read
+
+    @property
+    def database(self) -> RunsDatabase:
+        return self.stored.database
+
+    @property
+    def turn(self) -> int:
+        return self.stored.turn
+
+    def transitions(self, first: int, count: int) -> list[Any]:
+        """Records `first` (0-based) up to `count` of the turn's trace (`forge.durable.live`)."""
+        run: Any = self._run()
+        return [] if run is None else list(run.trace[first:count])
 
     def flush(self) -> None:
         """Store the calls settled since the last write (one commit; none when nothing is new)."""
@@ -119,6 +133,7 @@ class DurablePerformer(ReplayingPerformer):
             run.firing.noted, self.note = self.note, None
         if not effect.kind or self.remaining:
             return super().call(effect)
+        self.shown = len(self._run().trace)  # type: ignore[union-attr]
         if effect.kind == "tool":
             return self._tool(effect)
         value: Any
@@ -177,6 +192,7 @@ class DurablePerformer(ReplayingPerformer):
     def wait(self, seconds: float, asynchronous: bool = False) -> Any:
         if self.remaining:
             return super().wait(seconds, asynchronous)
+        self.shown = len(self._run().trace)  # type: ignore[union-attr]
         return Performer.wait(self, seconds, asynchronous)
 
 

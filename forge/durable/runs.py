@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import json
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any, TypeVar
 
+import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
 
 from forge.durable.answers import Answer, AnswerRefused, claim_answer
@@ -197,6 +199,23 @@ class StoredRuns:
             return StoredTurn(self.database, run_id, turn).calls
         except Exception as error:  # pickle raises whatever the missing class's import raised
             raise UsageError(f"the calls of run {run_id!r} cannot be read here: {type(error).__name__}: {error}") from None
+
+    def follow(self, run_id: str, seconds: float = 10.0) -> bool:
+        """Say that a page follows `run_id` for the next `seconds`: while it does, the process
+        running the run's turn stores the transitions it fires (`forge.durable.live`), which
+        `fired_so_far` reads. False when the database takes no writes from here (a read-only
+        login): the page then shows the turn's calls only."""
+        try:
+            self.database.watch(run_id, seconds)
+        except sa.exc.SQLAlchemyError:
+            return False
+        return True
+
+    @_readable
+    def fired_so_far(self, run_id: str, turn: int) -> builtins.list[TransitionRecord]:
+        """The transitions turn `turn` of the run has fired so far, as stored while it is
+        followed (`follow`); numbered within the turn. Empty when nobody followed it yet."""
+        return [TransitionRecord.from_json(json.loads(line)) for line in self.database.live_of(run_id, turn)]
 
     def outcomes(self, loop: str | None = None, limit: int = 1000) -> builtins.list[tuple[builtins.list[Any], str | None]]:
         """The latest `limit` finished runs (of `loop`, when given): each one's records, the

@@ -28,6 +28,7 @@ from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
+from forge.durable.live import LiveTurns
 from forge.durable.performer import DurablePerformer, StoredTurn
 from forge.errors import UsageError
 from forge.machine.journal import ForkOrigin
@@ -81,8 +82,9 @@ class Host:
     dequeued run names its loop: what DBOS's registration of `forge_run` needs), what
     `launch` opened (the runs database's URL and forge's tables in it, and forge's queue),
     whether `shutdown()` is under way (a run waiting here then leaves its thread, staying
-    stored), and the runs waiting here for an answer, each with an event set once its wait
-    ends."""
+    stored), the runs waiting here for an answer, each with an event set once its wait
+    ends, and the turns running here (whose transitions are stored while a page follows
+    them)."""
 
     loops: dict[str, HostedLoop] = field(default_factory=dict)
     url: str | None = None
@@ -90,6 +92,7 @@ class Host:
     queue: Any = None
     stopping: threading.Event = field(default_factory=threading.Event)
     waiting: dict[str, threading.Event] = field(default_factory=dict)
+    turns: LiveTurns = field(default_factory=LiveTurns)
 
 
 HOST = Host()
@@ -268,6 +271,7 @@ class _Workflow:
             if forked is not None:
                 journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
             registry.replaying = lambda: performers[0].remaining > 0
+            HOST.turns.started(performers[-1])
             return performers[-1]
 
         perform.made = performers  # type: ignore[attr-defined]
@@ -275,17 +279,23 @@ class _Workflow:
 
     def _turn(self, plan: Plan, state: LoopState | None, registry: StoredRegistry) -> tuple[LoopResult, RunView]:
         turn, perform = _Turn(), self._performers(plan, registry)
-        result = self.durable.loop_for(plan.extra_tools).run(
-            plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
-            performer=perform, timed_out=plan.timed_out)
+        try:
+            result = self.durable.loop_for(plan.extra_tools).run(
+                plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
+                performer=perform, timed_out=plan.timed_out)
+        finally:
+            HOST.turns.ended(self.run_id, len(self.turns) + 1)
         return self._turned(result, turn, perform)
 
     async def _aturn(self, plan: Plan, state: LoopState | None, registry: StoredRegistry
                      ) -> tuple[LoopResult, RunView]:
         turn, perform = _Turn(), self._performers(plan, registry)
-        result = await self.durable.loop_for(plan.extra_tools).arun(
-            plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
-            performer=perform, timed_out=plan.timed_out)
+        try:
+            result = await self.durable.loop_for(plan.extra_tools).arun(
+                plan.goal or self.goal, observers=[turn], state=state, run_id=self.run_id, registry=registry,
+                performer=perform, timed_out=plan.timed_out)
+        finally:
+            HOST.turns.ended(self.run_id, len(self.turns) + 1)
         return self._turned(result, turn, perform)
 
     @staticmethod

@@ -39,9 +39,9 @@ function forgeInspector(root, data) {
   const source = root.querySelector(".fi-diagram-source");
   const svg = source.querySelector("svg") || source.firstElementChild;
   const end = data.end;
-  const banner = el("header", {class: "fi-banner fi-" + (end.finished ? (end.outcome || "ended") : "unfinished")}, [
+  const banner = el("header", {class: "fi-banner fi-" + (end.finished ? (end.outcome || "ended") : end.running ? "running" : "unfinished")}, [
     el("div", {class: "fi-end"}, [
-      el("span", {class: "fi-end-label", text: end.finished ? "ended in" : "stopped in"}),
+      el("span", {class: "fi-end-label", text: end.finished ? "ended in" : end.running ? "running, now in" : "stopped in"}),
       el("strong", {class: "fi-end-state", text: end.state}),
       el("span", {class: "fi-end-outcome", text: end.outcome ? end.outcome.replace("_", " ") : ""})
     ]),
@@ -62,6 +62,25 @@ function forgeInspector(root, data) {
     svg.style.maxWidth = zoom === 1 ? "" : "none";
     svg.style.width = zoom === 1 ? "" : Math.round(view.clientWidth * zoom) + "px";
     diagram.dataset.zoom = String(zoom);
+  }
+  // the drawing opens at a zoom where its states' names are READABLE px tall, panned to where
+  // the run is (a wide machine fitted to a narrow box has 5 px text); "fit" shows all of it
+  const READABLE = 13;
+  function readableZoom() {
+    let tallest = 0;
+    svg.querySelectorAll("g.node[id^='state-'] text").forEach(function (t) {
+      tallest = Math.max(tallest, t.getBoundingClientRect().height);
+    });
+    if (!tallest || tallest >= READABLE || !view.clientWidth) return 1;  // not laid out (hidden), or readable
+    return READABLE / tallest * svg.getBoundingClientRect().width / view.clientWidth;
+  }
+  function reveal() {
+    const state = marked[0];
+    if (zoom === 1 || !state) return;
+    const box = view.getBoundingClientRect(), at = state.getBoundingClientRect();
+    if (at.left >= box.left && at.right <= box.right && at.top >= box.top && at.bottom <= box.bottom) return;
+    view.scrollLeft += at.left + at.width / 2 - (box.left + box.width / 2);
+    view.scrollTop += at.top + at.height / 2 - (box.top + box.height / 2);
   }
   zoomIn.addEventListener("click", function () { setZoom(zoom * 1.5); });
   zoomOut.addEventListener("click", function () { setZoom(zoom / 1.5); });
@@ -98,8 +117,9 @@ function forgeInspector(root, data) {
   root.replaceChildren(root.querySelector("style"), banner,
     el("div", {class: "fi-main"}, [diagram, panel]), controls, list);
 
-  // a run that failed opens at the transition that ended it; any other at its first
-  let current = end.finished && end.outcome === "failure" ? records.length - 1 : 0;
+  // a run that failed opens at the transition that ended it, one still under way where it is
+  // now (its page reloads as it goes on); any other at its first
+  let current = !end.finished || end.outcome === "failure" ? records.length - 1 : 0;
   let shown = records, timer = null, lastRendered = "";
   let marked = [];
 
@@ -197,6 +217,7 @@ function forgeInspector(root, data) {
     scrubber.value = String(current);
     position.textContent = r.sequence + " / " + records.length;
     highlight(r);
+    reveal();
     showPanel(r);
     const at = shown.indexOf(r);
     if (at >= 0) {
@@ -259,6 +280,7 @@ function forgeInspector(root, data) {
   });
 
   applyFilters();
+  if (svg) setZoom(readableZoom());
   go(current);
   root.dataset.ready = "true";
   return {go: go, move: move, records: records};

@@ -30,13 +30,15 @@ __all__ = ["definition_of", "html", "inline_svg", "page_data", "write"]
 
 
 def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, title: str | None = None,
-         fragment: bool = False) -> str:
+         fragment: bool = False, running: bool = False) -> str:
     """The inspector page of `run`: a `LoopResult`, a trace (records, as `read_trace` gives),
     or anything with a `.trace` (a debug session).
 
     `definition` is the machine the run went through; by default the result's own, else the
     built-in definition the trace names. `fragment` gives a `<div>` to embed in another page
-    (what Jupyter shows) instead of a whole document. Without Graphviz's `dot` the page has
+    (what Jupyter shows) instead of a whole document. `running` says the run goes on past
+    its last transition (what `forge ui` shows of a running run): the banner says where it
+    is now rather than where its trace stops. Without Graphviz's `dot` the page has
     everything but the diagram, and says why.
 
     Raises:
@@ -48,7 +50,7 @@ def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, 
     if not records:
         raise UsageError("the run has no transitions to inspect")
     machine = definition_of(run, records, definition)
-    data = page_data(machine, records, summary=getattr(run, "summary", None))
+    data = page_data(machine, records, summary=getattr(run, "summary", None), running=running)
     root = f"fi-{os.urandom(4).hex()}"
     body = _body(root, data, _svg(machine, records))
     if fragment:
@@ -87,9 +89,10 @@ def definition_of(run: Any, records: Sequence[TransitionRecord],
 
 
 def page_data(definition: MachineDefinition, records: Sequence[TransitionRecord],
-              summary: str | None = None) -> dict[str, Any]:
+              summary: str | None = None, running: bool = False) -> dict[str, Any]:
     """What the page's script reads: tables of distinct edges, guard tuples, verdicts and
-    details, and one short row per record referring to them (see the module)."""
+    details, and one short row per record referring to them (see the module); `running` as
+    `html` says."""
     overlay = overlay_of(definition, records)
     edges: _Table = _Table()
     guards: _Table = _Table()
@@ -112,8 +115,11 @@ def page_data(definition: MachineDefinition, records: Sequence[TransitionRecord]
         "machine": definition.title or definition.name,
         "run_id": last.run_id,
         "started": _iso(first),
-        "end": {"state": overlay.position, "finished": overlay.finished, "outcome": end.outcome,
-                "summary": summary or _summary(overlay.position, end.outcome, overlay.finished, last, records)},
+        "end": {"state": overlay.position, "finished": overlay.finished and not running, "outcome": end.outcome,
+                **({"running": True} if running else {}),
+                "summary": summary or (f"under way: {len(records)} transitions so far, the latest into {overlay.position}"
+                                       if running else
+                                       _summary(overlay.position, end.outcome, overlay.finished, last, records))},
         "steps": max(r.step for r in records),
         "edges": edges.items, "guards": guards.items, "verdicts": verdicts.items, "details": details.items,
         "records": rows,

@@ -20,7 +20,9 @@ import hashlib
 import hmac
 import json
 import os
+import time
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -34,12 +36,14 @@ from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound
 from forge.machine.fork import Patch
-from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, runs_page
+from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, run_path, runs_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
 
 COOKIE = "forge_ui"
 PAGE_SIZE = 50
+FOLLOW_RENEWED_EVERY = 3.0
+"""Seconds between a live page's renewals of its `StoredRuns.follow` (each for 10 s)."""
 
 
 class _Guard:
@@ -133,6 +137,10 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             stored = await run_in_threadpool(runs.get, run_id)
         except RunNotFound as error:
             return PlainTextResponse(str(error), status_code=404)
+        seen = ""
+        if stored.status in ("queued", "running"):
+            await run_in_threadpool(runs.follow, run_id)
+            seen = await run_in_threadpool(_moment, runs, stored)
         if stored.status == "running":
             inspector = await run_in_threadpool(_live, runs, stored)
         else:
@@ -143,7 +151,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                      f"running: start one (forge worker --db {db} --loops MODULE, where MODULE makes the "
                      f"DurableLoop named {stored.loop!r}).")
         return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
-                                            token_query=query, note=note)))
+                                            token_query=query, note=note, seen=seen)))
 
     async def loop_page(request: Request) -> Response:
         refused = guard.refused(request)
@@ -166,7 +174,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         except (ForgeError, ValueError, LookupError) as error:
             return PlainTextResponse(f"not forked: {error}", status_code=400)
         worker = await run_in_threadpool(runs.who_serves, new)
-        return RedirectResponse(f"/runs/{new}?{query}&done=forked&served={int(worker is not None)}", status_code=303)
+        return RedirectResponse(f"{run_path(new)}?{query}&done=forked&served={int(worker is not None)}", status_code=303)
 
     async def events(request: Request) -> Response:
         refused = guard.refused(request)
@@ -175,11 +183,13 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         run_id = request.path_params["run_id"]
 
         async def changes() -> Any:
-            last = None
+            last, followed = request.query_params.get("seen") or None, 0.0
             while True:
+                if time.monotonic() - followed > FOLLOW_RENEWED_EVERY:
+                    await run_in_threadpool(runs.follow, run_id)
+                    followed = time.monotonic()
                 stored = await run_in_threadpool(runs.get, run_id)
-                now = (stored.status, len(stored.turns), stored.answers,
-                       await run_in_threadpool(_calls_so_far, runs, run_id, len(stored.turns) + 1))
+                now = await run_in_threadpool(_moment, runs, stored)
                 if last is not None and now != last:
                     yield f"data: {json.dumps({'status': stored.status})}\n\n"
                 last = now
@@ -200,7 +210,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         except (AnswerRefused, ForgeError, ValueError) as error:
             return PlainTextResponse(f"not sent: {error}", status_code=400)
         worker = await run_in_threadpool(runs.who_serves, run_id)
-        return RedirectResponse(f"/runs/{run_id}?{query}&done=answered&served={int(worker is not None)}",
+        return RedirectResponse(f"{run_path(run_id)}?{query}&done=answered&served={int(worker is not None)}",
                                 status_code=303)
 
     async def cancel(request: Request) -> Response:
@@ -212,7 +222,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             await run_in_threadpool(runs.cancel, run_id)
         except RunNotFound as error:
             return PlainTextResponse(str(error), status_code=404)
-        return RedirectResponse(f"/runs/{run_id}?{query}&done=cancelled", status_code=303)
+        return RedirectResponse(f"{run_path(run_id)}?{query}&done=cancelled", status_code=303)
 
     routes = [Route("/", listing), Route("/inbox", inbox), Route("/runs/{run_id}", one),
               Route("/runs/{run_id}/events", events), Route("/loops/{name}", loop_page)]
@@ -282,8 +292,8 @@ def _answer_of(form: Any) -> Answer:
     raise AnswerRefused(f"not an answer forge knows: {kind!r} with {value!r}")
 
 
-def _inspector(records: list[Any]) -> str:
-    """The run inspector of `records` (a fragment), or why there is none."""
+def _inspector(records: list[Any], running: bool = False) -> str:
+    """The run inspector of `records` (a fragment; `running`: the run goes on past them), or why there is none."""
     from html import escape
 
     from forge.inspect import html
@@ -291,37 +301,49 @@ def _inspector(records: list[Any]) -> str:
     if not records:
         return '<p class="box">no transition has fired yet</p>'
     try:
-        return html(records, fragment=True)
+        return html(records, fragment=True, running=running)
     except (ForgeError, FileNotFoundError, ValueError) as error:
         return f'<p class="box">the inspector cannot draw this run: {escape(str(error))}</p>'
 
 
 def _live(runs: StoredRuns, stored: Any) -> str:
-    """A running run: the calls its turn under way has stored so far (its transitions are
-    published when the turn ends), and the inspector over its finished turns."""
+    """A running run: the inspector over its finished turns and what its turn under way has
+    fired so far (stored while the page follows it), and that turn's calls so far."""
     from html import escape
 
     from forge.machine.trace import summary
 
     turn = len(stored.turns) + 1
+    before = stored.records
+    records = [*before, *(replace(record, sequence=len(before) + n)
+                          for n, record in enumerate(runs.fired_so_far(stored.run_id, turn), start=1))]
     try:
         calls = runs.under_way(stored.run_id, turn)
     except ForgeError as error:
-        return f'<p class="box">{escape(str(error))}</p>' + _inspector(stored.records)
+        return f'<p class="box">{escape(str(error))}</p>' + _inspector(records, running=True)
     def outcome(call: Any) -> str:
         return summary(call.value, 200) if call.error is None else f"{type(call.error).__name__}: {call.error}"[:200]
 
     rows = "".join(
-        f"<tr><td>{call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td><td>{escape(call.name)}</td>"
-        f"<td>{escape(outcome(call))}</td></tr>" for call in calls)
-    return (f'<section class="box" id="under-way"><h3>turn {turn} under way: {len(calls)} calls so far</h3>'
+        f"<tr><td>{len(before) + call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td>"
+        f"<td>{escape(call.name)}</td><td>{escape(outcome(call))}</td></tr>" for call in calls)
+    fired = len(records) - len(before)
+    return (_inspector(records, running=True) +
+            f'<section class="box" id="under-way"><h3>turn {turn} under way: {len(calls)} calls so far, '
+            f'{fired} transitions in the inspector above</h3>'
             "<table><thead><tr><th>transition</th><th>step</th><th>call</th><th>name</th><th>outcome</th></tr>"
-            f"</thead><tbody>{rows}</tbody></table></section>" + _inspector(stored.records))
+            f"</thead><tbody>{rows}</tbody></table></section>")
 
 
-def _calls_so_far(runs: StoredRuns, run_id: str, turn: int) -> int:
-    """How many calls the turn under way has stored: what moves while a turn runs."""
-    return len(runs.database.journal_of(run_id, turn))
+def _moment(runs: StoredRuns, stored: Any) -> str:
+    """A digest of what a run's page shows of it: its status, turns and answers, and the
+    calls and transitions its turn under way has stored. A page is given the digest it was
+    made at, and its events route tells it of the first change after that one, so no change
+    between making the page and listening for changes goes unseen."""
+    turn = len(stored.turns) + 1
+    shown = (stored.status, turn, stored.answers, len(runs.database.journal_of(stored.run_id, turn)),
+             len(runs.database.live_of(stored.run_id, turn)))
+    return hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
 
 
 def new_token() -> str:

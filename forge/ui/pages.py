@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from forge.durable.answers import Waiting
 from forge.durable.loop import DurableResult
@@ -36,6 +36,12 @@ th{background:#eef2f6}
 form.inline{display:inline}
 textarea{width:100%;font:13px monospace}
 """
+
+
+def run_path(run_id: str, tail: str = "") -> str:
+    """The path of a run's page (or of `tail` under it): the id percent-quoted, since run ids
+    are anybody's text (a `?`, `#` or `<` in one stays part of it)."""
+    return f"/runs/{quote(run_id, safe='')}{tail}"
 
 
 def _page(title: str, body: str, token_query: str) -> str:
@@ -69,9 +75,9 @@ def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping
     for row in rows:
         seconds = row.seconds
         lines.append(
-            f'<tr data-run="{escape(row.run_id)}"><td><a href="/runs/{escape(row.run_id)}?{escape(token_query)}">'
+            f'<tr data-run="{escape(row.run_id)}"><td><a href="{escape(run_path(row.run_id))}?{escape(token_query)}">'
             f"{escape(row.run_id)}</a></td><td>{escape(row.goal)}</td>"
-            f'<td><a href="/loops/{escape(row.loop)}?{escape(token_query)}">{escape(row.loop)}</a></td>'
+            f'<td><a href="/loops/{escape(quote(row.loop, safe=""))}?{escape(token_query)}">{escape(row.loop)}</a></td>'
             f'<td class="status-{escape(row.status)}">{escape(row.status)}'
             f'{" · " + escape(row.reason) if row.reason else ""}</td><td>{row.steps}</td>'
             f"<td>{_when(row.created_at)}</td><td>{'' if seconds is None else f'{seconds:.1f} s'}</td>"
@@ -117,7 +123,7 @@ def conversation(messages: Iterable[Mapping[str, Any]]) -> str:
 
 def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> str:
     """The actions that fit what the run waits for, each a POST with the CSRF token."""
-    action = escape(f"/runs/{run_id}/answer?{token_query}")
+    action = escape(run_path(run_id, "/answer") + "?" + token_query)
 
     def form(fields: str, label: str) -> str:
         return (f'<form method="post" action="{action}" class="inline">'
@@ -147,9 +153,12 @@ def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> 
     return '<section class="box" id="answer">' + "".join(out) + "</section>"
 
 
-def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_query: str, note: str = "") -> str:
+def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_query: str, note: str = "",
+             seen: str = "") -> str:
     """A run's page: its status, the inspector (every turn), its conversation, and, when it
-    waits and actions are allowed, the answers that fit."""
+    waits and actions are allowed, the answers that fit. While the run is queued or running,
+    the page listens for its changes since `seen` (what the page shows, as the events
+    route digests it) and reloads at the first."""
     head = (f"<h2>run {escape(stored.run_id)} · {escape(stored.loop or '?')} · "
             f'<span class="status-{escape(stored.status)}" id="status">{escape(stored.status)}</span>'
             + (f" · {escape(stored.reason)}" if stored.reason else "") + "</h2>"
@@ -164,12 +173,13 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     if stored.waiting is not None and csrf is not None:
         actions = answer_forms(stored.run_id, stored.waiting, csrf, token_query)
     if csrf is not None and stored.status in ("queued", "running", "waiting"):
-        actions += (f'<form method="post" action="{escape(f"/runs/{stored.run_id}/cancel?{token_query}")}">'
+        actions += (f'<form method="post" action="{escape(run_path(stored.run_id, "/cancel") + "?" + token_query)}">'
                     f'<input type="hidden" name="csrf" value="{escape(csrf)}"><button>cancel the run</button></form>')
     if csrf is not None and stored.turns:
         actions += fork_form(stored.run_id, len(stored.turns[0]), csrf, token_query)
     talk = conversation(stored.state.messages) if stored.state is not None else ""
-    live = ("<script>(function(){var s=new EventSource(" + json.dumps(f"/runs/{stored.run_id}/events?{token_query}")
+    events = run_path(stored.run_id, "/events") + f"?{token_query}&{urlencode({'seen': seen})}"
+    live = ("<script>(function(){var s=new EventSource(" + json.dumps(events)
             + ");s.onmessage=function(){location.reload()};})();</script>"
             if stored.status in ("queued", "running") else "")
     return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query)
@@ -180,7 +190,7 @@ def inbox_page(waiting: Sequence[tuple[RunRow, DurableResult]], token_query: str
     if not waiting:
         return _page("forge ui · inbox", '<p class="box">nothing waits for an answer</p>', token_query)
     items = "".join(
-        f'<div class="box" data-run="{escape(row.run_id)}"><a href="/runs/{escape(row.run_id)}?{escape(token_query)}">'
+        f'<div class="box" data-run="{escape(row.run_id)}"><a href="{escape(run_path(row.run_id))}?{escape(token_query)}">'
         f"{escape(row.run_id)}</a> · {escape(row.goal)}<br>"
         f"{escape(stored.waiting.question) if stored.waiting else ''}</div>" for row, stored in waiting)
     return _page("forge ui · inbox", f"<h2>waiting for you: {len(waiting)}</h2>{items}", token_query)
@@ -194,7 +204,7 @@ def loop_html(name: str, svg: str, runs: int, token_query: str) -> str:
 
 def fork_form(run_id: str, transitions: int, csrf: str, token_query: str) -> str:
     """Fork the run at a transition, optionally patching the outcome recorded there."""
-    return (f'<form method="post" action="{escape(f"/runs/{run_id}/fork?{token_query}")}" class="box" id="fork">'
+    return (f'<form method="post" action="{escape(run_path(run_id, "/fork") + "?" + token_query)}" class="box" id="fork">'
             f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
             f'fork at transition <input name="at" type="number" min="1" max="{transitions + 1}" value="1"> '
             'with the outcome there replaced by (optional, a forge Patch as JSON) '

@@ -1,0 +1,92 @@
+"""Following a running durable run: while a page follows it (`StoredRuns.follow`), the
+process running its turn stores the transitions the turn fires, up to the call it is in;
+a run nobody follows stores none; what a turn stored is dropped once its trace is
+published. On a real DBOS SQLite database, with the run held in a tool call the test
+releases."""
+
+import threading
+
+import pytest
+
+from forge import AgentLoop, Finish, Intent, tool
+from forge.durable.runs import StoredRuns
+from forge.durable.workflow import HOST
+
+RELEASE = threading.Event()
+ENTERED = threading.Event()
+
+
+@tool
+def slow(n: int) -> int:
+    """Its second call waits until the test lets it go."""
+    if n == 2:
+        ENTERED.set()
+        RELEASE.wait(30)
+    return n
+
+
+def two_calls(goal, state):
+    return Intent.call("slow", n=len(state.observations) + 1) if len(state.observations) < 2 else Finish("ok")
+
+
+@pytest.fixture
+def held(make, db):
+    """`held(run_id)`: a run started and held in its second tool call; released after the test."""
+    RELEASE.clear()
+    ENTERED.clear()
+    durable = make(AgentLoop([slow], two_calls, lambda o: o.tool_name == "finish"))
+
+    def start(run_id):
+        durable.start("hold on", run_id=run_id)
+        assert ENTERED.wait(30), "the run never reached its second call"
+        return durable
+
+    yield start
+    RELEASE.set()
+
+
+@pytest.fixture
+def runs(db):
+    stored = StoredRuns(db)
+    yield stored
+    stored.close()
+
+
+def test_a_followed_turn_stores_what_it_fired_up_to_the_call_it_is_in(held, runs):
+    durable = held("followed-1")
+    assert runs.follow("followed-1")
+    HOST.turns.look()
+    so_far = runs.fired_so_far("followed-1", 1)
+    RELEASE.set()
+    whole = durable.wait("followed-1", timeout=30).records
+    assert so_far and [(r.source, r.trigger, r.dest, r.step) for r in so_far] == \
+        [(r.source, r.trigger, r.dest, r.step) for r in whole[:len(so_far)]]
+    held_in = whole[len(so_far)]  # the transition whose action is the call the run was held in
+    assert (held_in.step, held_in.trigger, held_in.detail["tool"]) == (2, "call", "slow")
+    assert so_far[-1].detail["arguments"] == '{"n": 2}'  # the call it was held in, as chosen
+
+
+def test_a_turn_nobody_follows_stores_no_transitions(held, runs):
+    held("unfollowed-1")
+    HOST.turns.look()
+    assert runs.fired_so_far("unfollowed-1", 1) == []
+
+
+def test_what_a_turn_stored_is_dropped_once_it_ends(held, runs):
+    durable = held("followed-2")
+    runs.follow("followed-2")
+    HOST.turns.look()
+    assert runs.fired_so_far("followed-2", 1)
+    RELEASE.set()
+    assert durable.wait("followed-2", timeout=30).status == "finished"
+    assert runs.fired_so_far("followed-2", 1) == []
+
+
+def test_the_process_looks_by_itself_while_a_turn_runs(held, runs):
+    held("followed-3")
+    runs.follow("followed-3")
+    for _ in range(200):
+        if runs.fired_so_far("followed-3", 1):
+            break
+        threading.Event().wait(0.05)
+    assert runs.fired_so_far("followed-3", 1), "no transition stored within 10 s of following"
