@@ -6,8 +6,8 @@ page hears that it moved.
 The runs are queued (`StoredRuns.submit`) in a fresh SQLite database, with no worker to take
 them: the list reads them as any run. The first page is timed unfiltered (what the UI opens
 on), filtered by a status no queued run has (DBOS's index answers), and searched for a goal
-no run has (forge's own table of goals answers, `forge_runs`, which the first search of a
-database fills, once, and each later one brings up to date). The live latencies, through a
+no run has (forge's own table of goals answers, `forge_runs`, which `forge ui` fills as it
+starts, or else the first search of a database, once; each later one brings it up to date). The live latencies, through a
 real uvicorn server on 127.0.0.1: from a followed run's call returning to its page showing
 the transitions the run fired after it (the page reloads at each server-sent event, as a
 browser does), and from a run finishing to the event that tells its page.

@@ -597,6 +597,20 @@ def test_in_chromium_a_running_run_is_followed_live_and_opens_where_it_is(make, 
     assert colours > 50, "ui-live.png looks blank"
 
 
+def test_forge_ui_notes_the_goals_for_the_search_as_it_starts_not_at_the_first_search(make, db):
+    from starlette.testclient import TestClient
+
+    from forge.durable.runs import StoredRuns
+
+    make(approval_loop()).run("a goal noted before anyone searches", run_id="noted-early")
+    with StoredRuns(db) as runs, TestClient(create_app(str(db), TOKEN, hosts={"testserver"})):
+        for _ in range(200):
+            if "noted-early" in runs.database.search_runs("noted before anyone", 10, 0):
+                break
+            time.sleep(0.05)
+        assert "noted-early" in runs.database.search_runs("noted before anyone", 10, 0)
+
+
 def test_the_search_takes_percent_and_underscore_as_text(make, ui):
     durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
     durable.run("pay 50% now", run_id="percent-1")

@@ -239,7 +239,7 @@ class RunsDatabase:
         rows = [{"run_id": run_id, "searched": f"{run_id}\n{goal}".lower(), "created_at": created}
                 for run_id, goal, created in runs]
         with self.engine.begin() as connection:
-            connection.execute(self._insert(self.runs).values(rows).on_conflict_do_nothing(index_elements=["run_id"]))
+            connection.execute(self._insert(self.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)
 
     def _insert(self, table: sa.Table) -> Any:
         """An INSERT into `table` in this database's dialect, which can say what a conflict does."""

@@ -20,6 +20,7 @@ import hashlib
 import hmac
 import json
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
@@ -232,6 +233,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                    Route("/runs/{run_id}/fork", fork, methods=["POST"])]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        threading.Thread(target=_quietly, args=(runs.note_new_runs,), name="forge-ui-search", daemon=True).start()
         yield
         runs.close()
 
@@ -240,6 +242,13 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
 
 _NOTES = {"answered": "Answered.", "cancelled": "Cancelled: the run stops at its next step.",
           "forked": "Forked: this new run is queued for a forge worker serving its loop."}
+
+
+def _quietly(action: Any) -> None:
+    """`action()` in the background; one that fails (an unreadable database) says so where
+    it is next asked for, on a page."""
+    with contextlib.suppress(Exception):
+        action()
 
 
 def _many_runs_svg(found: list[tuple[list[Any], str | None]]) -> str:
