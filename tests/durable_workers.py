@@ -1,14 +1,17 @@
 """The loops `forge worker --loops tests/durable_workers.py` runs in the worker test: the
-durable agent of durable_agent.py, its ledger named by FORGE_TEST_LEDGER."""
+durable agent of durable_agent.py, its ledger named by FORGE_TEST_LEDGER, and a loop held in
+its second call until the test releases it (to follow a run live from another process)."""
 
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from durable_agent import Ledger, make_loop
 
+from forge import AgentLoop, Finish, Intent, Tool
 from forge.durable import DurableLoop
 
 filing = DurableLoop(make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"]))), name="filing",
@@ -16,3 +19,21 @@ filing = DurableLoop(make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"]))), n
 
 approving = DurableLoop(make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"])), definition="approval"),
                         name="filing-approved", db=os.environ["FORGE_TEST_DB"])
+
+
+def hold(n: int) -> int:
+    """Its second call waits until the test makes the file `FORGE_TEST_LEDGER`.release."""
+    if n == 2:
+        released = Path(os.environ["FORGE_TEST_LEDGER"] + ".release")
+        for _ in range(1200):
+            if released.exists():
+                break
+            time.sleep(0.05)
+    return n
+
+
+holding = DurableLoop(AgentLoop([Tool("hold", {"hold"}, hold, required={"n"})],
+                                lambda goal, state: Intent.call("hold", n=len(state.observations) + 1)
+                                if len(state.observations) < 2 else Finish("held"),
+                                lambda o: o.tool_name == "finish"),
+                      name="holding", db=os.environ["FORGE_TEST_DB"])

@@ -459,7 +459,8 @@ def test_forge_diagram_runs_draws_the_same_as_a_picture(make, db, tmp_path):
 
 def approve_three_writes_through_the_page(db, ledger):
     """Submit a filing run on `db`, start a forge worker and the UI on it, approve each of its
-    three writes on the page, and return how the run ended."""
+    three writes on the page, and return how the run ended; on the way, follow a run the
+    worker holds in a call: its page shows the transitions the worker process fired so far."""
     import os
     import signal
     from pathlib import Path
@@ -487,7 +488,12 @@ def approve_three_writes_through_the_page(db, ledger):
                 status, _, headers = post_answer(port, "w-1", {"kind": "approve",
                                                                "value": waiting.waiting.fingerprint})
                 assert status == 303 and "served=1" in headers["location"]  # a worker is live: no warning
-            return runs.wait("w-1", timeout=120, answers=3)
+            done = runs.wait("w-1", timeout=120, answers=3)
+            assert forge("submit", "hold on", "--loop", "holding", "--db", db, "--run-id", "h-1").returncode == 0
+            page_when(port, "/runs/h-1", "5 transitions in the inspector above", tries=1200)
+            Path(f"{ledger}.release").touch()
+            assert runs.wait("h-1", timeout=120).status == "finished"
+            return done
     finally:
         server.should_exit = True
         thread.join(10)
