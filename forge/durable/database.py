@@ -171,17 +171,27 @@ class RunsDatabase:
         """Add `entries` (pickled) to the journal of `run_id`'s `turn`, numbered from
         `first`: one INSERT statement of all of them, committed on its own (atomic, and one
         round trip to the server rather than a BEGIN, an INSERT and a COMMIT)."""
-        rows = [{"run_id": run_id, "turn": turn, "seq": first + n, "entry": entry} for n, entry in enumerate(entries)]
-        with self._autocommit.connect() as connection:
-            connection.execute(self.journal.insert().values(rows))
+        self._append_to_turn(self.journal, run_id, turn, first, entries)
 
     def journal_of(self, run_id: str, turn: int) -> list[bytes]:
         """The pickled entries of `run_id`'s `turn`, in order."""
+        return [bytes(value) for value in self._turn_of(self.journal, run_id, turn)]
+
+    def _append_to_turn(self, table: sa.Table, run_id: str, turn: int, first: int, values: list[Any]) -> None:
+        """Add `values` to a table of a turn's rows in order (the journal, the live
+        transitions: run_id, turn, seq, then the value), numbered from `first`: one INSERT
+        statement, committed on its own."""
+        value = table.c[3].name
+        rows = [{"run_id": run_id, "turn": turn, "seq": first + n, value: each} for n, each in enumerate(values)]
+        with self._autocommit.connect() as connection:
+            connection.execute(table.insert().values(rows))
+
+    def _turn_of(self, table: sa.Table, run_id: str, turn: int) -> list[Any]:
+        """The values of `run_id`'s `turn` in a table of a turn's rows, in order."""
         with self.engine.connect() as connection:
-            rows = connection.execute(sa.select(self.journal.c.entry)
-                                      .where(self.journal.c.run_id == run_id, self.journal.c.turn == turn)
-                                      .order_by(self.journal.c.seq))
-            return [bytes(row[0]) for row in rows]
+            rows = connection.execute(sa.select(table.c[3]).where(table.c.run_id == run_id, table.c.turn == turn)
+                                      .order_by(table.c.seq))
+            return [row[0] for row in rows]
 
     def claim(self, key: str, fingerprint: str, run_id: str) -> tuple[str, str]:
         """Claim the side effect `key` for `run_id`, once across every run: the unique key
@@ -283,18 +293,11 @@ class RunsDatabase:
 
     def append_live(self, run_id: str, turn: int, first: int, records: list[str]) -> None:
         """Add `records` (trace lines) to what `run_id`'s `turn` has fired so far, numbered from `first`."""
-        rows = [{"run_id": run_id, "turn": turn, "seq": first + n, "record": record}
-                for n, record in enumerate(records)]
-        with self._autocommit.connect() as connection:
-            connection.execute(self.live.insert().values(rows))
+        self._append_to_turn(self.live, run_id, turn, first, records)
 
     def live_of(self, run_id: str, turn: int) -> list[str]:
         """The trace lines stored of `run_id`'s `turn` while it runs, in order."""
-        with self.engine.connect() as connection:
-            rows = connection.execute(sa.select(self.live.c.record)
-                                      .where(self.live.c.run_id == run_id, self.live.c.turn == turn)
-                                      .order_by(self.live.c.seq))
-            return [str(row[0]) for row in rows]
+        return [str(value) for value in self._turn_of(self.live, run_id, turn)]
 
     def forget_live(self, run_id: str, turn: int) -> None:
         """Drop what `run_id`'s `turn` stored while it ran: it ended, and its trace is published."""
