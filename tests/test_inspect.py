@@ -76,7 +76,7 @@ def test_a_recorded_trace_is_inspected_on_the_machine_it_names(tmp_path):
 def test_a_trace_that_names_no_machine_asks_for_the_definition():
     records = [r.__class__(**{**{f: getattr(r, f) for f in r.__dataclass_fields__}, "machine": ""})
                for r in demo_like_run().trace]
-    with pytest.raises(UsageError, match="--definition"):
+    with pytest.raises(UsageError, match="--machine PATH"):
         html(records)
     assert "<svg" in html(records, "single_agent")
 

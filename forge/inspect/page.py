@@ -84,7 +84,8 @@ def definition_of(run: Any, records: Sequence[TransitionRecord],
         return own
     name = records[0].machine
     if not name:
-        raise UsageError("the trace does not name its machine; pass the definition it ran (--definition PATH)")
+        raise UsageError("the trace does not name its machine; pass the definition it ran: "
+                         "forge inspect TRACE --machine PATH, or html(records, definition=PATH)")
     return load_definition(name)
 
 
