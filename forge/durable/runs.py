@@ -55,6 +55,8 @@ class RunRow:
     steps: int = 0
     tokens: int = 0
     updated_at: float | None = None
+    question: str | None = None
+    """What it waits for, when it waits (`Waiting.question`): what an inbox lists."""
 
     @property
     def seconds(self) -> float | None:
@@ -181,10 +183,10 @@ class StoredRuns:
             created = status.created_at / 1000 if status.created_at else None
             updated = status.updated_at / 1000 if status.updated_at else None
             event = self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0) or {}
-            ours = DurableResult.of(status.workflow_id, str(status.status), event).status
-            rows.append(RunRow(status.workflow_id, str(status.status), loop, goal, created, ours,
+            ours = DurableResult.of(status.workflow_id, str(status.status), event)
+            rows.append(RunRow(status.workflow_id, str(status.status), loop, goal, created, ours.status,
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
-                               updated))
+                               updated, ours.waiting.question if ours.waiting is not None else None))
         return rows, len(found) if ids is None else len(ids)
 
     def under_way(self, run_id: str, turn: int) -> builtins.list[JournalEntry]:

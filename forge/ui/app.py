@@ -126,8 +126,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         if refused is not None:
             return refused
         rows, _ = await run_in_threadpool(runs.find, status="waiting", limit=500)
-        waiting = [(row, await run_in_threadpool(runs.get, row.run_id)) for row in rows]
-        return served(HTMLResponse(inbox_page(waiting, query)))
+        return served(HTMLResponse(inbox_page(rows, query)))
 
     async def one(request: Request) -> Response:
         refused = guard.refused(request)

@@ -16,7 +16,7 @@ from forge.durable.loop import DurableResult
 from forge.durable.runs import RunRow
 from forge.usage import USAGE_KEY, ModelCall
 
-__all__ = ["STATUSES", "inbox_page", "loop_html", "run_page", "runs_page"]
+__all__ = ["STATUSES", "inbox_page", "loop_html", "run_page", "run_path", "runs_page"]
 
 STATUSES = ("queued", "running", "waiting", "finished", "cancelled", "error")
 
@@ -185,14 +185,13 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query)
 
 
-def inbox_page(waiting: Sequence[tuple[RunRow, DurableResult]], token_query: str) -> str:
+def inbox_page(waiting: Sequence[RunRow], token_query: str) -> str:
     """Every run that waits for an answer, with what it waits for."""
     if not waiting:
         return _page("forge ui · inbox", '<p class="box">nothing waits for an answer</p>', token_query)
     items = "".join(
         f'<div class="box" data-run="{escape(row.run_id)}"><a href="{escape(run_path(row.run_id))}?{escape(token_query)}">'
-        f"{escape(row.run_id)}</a> · {escape(row.goal)}<br>"
-        f"{escape(stored.waiting.question) if stored.waiting else ''}</div>" for row, stored in waiting)
+        f"{escape(row.run_id)}</a> · {escape(row.goal)}<br>{escape(row.question or '')}</div>" for row in waiting)
     return _page("forge ui · inbox", f"<h2>waiting for you: {len(waiting)}</h2>{items}", token_query)
 
 
