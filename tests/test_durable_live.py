@@ -90,3 +90,13 @@ def test_the_process_looks_by_itself_while_a_turn_runs(held, runs):
             break
         threading.Event().wait(0.05)
     assert runs.fired_so_far("followed-3", 1), "no transition stored within 10 s of following"
+
+
+def test_a_run_followed_long_ago_leaves_no_row_behind(runs):
+    import sqlalchemy as sa
+
+    runs.database.watch("followed-long-ago", -7200)  # its page closed two hours ago
+    runs.follow("followed-now")
+    with runs.database.engine.connect() as connection:
+        followed = {row[0] for row in connection.execute(sa.select(runs.database.watches.c.run_id))}
+    assert "followed-now" in followed and "followed-long-ago" not in followed

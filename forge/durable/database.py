@@ -277,10 +277,11 @@ class RunsDatabase:
     def watch(self, run_id: str, seconds: float) -> None:
         """Say that someone follows `run_id` for the next `seconds`: while they do, the
         process running its turn stores the transitions it fires (`forge.durable.live`)."""
-        until = time.time() + seconds
+        now = time.time()
         with self.engine.begin() as connection:
-            connection.execute(self._insert(self.watches).values(run_id=run_id, until=until)
-                               .on_conflict_do_update(index_elements=["run_id"], set_={"until": until}))
+            connection.execute(self._insert(self.watches).values(run_id=run_id, until=now + seconds)
+                               .on_conflict_do_update(index_elements=["run_id"], set_={"until": now + seconds}))
+            connection.execute(self.watches.delete().where(self.watches.c.until < now - 3600))  # long unfollowed
 
     def watched(self, run_ids: list[str]) -> set[str]:
         """Which of `run_ids` someone follows now."""

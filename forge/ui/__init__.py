@@ -1,7 +1,8 @@
 """`forge ui` (extra `ui`: Starlette and uvicorn): a local web app over the runs database.
 
 The runs list (filtered, searched, paged), a run's page (the run inspector over every turn,
-the conversation with what each model call cost, updated while the run runs), the inbox of
+the conversation with what each model call cost; while the run runs, its transitions as they
+fire, `forge.durable.live`), the inbox of
 runs that wait, and the answers that make them go on: approve or reject the exact call,
 approve it with edited arguments (checked against the tool's contract first), choose or add
 a tool, reply with text, say whether a call in doubt ran, cancel. It binds 127.0.0.1 and
