@@ -100,3 +100,40 @@ def test_a_run_followed_long_ago_leaves_no_row_behind(runs):
     with runs.database.engine.connect() as connection:
         followed = {row[0] for row in connection.execute(sa.select(runs.database.watches.c.run_id))}
     assert "followed-now" in followed and "followed-long-ago" not in followed
+
+
+def test_a_followed_async_turn_stores_what_it_fired_too(make, runs):
+    import asyncio
+
+    release = threading.Event()
+
+    @tool
+    async def held(n: int) -> int:
+        """Its second call waits, without holding the event loop, until the test lets it go."""
+        while n == 2 and not release.is_set():
+            await asyncio.sleep(0.02)
+        return n
+
+    def policy(goal, state):
+        return Intent.call("held", n=len(state.observations) + 1) if len(state.observations) < 2 else Finish("ok")
+
+    durable = make(AgentLoop([held], policy, lambda o: o.tool_name == "finish"))
+
+    async def follow():
+        await durable.astart("hold on", run_id="followed-async")
+        runs.follow("followed-async")
+        for _ in range(200):
+            HOST.turns.look()
+            if len(runs.fired_so_far("followed-async", 1)) == 5:  # step 1's four and the held call's choice
+                break
+            await asyncio.sleep(0.05)
+        so_far = runs.fired_so_far("followed-async", 1)
+        release.set()
+        return so_far, await durable.await_for("followed-async", timeout=30)
+
+    try:
+        so_far, done = asyncio.run(follow())
+    finally:
+        release.set()
+    assert done.status == "finished" and len(so_far) == 5
+    assert [r.trigger for r in so_far] == [r.trigger for r in done.records[:5]]
