@@ -263,6 +263,7 @@ def test_a_running_runs_page_shows_the_transitions_its_turn_has_fired_so_far(mak
         assert "turn 1 under way: 4 calls so far" in page and 'class="forge-inspector' in page
         data = page[page.index('id="under-way"'):]
         assert "<td>5</td><td>2</td><td>policy</td>" in data  # the held call's decision, numbered as the inspector does
+        assert "call slow {&quot;n&quot;: 2}" in data  # a decision reads as the call it chose
     finally:
         RELEASE.set()
     assert durable.wait("live-2", timeout=30).status == "finished"

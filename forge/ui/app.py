@@ -37,6 +37,7 @@ from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound
 from forge.machine.fork import Patch
+from forge.policy import Ask, Finish, Intent
 from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, run_path, runs_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
@@ -330,7 +331,17 @@ def _live(runs: StoredRuns, stored: Any) -> str:
     except ForgeError as error:
         return f'<p class="box">{escape(str(error))}</p>' + _inspector(records, running=True)
     def outcome(call: Any) -> str:
-        return summary(call.value, 200) if call.error is None else f"{type(call.error).__name__}: {call.error}"[:200]
+        if call.error is not None:
+            return f"{type(call.error).__name__}: {call.error}"[:200]
+        value = call.value
+        if isinstance(value, Intent):  # a decision, as the inspector writes it
+            wanted = value.tool or "/".join(sorted(value.capabilities))
+            return f"call {wanted} {summary(dict(value.arguments), 180)}"
+        if isinstance(value, Finish):
+            return f"finish: {summary(value.answer, 180)}"
+        if isinstance(value, Ask):
+            return f"ask: {summary(value.question, 180)}"
+        return summary(value, 200)
 
     rows = "".join(
         f"<tr><td>{len(before) + call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td>"
