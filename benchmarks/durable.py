@@ -80,7 +80,7 @@ class Commits:
     def sqlalchemy(self) -> None:
         import sqlalchemy as sa
 
-        wrote = [False]
+        wrote: set[int] = set()  # the DBAPI connections whose transaction under way has written
 
         def executed(connection: Any, cursor: Any, statement: str, *rest: Any) -> None:
             if not _writes(statement):
@@ -88,15 +88,18 @@ class Commits:
             if connection.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
                 self.count += 1  # a statement committed on its own
             else:
-                wrote[0] = True
+                wrote.add(id(connection.connection.dbapi_connection))
 
-        def committed(connection: Any) -> None:
-            if wrote[0]:
+        def committed(connection: Any) -> None:  # per connection: another thread's commit is not this one's
+            dbapi = id(connection.connection.dbapi_connection)
+            if dbapi in wrote:
                 self.count += 1
-            wrote[0] = False
+                wrote.discard(dbapi)
 
         sa.event.listen(sa.engine.Engine, "before_cursor_execute", executed)
         sa.event.listen(sa.engine.Engine, "commit", committed)
+        sa.event.listen(sa.engine.Engine, "rollback",
+                        lambda connection: wrote.discard(id(connection.connection.dbapi_connection)))
 
     def sqlite3(self) -> Callable[..., Any]:
         """A `sqlite3.connect` whose connections count their committed writes (autocommit
