@@ -209,6 +209,22 @@ def test_an_answer_with_no_worker_live_says_what_to_start(make, ui, db):
     assert "No forge worker is live" in page and f"forge worker --db {db} --loops MODULE" in page
 
 
+def sse_messages(response):
+    """The (event, data) messages of a server-sent event stream, until it ends."""
+    event, data = "message", None
+    while True:
+        line = response.fp.readline().decode()
+        if not line:
+            return
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data = json.loads(line[5:])
+        elif line == "\n" and data is not None:
+            yield event, data
+            event, data = "message", None
+
+
 def test_a_running_run_streams_its_changes(make, ui):
     RELEASE.clear()
     def policy(goal, state):
@@ -220,19 +236,21 @@ def test_a_running_run_streams_its_changes(make, ui):
     connection.request("GET", f"/runs/live-1/events?token={TOKEN}", headers={"Host": f"127.0.0.1:{ui['port']}"})
     response = connection.getresponse()
     assert response.status == 200 and response.getheader("content-type").startswith("text/event-stream")
-    for _ in range(100):  # until the second call runs: step 1's calls are stored
-        _, page, _ = request(ui["port"], "GET", "/runs/live-1")
-        if "turn 1 under way: 4 calls so far" in page:  # decision, call, verify, decision
-            break
-        time.sleep(0.05)
-    assert 'id="under-way"' in page and "turn 1 under way: 4 calls so far" in page  # the turn that runs, so far
+    messages = sse_messages(response)
+    assert next(messages) == ("message", {"status": "running"})  # without seen=, the run as it is now first
+    page = page_when(ui["port"], "/runs/live-1", "turn 1 under way: 4 calls so far")  # decision, call, verify, decision
     assert "slow" in page[page.index('id="under-way"'):]
     RELEASE.set()
-    line = response.fp.readline().decode()
-    while not line.startswith("data:"):
-        line = response.fp.readline().decode()
-    assert json.loads(line[5:])["status"] in ("running", "finished")
+    statuses = [data["status"] for _, data in messages]  # every change, until the stream ends with the run
+    assert statuses[-1] == "finished"
     assert durable.wait("live-1", timeout=30).status == "finished"
+
+
+def test_the_feed_of_a_run_the_database_does_not_have_ends_with_an_error_event(ui):
+    connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
+    connection.request("GET", f"/runs/no-such-run/events?token={TOKEN}", headers={"Host": f"127.0.0.1:{ui['port']}"})
+    (event, data), = list(sse_messages(connection.getresponse()))
+    assert event == "error" and "no-such-run" in data["error"]
 
 
 def held_run(make, run_id):
@@ -277,8 +295,7 @@ def test_a_pages_feed_tells_it_of_a_change_made_before_it_listened(make, ui):
     assert durable.wait("live-3", timeout=30).status == "finished"  # it changed before the page listened
     connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
     connection.request("GET", json.loads(feed), headers={"Host": f"127.0.0.1:{ui['port']}"})
-    body = connection.getresponse().read().decode()
-    assert json.loads(body.split("data:", 1)[1].split("\n")[0])["status"] == "finished"
+    assert list(sse_messages(connection.getresponse())) == [("message", {"status": "finished"})]
 
 
 # --- security ------------------------------------------------------------------------------

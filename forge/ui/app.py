@@ -184,14 +184,22 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         run_id = request.path_params["run_id"]
 
         async def changes() -> Any:
-            last, followed = request.query_params.get("seen") or None, 0.0
+            """One message per change after `seen` (the digest a page was made at); without
+            `seen`, the first message is the run as it is now. A run that no longer runs ends
+            the stream; so does a database that cannot be read, with an `error` event (a
+            browser's EventSource then connects again by itself)."""
+            last, followed = request.query_params.get("seen") or "", 0.0
             while True:
-                if time.monotonic() - followed > FOLLOW_RENEWED_EVERY:
-                    await run_in_threadpool(runs.follow, run_id)
-                    followed = time.monotonic()
-                stored = await run_in_threadpool(runs.get, run_id)
-                now = await run_in_threadpool(_moment, runs, stored)
-                if last is not None and now != last:
+                try:
+                    if time.monotonic() - followed > FOLLOW_RENEWED_EVERY:
+                        await run_in_threadpool(runs.follow, run_id)
+                        followed = time.monotonic()
+                    stored = await run_in_threadpool(runs.get, run_id)
+                    now = await run_in_threadpool(_moment, runs, stored)
+                except (ForgeError, LookupError) as error:
+                    yield f"event: error\ndata: {json.dumps({'error': str(error)})}\n\n"
+                    return
+                if now != last:
                     yield f"data: {json.dumps({'status': stored.status})}\n\n"
                 last = now
                 if stored.status not in ("queued", "running") or await request.is_disconnected():
