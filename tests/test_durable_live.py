@@ -31,18 +31,24 @@ def two_calls(goal, state):
 
 @pytest.fixture
 def held(make, db):
-    """`held(run_id)`: a run started and held in its second tool call; released after the test."""
+    """`held(run_id)`: a run started and held in its second tool call; released (and waited
+    for) after the test."""
     RELEASE.clear()
     ENTERED.clear()
     durable = make(AgentLoop([slow], two_calls, lambda o: o.tool_name == "finish"))
 
+    started = []
+
     def start(run_id):
         durable.start("hold on", run_id=run_id)
+        started.append(run_id)
         assert ENTERED.wait(30), "the run never reached its second call"
         return durable
 
     yield start
     RELEASE.set()
+    for run_id in started:  # finished before the next test, or DBOS's shutdown, comes
+        durable.wait(run_id, timeout=30)
 
 
 @pytest.fixture
@@ -137,3 +143,28 @@ def test_a_followed_async_turn_stores_what_it_fired_too(make, runs):
         release.set()
     assert done.status == "finished" and len(so_far) == 5
     assert [r.trigger for r in so_far] == [r.trigger for r in done.records[:5]]
+
+
+class Unwritable:
+    """A turn under way whose records cannot be read (as a detail JSON cannot hold would be)."""
+
+    def __init__(self, database, run_id):
+        self.database, self.run_id, self.turn, self.shown = database, run_id, 1, 3
+
+    def transitions(self, first, count):
+        raise TypeError("Object of type set is not JSON serializable")
+
+
+def test_a_turn_whose_transitions_cannot_be_written_costs_only_its_own_live_view(held, runs):
+    from forge.durable.live import LiveTurns
+
+    turns = LiveTurns(every=3600)  # its thread looks once, then sleeps: the look that counts is the test's
+    runs.follow("unwritable")
+    turns.started(Unwritable(runs.database, "unwritable"))
+    durable = held("followed-4")
+    runs.follow("followed-4")
+    turns.started(next(t.performer for t in HOST.turns._turns.values() if t.performer.run_id == "followed-4"))
+    turns.look()  # raises nothing
+    assert runs.fired_so_far("unwritable", 1) == [] and len(runs.fired_so_far("followed-4", 1)) == 5
+    RELEASE.set()
+    assert durable.wait("followed-4", timeout=30).status == "finished"

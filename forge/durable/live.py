@@ -31,12 +31,12 @@ from typing import Any, Protocol
 
 from forge.durable.database import RunsDatabase
 
-__all__ = ["LiveTurns", "Shown"]
+__all__ = ["LiveTurns", "TurnUnderWay"]
 
 _log = logging.getLogger("forge.durable")
 
 
-class Shown(Protocol):
+class TurnUnderWay(Protocol):
     """What `LiveTurns` reads of a turn's performer (a `DurablePerformer`)."""
 
     run_id: str
@@ -55,8 +55,10 @@ class Shown(Protocol):
 
 
 @dataclass(eq=False)
-class _Turn:
-    performer: Shown
+class _Followable:
+    """A turn under way here, and how many of its transitions are stored so far."""
+
+    performer: TurnUnderWay
     stored: int = 0
 
 
@@ -67,14 +69,14 @@ class LiveTurns:
 
     def __init__(self, every: float = 0.25) -> None:
         self.every = every
-        self._turns: dict[tuple[str, int], _Turn] = {}
+        self._turns: dict[tuple[str, int], _Followable] = {}
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def started(self, performer: Shown) -> None:
+    def started(self, performer: TurnUnderWay) -> None:
         """Take `performer`'s turn in, and make sure the thread looks at it."""
         with self._lock:
-            self._turns[(performer.run_id, performer.turn)] = _Turn(performer)
+            self._turns[(performer.run_id, performer.turn)] = _Followable(performer)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._follow, name="forge-live-turns", daemon=True)
                 self._thread.start()
@@ -90,7 +92,7 @@ class LiveTurns:
         """Store what each followed turn fired since the last look."""
         with self._lock:
             turns = list(self._turns.values())
-            by_database: dict[int, list[_Turn]] = {}
+            by_database: dict[int, list[_Followable]] = {}
             for each in turns:
                 by_database.setdefault(id(each.performer.database), []).append(each)
             for group in by_database.values():
@@ -99,14 +101,17 @@ class LiveTurns:
                 if followed is _FAILED:
                     continue
                 for each in group:
-                    performer = each.performer
-                    count = performer.shown
-                    if performer.run_id not in followed or count <= each.stored:
-                        continue
-                    lines = [json.dumps(record.to_json()) for record in performer.transitions(each.stored, count)]
-                    if self._quietly(database.append_live, performer.run_id, performer.turn, each.stored, lines) \
-                            is not _FAILED:
-                        each.stored = count
+                    if each.performer.run_id in followed and each.performer.shown > each.stored:
+                        self._quietly(self._store, database, each)
+
+    @staticmethod
+    def _store(database: RunsDatabase, turn: _Followable) -> None:
+        """Store the transitions `turn` fired since the last look, as trace lines."""
+        performer, count = turn.performer, turn.performer.shown
+        lines = [json.dumps(record.to_json()) for record in performer.transitions(turn.stored, count)]
+        if lines:
+            database.append_live(performer.run_id, performer.turn, turn.stored, lines)
+            turn.stored = count
 
     def _follow(self) -> None:
         while True:
@@ -119,8 +124,8 @@ class LiveTurns:
 
     @staticmethod
     def _quietly(action: Any, *args: Any) -> Any:
-        """`action(*args)`; a database that fails (closed at shutdown, read-only) costs the
-        page its live view, never the run."""
+        """`action(*args)`; a database that fails (closed at shutdown, read-only) or a record
+        that cannot be written costs the page its live view, never the run or this thread."""
         try:
             return action(*args)
         except Exception as error:  # the run goes on whatever this thread meets
