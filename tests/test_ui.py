@@ -635,6 +635,47 @@ def test_forge_ui_notes_the_goals_for_the_search_as_it_starts_not_at_the_first_s
         assert "noted-early" in runs.database.search_runs("noted before anyone", 10, 0)
 
 
+def test_in_chromium_a_page_the_user_typed_into_says_the_run_moved_on_instead_of_reloading(make, ui):
+    from browser import console_errors, open_browser, why_no_browser
+
+    reason = why_no_browser()
+    if reason is not None:
+        pytest.fail(f"the browser tests need Chromium: {reason}")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from forge.durable import Answer
+    from forge.durable.runs import StoredRuns
+
+    RELEASE.clear()
+
+    def pay_then_wait(goal, state):  # turn 1 waits to pay; turn 2 pays, then is held in slow(2)
+        plan = [Intent.call("send", to="bob", amount=5), Intent.call("slow", n=2)]
+        return plan[len(state.observations)] if len(state.observations) < 2 else Finish("ok")
+
+    durable = make(AgentLoop([send, slow], pay_then_wait, lambda o: o.tool_name == "finish", definition="approval",
+                             approver=lambda request: None))
+    waiting = durable.run("pay, then wait", run_id="browser-typed")
+    with StoredRuns(durable.db) as runs:  # answered without waiting for the run, which is then held
+        runs.resume("browser-typed", Answer.approve(waiting.waiting.fingerprint))
+    page_when(ui["port"], "/runs/browser-typed", "turn 2 under way")
+    driver = open_browser(1280, 900)
+    try:
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-typed?token={TOKEN}")
+        patch = driver.find_element(By.CSS_SELECTOR, '#fork textarea[name="patch"]')
+        patch.send_keys('{"tool_result": "half typed')
+        RELEASE.set()  # the run goes on and finishes: its feed tells the page
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "moved").is_displayed())
+        assert patch.get_attribute("value") == '{"tool_result": "half typed'  # the same page: not reloaded
+        assert driver.find_element(By.ID, "status").text == "running"
+        driver.find_element(By.CSS_SELECTOR, "#moved a").click()
+        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "status").text == "finished")
+        assert console_errors(driver) == []
+    finally:
+        RELEASE.set()
+        driver.quit()
+
+
 def test_the_search_takes_percent_and_underscore_as_text(make, ui):
     durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
     durable.run("pay 50% now", run_id="percent-1")

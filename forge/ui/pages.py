@@ -158,7 +158,8 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     """A run's page: its status, the inspector (every turn), its conversation, and, when it
     waits and actions are allowed, the answers that fit. While the run is queued or running,
     the page listens for its changes since `seen` (what the page shows, as the events
-    route digests it) and reloads at the first."""
+    route digests it) and reloads at the first, unless the user has typed into it (a fork's
+    patch): then it says the run moved on, and keeps what they typed."""
     head = (f"<h2>run {escape(stored.run_id)} · {escape(stored.loop or '?')} · "
             f'<span class="status-{escape(stored.status)}" id="status">{escape(stored.status)}</span>'
             + (f" · {escape(stored.reason)}" if stored.reason else "") + "</h2>"
@@ -179,8 +180,13 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
         actions += fork_form(stored.run_id, len(stored.turns[0]), csrf, token_query)
     talk = conversation(stored.state.messages) if stored.state is not None else ""
     events = run_path(stored.run_id, "/events") + f"?{token_query}&{urlencode({'seen': seen})}"
-    live = ("<script>(function(){var s=new EventSource(" + json.dumps(events)
-            + ");s.onmessage=function(){location.reload()};})();</script>"
+    # a page the user has typed into is not reloaded under them: it says the run moved on instead
+    live = ('<p class="box note" id="moved" hidden>the run has moved on since this page was made: '
+            '<a href="">reload it</a> (what you typed here is kept until you do)</p>'
+            "<script>(function(){var s=new EventSource(" + json.dumps(events) + "),typed=false;"
+            'document.addEventListener("input",function(){typed=true});'
+            's.onmessage=function(){if(!typed){location.reload();return}'
+            'document.getElementById("moved").hidden=false;s.close()};})();</script>'
             if stored.status in ("queued", "running") else "")
     return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query)
 
