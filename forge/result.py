@@ -97,7 +97,7 @@ class LoopResult:
             return f"{text}: {error_text(self.error, 500)}"
         repeated = repeated_call(self.trace) if self.reason == "repeated_action" else None
         if repeated is not None:
-            return f"{text}: {repeated[0]} {repeated[1]} was called {repeated[2]} times"
+            return f"{text}: {repeated}"
         last = self.state.observations[-1] if self.state.observations else None
         if last is not None and last.status != "ok":
             return f"{text}; the last call, {last.tool_name}, failed: {error_text(last.payload, 500)}"

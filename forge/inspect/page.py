@@ -160,7 +160,7 @@ def _summary(state: str, outcome: str | None, finished: bool, last: TransitionRe
     if state == "repeated_action":
         repeated = repeated_call(records)
         if repeated is not None:
-            return f"{text}: {repeated[0]} {repeated[1]} was called {repeated[2]} times"
+            return f"{text}: {repeated}"
     return text
 
 
