@@ -300,6 +300,15 @@ class RunsDatabase:
         """The trace lines stored of `run_id`'s `turn` while it runs, in order."""
         return [str(value) for value in self._turn_of(self.live, run_id, turn)]
 
+    def so_far(self, run_id: str, turn: int) -> tuple[int, int]:
+        """How many calls and transitions `run_id`'s `turn` has stored: what moves while it
+        runs (counted, not read: a live page asks four times a second)."""
+        with self.engine.connect() as connection:
+            calls, fired = (connection.execute(sa.select(sa.func.count()).select_from(table)
+                                               .where(table.c.run_id == run_id, table.c.turn == turn)).scalar_one()
+                            for table in (self.journal, self.live))
+        return int(calls), int(fired)
+
     def forget_live(self, run_id: str, turn: int) -> None:
         """Drop what `run_id`'s `turn` stored while it ran: it ended, and its trace is published."""
         with self._autocommit.connect() as connection:

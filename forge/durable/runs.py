@@ -236,7 +236,7 @@ class StoredRuns:
         """Note the goals of the runs created since the newest one noted (`forge_runs`, what
         the search reads): done by the reader, so that starting a run costs no write of its
         own. A search does it first, so the first search of a database notes every run once
-        (about 2.5 s for 100,000 runs); `forge ui` does it as it starts, in the background.
+        (about 7 s for 100,000 runs on SQLite); `forge ui` does it as it starts, in the background.
         One noting at a time: a search during another's waits for it rather than repeating it."""
         with self._noting:
             self._note_new_runs(batch)

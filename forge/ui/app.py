@@ -154,6 +154,12 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
                                             token_query=query, note=note, seen=seen)))
 
+    async def gone_on(run_id: str, done: str) -> Response:
+        """To the page of a run just answered or forked, saying whether a worker is live to take it on."""
+        worker = await run_in_threadpool(runs.who_serves, run_id)
+        return RedirectResponse(f"{run_path(run_id)}?{query}&done={done}&served={int(worker is not None)}",
+                                status_code=303)
+
     async def loop_page(request: Request) -> Response:
         refused = guard.refused(request)
         if refused is not None:
@@ -174,8 +180,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             new = await run_in_threadpool(runs.fork, run_id, at, patch, None)
         except (ForgeError, ValueError, LookupError) as error:
             return PlainTextResponse(f"not forked: {error}", status_code=400)
-        worker = await run_in_threadpool(runs.who_serves, new)
-        return RedirectResponse(f"{run_path(new)}?{query}&done=forked&served={int(worker is not None)}", status_code=303)
+        return await gone_on(new, "forked")
 
     async def events(request: Request) -> Response:
         refused = guard.refused(request)
@@ -218,9 +223,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             await run_in_threadpool(runs.resume, run_id, given)
         except (AnswerRefused, ForgeError, ValueError) as error:
             return PlainTextResponse(f"not sent: {error}", status_code=400)
-        worker = await run_in_threadpool(runs.who_serves, run_id)
-        return RedirectResponse(f"{run_path(run_id)}?{query}&done=answered&served={int(worker is not None)}",
-                                status_code=303)
+        return await gone_on(run_id, "answered")
 
     async def cancel(request: Request) -> Response:
         refused, _ = await guard.posted(request)
@@ -368,8 +371,7 @@ def _moment(runs: StoredRuns, stored: Any) -> str:
     made at, and its events route tells it of the first change after that one, so no change
     between making the page and listening for changes goes unseen."""
     turn = len(stored.turns) + 1
-    shown = (stored.status, turn, stored.answers, len(runs.database.journal_of(stored.run_id, turn)),
-             len(runs.database.live_of(stored.run_id, turn)))
+    shown = (stored.status, turn, stored.answers, *runs.database.so_far(stored.run_id, turn))
     return hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
 
 
