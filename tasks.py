@@ -2,7 +2,7 @@
 """Set up and run forge's two jobs on a fresh machine: `python3 tasks.py demo|test`.
 
 Needs only Python >= 3.11 with pip. It creates `.venv` when missing (or when
-pyproject.toml changed since), installs forge with its test extra into it (the reference
+pyproject.toml or setup.py changed since), installs forge with its test extra into it (the reference
 MCP servers from PyPI among it), makes sure Graphviz's `dot` binary is present (installing
 Debian's `graphviz` package when running as root where apt-get exists, otherwise saying
 how), and for the tests, where npm exists, the reference filesystem MCP server into
@@ -31,8 +31,8 @@ PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
 
 def ensure_environment() -> None:
-    pyproject = ROOT / "pyproject.toml"
-    if STAMP.exists() and STAMP.stat().st_mtime >= pyproject.stat().st_mtime:
+    build_files = (ROOT / "pyproject.toml", ROOT / "setup.py")
+    if STAMP.exists() and all(STAMP.stat().st_mtime >= path.stat().st_mtime for path in build_files):
         return
     if not PYTHON.exists():
         print(f"tasks: creating {VENV}", flush=True)

@@ -14,15 +14,31 @@ def test_editable_install_finds_the_builtin_definition(tmp_path):
     assert out.stdout.splitlines()[1] == "single_agent"
 
 
-def test_wheel_ships_the_definitions_and_finds_them(tmp_path):
+def built_wheel(tmp_path: Path) -> Path:
     source = tmp_path / "source"  # a copy, so the build leaves nothing in the working tree
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "*.egg-info", "__pycache__",
-                                                                 ".hypothesis", ".pytest_cache", "demo-run"))
+                                                                 ".hypothesis", ".pytest_cache", "demo-run", ".mcp-servers",
+                                                                 ".forge-traces", ".forge-cover-tests"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path / "dist"), str(source)],
         check=True, capture_output=True,
     )
-    wheel = next((tmp_path / "dist").glob("forge_fsm-*.whl"))
+    return next((tmp_path / "dist").glob("forge_fsm-*.whl"))
+
+
+def test_wheel_ships_every_file_of_the_package_and_every_definition(tmp_path):
+    with zipfile.ZipFile(built_wheel(tmp_path)) as archive:
+        shipped = set(archive.namelist())
+    sources = {path.relative_to(ROOT).as_posix() for path in (ROOT / "forge").rglob("*")
+               if path.is_file() and "__pycache__" not in path.parts}
+    definitions = {f"forge/machines/{path.name}" for path in (ROOT / "machines").glob("*.toml")}
+    assert "forge/ui/app.py" in sources
+    assert sorted(sources - shipped) == []
+    assert sorted(definitions - shipped) == []
+
+
+def test_wheel_ships_the_definitions_and_finds_them(tmp_path):
+    wheel = built_wheel(tmp_path)
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         assert {"forge/machines/single_agent.toml", "forge/py.typed"} <= names

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""CI's wheel job: what a user who runs `pip install forge-fsm[EXTRA]` gets.
+
+Builds the wheel from a copy of the checkout, then, for the core and for each extra in
+pyproject.toml, installs it into a fresh virtual environment outside the checkout and runs,
+from a folder that holds no forge source: `forge --version`, an import of `forge` and of the
+modules that extra is for. The core's own environment runs `forge --help`; the `schema`
+one runs the README's Quickstart and checks what it prints; one environment with every
+extra (and pytest, which forge.testing plugs into) imports every module the wheel ships and runs `forge ui --help`.
+Exits non-zero, naming the step, at the first failure.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+import venv
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXTRA_MODULES = {  # the modules each extra is what makes importable
+    "": ["forge", "forge.cli", "forge.loop"],
+    "schema": ["forge.tools"],
+    "mcp": ["forge.mcp"],
+    "llm": ["forge.llm"],
+    "otel": ["forge.observe.otel"],
+    "durable": ["forge.durable", "forge.durable.worker"],
+    "ui": ["forge.ui", "forge.ui.app"],
+}
+
+
+def run(step: str, command: list[str], cwd: Path, expect: str | None = None) -> str:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0 or (expect is not None and expect not in done.stdout):
+        print(f"wheel: FAILED {step}: {' '.join(command)} (exit {done.returncode})", file=sys.stderr)
+        print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
+        sys.exit(1)
+    print(f"wheel: ok  {step}", flush=True)
+    return done.stdout
+
+
+def build(into: Path) -> Path:
+    source = into / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache", ".mcp-servers",
+        ".forge-traces", ".forge-cover-tests", "demo-run"))
+    run("build the wheel", [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(into / "dist"),
+                            str(source)], into)
+    return next((into / "dist").glob("forge_fsm-*.whl"))
+
+
+def environment(into: Path, wheel: Path, extras: str, *besides: str) -> Path:
+    folder = into / f"venv-{extras.replace(',', '-') or 'core'}"
+    venv.create(folder, with_pip=True)
+    python = folder / "bin" / "python"
+    spec = f"{wheel}[{extras}]" if extras else str(wheel)
+    run(f"install forge-fsm[{extras}]", [str(python), "-m", "pip", "install", "--quiet",
+                                          "--disable-pip-version-check", spec, *besides], into)
+    return folder / "bin"
+
+
+def quickstart() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Quickstart", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+
+
+def main() -> int:
+    extras = list(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    with tempfile.TemporaryDirectory(prefix="forge-wheel-") as scratch:
+        into = Path(scratch)
+        wheel = build(into)
+        shipped = sorted(name[:-3].replace("/", ".").removesuffix(".__init__")
+                         for name in zipfile.ZipFile(wheel).namelist() if name.startswith("forge/") and name.endswith(".py") and not name.endswith("__main__.py"))
+        elsewhere = into / "elsewhere"
+        elsewhere.mkdir()
+        for extra in ["", *(e for e in extras if e != "test")]:
+            bin_ = environment(into, wheel, extra)
+            name = extra or "core"
+            run(f"[{name}] forge --version", [str(bin_ / "forge"), "--version"], elsewhere, expect="forge")
+            modules = [*EXTRA_MODULES[""], *EXTRA_MODULES.get(extra, [])]
+            run(f"[{name}] import {', '.join(modules)}",
+                [str(bin_ / "python"), "-c", f"import {', '.join(modules)}; import forge; "
+                 f"assert '{into}' in forge.__file__, forge.__file__"], elsewhere)
+            if extra == "":
+                run("[core] forge --help", [str(bin_ / "forge"), "--help"], elsewhere, expect="usage")
+            if extra == "schema":
+                (elsewhere / "quickstart.py").write_text(quickstart())
+                run("[schema] the README's Quickstart", [str(bin_ / "python"), "quickstart.py"], elsewhere,
+                    expect="verified_success 2")
+        every = ",".join(e for e in extras if e != "test")
+        bin_ = environment(into, wheel, every, "pytest")  # forge.testing is a pytest plugin
+        run(f"[{every}] forge ui --help", [str(bin_ / "forge"), "ui", "--help"], elsewhere, expect="--db")
+        importer = ("import importlib, sys\n"
+                    f"for name in {shipped!r}:\n"
+                    "    importlib.import_module(name)\n"
+                    "print(len(sys.modules))\n")
+        run(f"[{every}] import each of the {len(shipped)} modules the wheel ships",
+            [str(bin_ / "python"), "-c", importer], elsewhere)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+"""Finds forge's packages for setuptools, so a new subpackage ships without being listed.
+
+Everything else about the build is in pyproject.toml. The built-in loop definitions live in
+the top-level machines/ folder and ship as the package forge.machines (mapped there by
+`package-dir` in pyproject.toml), which no search under forge/ can find: it is added here.
+"""
+
+from setuptools import find_packages, setup
+
+setup(packages=[*find_packages(include=["forge", "forge.*"]), "forge.machines"])
