@@ -37,3 +37,18 @@ holding = DurableLoop(AgentLoop([Tool("hold", {"hold"}, hold, required={"n"})],
                                 if len(state.observations) < 2 else Finish("held"),
                                 lambda o: o.tool_name == "finish"),
                       name="holding", db=os.environ["FORGE_TEST_DB"])
+
+
+def counted_hold(n: int) -> int:
+    """Logs each call (its n) to `FORGE_TEST_LEDGER`.held, then, for n == 2, waits as `hold`
+    does: a call the test can stop a worker in the middle of, and count."""
+    with open(os.environ["FORGE_TEST_LEDGER"] + ".held", "a") as log:
+        log.write(f"{n}\n")
+    return hold(n)
+
+
+counting = DurableLoop(AgentLoop([Tool("hold", {"hold"}, counted_hold, required={"n"})],
+                                 lambda goal, state: Intent.call("hold", n=len(state.observations) + 1)
+                                 if len(state.observations) < 3 else Finish("held"),
+                                 lambda o: o.tool_name == "finish"),
+                       name="counting", db=os.environ["FORGE_TEST_DB"])

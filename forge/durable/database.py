@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from forge.errors import UsageError
 
-__all__ = ["DEFAULT_DATABASE", "RunsDatabase", "database_url"]
+__all__ = ["DEFAULT_DATABASE", "RunsDatabase", "database_url", "shown_url"]
 
 DEFAULT_DATABASE = "forge-runs.sqlite"
 """The SQLite file a durable loop uses when given no database: in the working directory."""
@@ -52,6 +52,14 @@ def database_url(db: str | os.PathLike[str] | None) -> str:
         return text
     raise UsageError(f"database {text!r}: forge runs on SQLite (a path or sqlite:///PATH) or PostgreSQL "
                      "(postgresql://USER@HOST/DB)")
+
+
+def shown_url(url: str) -> str:
+    """`url` as it may be printed: a password in it is masked."""
+    try:
+        return str(sa.engine.make_url(url).render_as_string(hide_password=True))
+    except Exception:  # not a URL SQLAlchemy reads: print nothing of it that could be secret
+        return url.split("://", 1)[0] + "://…"
 
 
 def _engine_url(url: str) -> str:
@@ -320,6 +328,16 @@ class RunsDatabase:
             rows = connection.execute(sa.select(self.workers.c.executor_id).where(
                 self.workers.c.beat_at >= time.time() - within))
             return [row[0] for row in rows]
+
+    def hand_back(self, executor_id: str) -> None:
+        """Say that the worker `executor_id` stopped and left its runs to others: its last
+        beat becomes the epoch, so each live worker, and the next to start, finds it silent
+        at once and recovers its runs (then forgets it)."""
+        with self.engine.begin() as connection:
+            done = connection.execute(self.workers.update().where(self.workers.c.executor_id == executor_id)
+                                      .values(beat_at=0.0))
+            if done.rowcount == 0:
+                connection.execute(self.workers.insert().values(executor_id=executor_id, beat_at=0.0))
 
     def forget_worker(self, executor_id: str) -> None:
         with self.engine.begin() as connection:

@@ -88,6 +88,11 @@ class LiveTurns:
             if done is not None and done.stored:
                 self._quietly(done.performer.database.forget_live, run_id, turn)
 
+    def under_way(self) -> int:
+        """How many turns are under way in this process now."""
+        with self._lock:
+            return len(self._turns)
+
     def look(self) -> None:
         """Store what each followed turn fired since the last look."""
         with self._lock:

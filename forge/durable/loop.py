@@ -222,25 +222,38 @@ def _stop_at_exit() -> None:
         atexit.register(shutdown)
 
 
-def shutdown() -> None:
-    """Stop this process's DBOS. Runs in flight stay pending in the database, to be
-    recovered by the next process of this executor (or a worker); runs waiting here for an
-    answer are woken and leave their threads (they stay waiting, in the database), so the
-    process can exit. Called where an event loop runs, it stops from a thread of its own,
-    as `launch` does."""
-    _off_the_event_loop(_shutdown)
+def shutdown(grace: float = 0.0) -> list[str]:
+    """Stop this process's DBOS and return the ids of the runs it leaves pending here.
+
+    Each run under way here stops at its next call to the world, before making it; one in
+    a call is given `grace` seconds to finish it (its outcome is stored), so a recovery
+    does not make again what it did; one still in a call after that is recovered as after
+    a crash (its tool's `on_crash`). Runs waiting here for an answer are woken and leave
+    their threads. The runs left stay pending in the database, to be recovered by the next
+    process of this executor or handed to a worker (`forge.durable.worker`), so the process
+    can exit. Called where an event loop runs, it stops from a thread of its own, as
+    `launch` does."""
+    left: list[str] = _off_the_event_loop(_shutdown, grace)
+    return left
 
 
-def _shutdown() -> None:
-    if HOST.url is not None:
-        HOST.stopping.set()
-        for run_id, ended in list(HOST.waiting.items()):
-            DBOS.send(run_id, {"kind": "process stopping"}, ANSWER_TOPIC)  # an answer no wait accepts
-            ended.wait(timeout=10)
-        if HOST.database is not None:
-            HOST.database.close()
-        HOST.url = HOST.database = HOST.queue = None
-        DBOS.destroy(destroy_registry=False)
+def _shutdown(grace: float = 0.0) -> list[str]:
+    if HOST.url is None:
+        return []
+    HOST.stopping.set()
+    for run_id, ended in list(HOST.waiting.items()):
+        DBOS.send(run_id, {"kind": "process stopping"}, ANSWER_TOPIC)  # an answer no wait accepts
+        ended.wait(timeout=10)
+    until = time.monotonic() + grace
+    while HOST.turns.under_way() and time.monotonic() < until:
+        time.sleep(0.02)
+    left = [status.workflow_id for status in DBOS.list_workflows(
+        status="PENDING", executor_id=DBOS.executor_id, load_input=False, load_output=False)]
+    if HOST.database is not None:
+        HOST.database.close()
+    HOST.url = HOST.database = HOST.queue = None
+    DBOS.destroy(destroy_registry=False)
+    return left
 
 
 def executor_name() -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import pickle
+import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -37,7 +38,7 @@ from forge.machine.performers import Performer, Position, ReplayingPerformer
 from forge.policy import Intent
 from forge.tools import Tool
 
-__all__ = ["DurablePerformer", "InDoubt", "StoredTurn", "idempotency_key"]
+__all__ = ["DurablePerformer", "InDoubt", "ProcessStopping", "StoredTurn", "idempotency_key"]
 
 _KEY: ContextVar[str | None] = ContextVar("forge_durable_key", default=None)
 
@@ -80,6 +81,12 @@ class StoredTurn:
             self.rows += len(items)
 
 
+class ProcessStopping(BaseException):
+    """Ends a run's thread when its process shuts down: a waiting run's, or one under way
+    at its next call to the world. Not an Exception, so neither a stage nor DBOS records it:
+    the run stays pending, for recovery."""
+
+
 class DurablePerformer(ReplayingPerformer):
     """Answers the calls `stored` has (calling nothing), then performs live, storing each
     call as described in the module. `tools` are the run's tools by name (for `on_crash`);
@@ -91,13 +98,14 @@ class DurablePerformer(ReplayingPerformer):
     """
 
     __slots__ = ("_flush_settled", "_kept", "_pending", "approvals", "in_doubt", "note", "pinned", "run_id", "shown",
-                 "stored", "tools")
+                 "stopping", "stored", "tools")
 
     def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
                  sleep: Callable[[float], Any], pinned: Intent | None = None, approvals: Mapping[str, bool] | None = None,
                  in_doubt: InDoubt | None = None, patched: int | None = None, patch: Any = None,
-                 note: Mapping[str, Any] | None = None) -> None:
+                 note: Mapping[str, Any] | None = None, stopping: threading.Event | None = None) -> None:
         super().__init__(stored.calls, journal, run, patched, patch)
+        self.stopping = stopping or threading.Event()
         self.sleep = sleep
         self.stored, self.run_id, self.tools = stored, run_id, tools
         self.pinned, self.approvals, self.in_doubt = pinned, dict(approvals or {}), in_doubt
@@ -133,6 +141,8 @@ class DurablePerformer(ReplayingPerformer):
             run.firing.noted, self.note = self.note, None
         if not effect.kind or self.remaining:
             return super().call(effect)
+        if self.stopping.is_set():
+            raise ProcessStopping(self.run_id)
         self.shown = len(self._run().trace)  # type: ignore[union-attr]
         if effect.kind == "tool":
             return self._tool(effect)
@@ -192,6 +202,8 @@ class DurablePerformer(ReplayingPerformer):
     def wait(self, seconds: float, asynchronous: bool = False) -> Any:
         if self.remaining:
             return super().wait(seconds, asynchronous)
+        if self.stopping.is_set():
+            raise ProcessStopping(self.run_id)
         self.shown = len(self._run().trace)  # type: ignore[union-attr]
         return Performer.wait(self, seconds, asynchronous)
 

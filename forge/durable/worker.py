@@ -5,6 +5,11 @@ and, when a worker restarts, recovers that worker's unfinished runs; a worker th
 comes back is noticed here: each worker beats in `forge_workers`, and a live worker that
 sees a peer silent for `dead_after` seconds asks DBOS to recover the peer's runs (DBOS's
 recovery is idempotent: when two live workers both try, one gets each run).
+
+A worker stopped politely (SIGTERM, Ctrl-C, `stop`) strands nothing: it takes no new call,
+lets each run in a call finish it (up to `grace` seconds), leaves every run pending at its
+next call or wait, and hands them back: its beat becomes the epoch, so a live worker, or the
+next one to start, recovers them at once.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from dbos import DBOS
@@ -26,9 +32,12 @@ _log = logging.getLogger("forge.durable")
 
 
 def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id: str | None = None,
-         beat_every: float = 1.0, dead_after: float = 5.0, stop: threading.Event | None = None) -> None:
-    """Take runs from the queue until `stop` is set or the process gets SIGTERM/SIGINT.
-    The durable loops the runs name must exist in this process (made before calling).
+         beat_every: float = 1.0, dead_after: float = 5.0, stop: threading.Event | None = None,
+         grace: float = 30.0, started: Callable[[], object] | None = None) -> list[str]:
+    """Take runs from the queue until `stop` is set or the process gets SIGTERM/SIGINT,
+    then hand back the runs left here (see the module) and return their ids. The durable
+    loops the runs name must exist in this process (made before calling). `started` is
+    called once the worker takes runs and a signal stops it politely.
 
     Raises:
         UsageError: no DurableLoop exists in this process, or DBOS runs on another database.
@@ -39,6 +48,8 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         raise UsageError("a worker needs the durable loops its runs name: make them (DurableLoop(...)) first")
     if concurrency < 1:
         raise UsageError(f"concurrency must be at least 1, got {concurrency}")
+    if grace < 0:
+        raise UsageError(f"grace must be at least 0 seconds, got {grace}")
     me = executor_id or executor_name()
     launch(db, executor_id=me, concurrency=concurrency, worker=True)
     database = HOST.database
@@ -48,6 +59,8 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
     _log.info("worker %s taking runs of %s from %s", me, ", ".join(sorted(LOOPS)), HOST.url)
+    if started is not None:
+        started()
     try:
         while not stop.is_set():
             database.beat(me)
@@ -56,8 +69,10 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
                 database.forget_worker(silent)
             stop.wait(beat_every)
     finally:
-        database.forget_worker(me)
-        shutdown()
+        left = shutdown(grace)
+        database.hand_back(me)  # even with none listed: a run dequeued as DBOS stopped is found by its executor
+    _log.info("worker %s stopped; handed back %d runs", me, len(left))
+    return left
 
 
 CHECKED_DBOS = "3."

@@ -29,7 +29,7 @@ from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.live import LiveTurns
-from forge.durable.performer import DurablePerformer, StoredTurn
+from forge.durable.performer import DurablePerformer, ProcessStopping, StoredTurn
 from forge.errors import UsageError
 from forge.machine.journal import ForkOrigin
 from forge.machine.stages import NotFingerprintable, request_fingerprint
@@ -98,11 +98,6 @@ class Host:
 HOST = Host()
 LOOPS, STOPPING, WAITING_HERE = HOST.loops, HOST.stopping, HOST.waiting  # the names earlier releases exported
 
-
-
-class ProcessStopping(BaseException):
-    """Ends a waiting run's thread when its process shuts down. Not an Exception, so
-    neither a stage nor DBOS records it: the run stays pending, for recovery."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +262,8 @@ class _Workflow:
             performers.append(DurablePerformer(
                 stored, journal, run, run_id=self.run_id, tools=run.config.tools, sleep=run.config.sleep,
                 pinned=plan.pinned, approvals=plan.approvals, in_doubt=self.in_doubt, note=plan.note,
-                patched=forked.get("patched") if forked else None, patch=forked.get("patch") if forked else None))
+                patched=forked.get("patched") if forked else None, patch=forked.get("patch") if forked else None,
+                stopping=HOST.stopping))
             if forked is not None:
                 journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
             registry.replaying = lambda: performers[0].remaining > 0

@@ -1,0 +1,99 @@
+"""A `forge worker` stopped politely (SIGTERM, Ctrl-C) strands none of its runs: it lets a
+run in a call finish it, and hands back every run it held, so another worker takes it on.
+Real worker processes on a SQLite runs database."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from forge.durable import Answer
+from forge.durable.runs import StoredRuns
+
+LOOPS = str(Path(__file__).with_name("durable_workers.py"))
+pytestmark = pytest.mark.slow
+
+
+def start_worker(db: str, ledger: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=db)
+    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", db, "--loops", LOOPS],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = worker.stdout.readline()  # type: ignore[union-attr]
+    assert "serving loops" in started, started + worker.stderr.read()  # type: ignore[union-attr]
+    return worker
+
+
+def stop(worker: subprocess.Popen[str], signum: int) -> str:
+    worker.send_signal(signum)
+    out, err = worker.communicate(timeout=60)
+    assert worker.returncode == 0, err[-3000:]
+    return out
+
+
+def eventually(check, seconds: float = 60.0):
+    for _ in range(int(seconds / 0.05)):
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("not reached in time")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_run_waiting_for_approval_goes_on_in_the_next_worker_after_a_polite_stop(tmp_path, signum):
+    db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
+    with StoredRuns(db, create=True) as runs:
+        runs.submit("filing-approved", "file every item", "waits")
+        first = start_worker(db, ledger)
+        try:
+            asked = runs.wait("waits", timeout=60)
+            assert asked.status == "waiting"
+        finally:
+            said = stop(first, signum)
+        assert "stopped; handed back 1 run to the other workers: waits" in said
+        runs.resume("waits", Answer.approve(asked.waiting.fingerprint))
+        second = start_worker(db, ledger)
+        try:
+            again = runs.wait("waits", timeout=60, answers=1)
+        finally:
+            stop(second, signal.SIGTERM)
+    assert again.status == "waiting" and again.waiting.fingerprint != asked.waiting.fingerprint  # the next write's
+    calls = [line.split("\t")[0] for line in Path(f"{ledger}.calls").read_text().splitlines()]
+    assert calls.count("write_entry") == 1  # the approved write ran once, in the second worker
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_run_stopped_mid_tool_finishes_its_call_and_the_next_worker_goes_on_without_calling_it_again(tmp_path, signum):
+    db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
+    held = Path(f"{ledger}.held")
+    with StoredRuns(db, create=True) as runs:
+        runs.submit("counting", "hold on", "mid-tool")
+        first = start_worker(db, ledger)
+        try:
+            eventually(lambda: held.exists() and held.read_text().splitlines() == ["1", "2"])  # in its second call
+            first.send_signal(signum)
+            time.sleep(0.5)  # the worker is stopping while the call is still under way
+            assert first.poll() is None, "the worker waits for the call it is in"
+            Path(f"{ledger}.release").touch()
+        finally:
+            said = stop(first, signum)
+        assert "stopped; handed back 1 run to the other workers: mid-tool" in said
+        assert held.read_text().splitlines() == ["1", "2"]  # stopped before its next call
+        second = start_worker(db, ledger)
+        try:
+            done = runs.wait("mid-tool", timeout=60)
+        finally:
+            stop(second, signal.SIGTERM)
+    assert (done.status, done.reason) == ("finished", "verified_success")
+    assert held.read_text().splitlines() == ["1", "2", "3"]  # each call made once: the held one not again
+
+
+def test_a_worker_with_nothing_under_way_stops_saying_it_handed_back_nothing(tmp_path):
+    db = str(tmp_path / "runs.sqlite")
+    StoredRuns(db, create=True).close()
+    said = stop(start_worker(db, tmp_path / "ledger"), signal.SIGTERM)
+    assert "stopped; handed back 0 runs" in said
