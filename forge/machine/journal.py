@@ -29,7 +29,8 @@ number fired (so it stands before that transition's record)::
   seconds. Values without a canonical form hash their `repr`. (Kept small in memory: a run
   holds a few entries per step.)
 - Exactly one of `value` (what it returned) and `error` (what it raised:
-  `{"type": "module:QualName", "message": …, "args": […], "attributes": {…}}`) is present.
+  `{"type": "module:QualName", "kind": …, "message": …, "args": […], "attributes": {…}}`,
+  see `forge.machine.recorded`: reading it imports nothing) is present.
   A policy's decision is `{"$forge": "intent", …}` or `{"$forge": "finish", "answer": …}`.
 - `asked` (policy calls only) is what the policy was asked: `{"goal": …, "observations": n}`;
   a replay from the file takes its goal from the first one.
@@ -43,9 +44,7 @@ with `JournalEncodeError` naming the call, unless the journal has a codec
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import importlib
 import json
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,6 +53,7 @@ from typing import Any, Protocol
 
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.columns import Columns
+from forge.machine.recorded import RecordedError, error_from, error_json  # noqa: F401 (RecordedError lived here first)
 
 __all__ = [
     "JOURNAL_KINDS",
@@ -189,7 +189,7 @@ class JournalEntry:
             kind = data["kind"]
             if kind not in JOURNAL_KINDS:
                 raise UsageError(f"unknown call kind {kind!r} (expected one of {', '.join(JOURNAL_KINDS)})")
-            error = _error_from(data["error"]) if "error" in data else None
+            error = error_from(data["error"]) if "error" in data else None
             value = None if error is not None else _decode(data["value"], codec)
             messages = data.get("messages", [])
             if not isinstance(messages, list):
@@ -237,7 +237,8 @@ class Journal(Columns[JournalEntry]):
     """A run's journal: its entries in the order the calls were made.
 
     Kept as columns, like the trace, and made into `JournalEntry`s when read: a long run
-    keeps a few of these per step. `codec` is what `write_trace` writes odd values with;
+    keeps a few of these per step. `codec` is what `write_trace` writes odd values with,
+    and `redact` what it masks them with (the loop's, `forge.machine.redaction`);
     `forked_from` is set on a forked run's journal (`AgentLoop.fork`).
     """
 
@@ -253,12 +254,14 @@ class Journal(Columns[JournalEntry]):
         "_value",
         "codec",
         "forked_from",
+        "redact",
         "run_id",
     )
 
     def __init__(self, entries: Iterable[JournalEntry] = (), run_id: str = "", codec: JournalCodec | None = None) -> None:
         self.run_id, self.codec = run_id, codec
         self.forked_from: ForkOrigin | None = None
+        self.redact: Any = None
         self._kinds: list[tuple[str, str]] = []
         self._kind_ids: dict[tuple[str, str], int] = {}
         self._kind = array("i")
@@ -392,41 +395,7 @@ def _decode(data: Any, codec: JournalCodec | None) -> Any:
 
 
 def _error_json(error: BaseException) -> dict[str, Any]:
-    kind = type(error)
-    attributes = {name: value for name, value in getattr(error, "__dict__", {}).items()
-                  if not name.startswith("_") and _json_problem(value) is None}
-    return {"type": f"{kind.__module__}:{kind.__qualname__}", "message": str(error),
-            "args": [arg if _json_problem(arg) is None else repr(arg) for arg in error.args],
-            "attributes": attributes}
-
-
-class RecordedError(Exception):
-    """An exception read from a journal whose class cannot be imported here: it keeps the
-    recorded type name and message."""
-
-
-def _error_from(data: Any) -> BaseException:
-    """The exception a journal line recorded, of its own class when that can be imported
-    (made without calling its `__init__`: the recorded args and attributes are set as they
-    were), else a `RecordedError` with the same text."""
-    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-        raise UsageError("'error' must be an object with a 'type'")
-    module_name, _, qualname = data["type"].partition(":")
-    kind: Any = None
-    try:
-        kind = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            kind = getattr(kind, part)
-    except (ImportError, AttributeError, ValueError):
-        kind = None
-    if not (isinstance(kind, type) and issubclass(kind, BaseException)):
-        return RecordedError(f"{data['type']}: {data.get('message', '')}")
-    error: BaseException = kind.__new__(kind)
-    error.args = tuple(data.get("args") or ())
-    for name, value in (data.get("attributes") or {}).items():
-        with contextlib.suppress(AttributeError):
-            setattr(error, name, value)
-    return error
+    return error_json(error, lambda value: _json_problem(value) is None)
 
 
 def _short(value: Any) -> str:

@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 from forge.machine.effects import SYNCHRONOUS, AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
 from forge.machine.journal import Journal, JournalEntry, JournalMiss
+from forge.machine.recorded import revived
 
 __all__ = ["ForkingPerformer", "Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
 
@@ -164,8 +165,15 @@ class ReplayingPerformer(Performer):
         if entry.messages and effect.conversation is not None:
             effect.conversation.extend(entry.messages)
         if entry.error is not None:
-            raise entry.error
+            raise self._revived(effect, entry.error)
         return entry.value
+
+    def _revived(self, effect: Call, error: BaseException) -> BaseException:
+        """A recorded tool error as the class its tool declares (`Tool.raises`), when the
+        recorded type names one (`forge.machine.recorded.revived`)."""
+        run: Any = self._run()
+        tool = run.config.tools.get(effect.name) if effect.kind == "tool" and run is not None else None
+        return error if tool is None or not tool.raises else revived(error, tool.raises)
 
     def wait(self, seconds: float, asynchronous: bool = False) -> Any:
         transition, step = self.where()

@@ -1,0 +1,128 @@
+"""Reading a journal, trace or cassette never imports or runs anything: a recorded error is
+rebuilt from builtins, forge's own classes and the classes a loop's tools declare, and any
+other keeps its kind (retried, reported) and its text."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from builders import forge
+
+from forge import AgentLoop, Finish, Intent, Tool, ToolError, TransientToolError, write_trace
+from forge.machine.recorded import RecordedError, error_from
+from forge.machine.trace import read_journal
+from forge.observe import LoopObserver
+
+EVIL = '''from pathlib import Path
+Path({marker!r}).write_text("imported")
+
+class Boom(Exception):
+    pass
+'''
+
+
+def crafted_call(error_type: str, kind: str | None = None) -> dict:
+    error = {"type": error_type, "message": "boom", "args": ["boom"], "attributes": {}}
+    if kind is not None:
+        error["kind"] = kind
+    return {"v": 3, "type": "call", "run_id": "r", "transition": 1, "step": 1, "kind": "tool", "name": "t",
+            "args_sha256": "0" * 64, "error": error}
+
+
+def test_reading_a_journal_never_imports_the_module_a_recorded_error_names(tmp_path, monkeypatch):
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_forge_probe.py").write_text(EVIL.format(marker=str(marker)))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "crafted.jsonl"
+    path.write_text(json.dumps(crafted_call("evil_forge_probe:Boom")) + "\n")
+    error = read_journal(path)[0].error
+    assert not marker.exists()
+    assert "evil_forge_probe" not in sys.modules
+    assert isinstance(error, RecordedError) and type(error).__name__ == "Boom" and str(error) == "boom"
+
+
+def test_forge_diff_of_a_crafted_file_imports_nothing(tmp_path):
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_forge_probe.py").write_text(EVIL.format(marker=str(marker)))
+    record = {"v": 2, "run_id": "r", "at": "2026-01-01T00:00:00+00:00", "sequence": 1, "step": 0,
+              "source": "select_tool", "trigger": "select", "dest": "execute_tool", "verdict": "selected",
+              "guards": {}, "duration_s": 0.0, "detail": {}, "machine": "single_agent"}
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / name).write_text(json.dumps(crafted_call("evil_forge_probe:Boom")) + "\n" + json.dumps(record) + "\n")
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tmp_path)
+    try:
+        forge("diff", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"), cwd=tmp_path)
+    finally:
+        os.environ.pop("PYTHONPATH") if old is None else os.environ.__setitem__("PYTHONPATH", old)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(("kind", "base"), [("transient", TransientToolError), ("tool_error", ToolError)])
+def test_an_unknown_error_class_keeps_its_recorded_kind(kind, base):
+    error = error_from(crafted_call("somewhere:Odd", kind)["error"])
+    assert isinstance(error, base) and isinstance(error, RecordedError)
+
+
+def test_builtin_and_forge_errors_are_rebuilt_as_their_own_class():
+    assert type(error_from({"type": "builtins:KeyError", "args": ["k"]})) is KeyError
+    rebuilt = error_from({"type": "forge.agent.retry:TransientToolError", "kind": "transient", "args": ["x"],
+                          "attributes": {"retry_after": 2.0}})
+    assert type(rebuilt) is TransientToolError and rebuilt.retry_after == 2.0
+
+
+def test_a_recorded_kind_that_is_not_known_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"'error.kind' must be one of .*'sometimes'"):
+        error_from({"type": "x:Y", "kind": "sometimes"})
+
+
+def flaky_loop(error_class: type[BaseException], *, declared: bool = False) -> AgentLoop:
+    calls = {"n": 0}
+
+    def fetch() -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise error_class("try again")
+        return "page"
+
+    return AgentLoop([Tool("fetch", {"fetch"}, fetch, raises=[error_class] if declared else [])],
+                     lambda goal, state: Finish("done") if state.observations else Intent.call("fetch"),
+                     lambda o: o.tool_name == "finish")
+
+
+def test_a_transient_error_class_made_inside_a_function_replays_from_a_file_as_retried(tmp_path):
+    class LocalBusy(TransientToolError):
+        pass
+
+    loop = flaky_loop(LocalBusy)
+    result = loop.run("fetch it")
+    assert result.reason == "verified_success"
+    path = write_trace(result.trace, tmp_path / "run.jsonl", journal=result.journal)
+    again = loop.replay(path)
+    assert again.reason == "verified_success" and again.trace == result.trace
+
+
+class Busy(TransientToolError):
+    """Declared by the tool: a replay rebuilds it as this class."""
+
+
+class Attempts(LoopObserver):
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+
+    def tool_attempt(self, run, attempt) -> None:
+        if attempt.error is not None:
+            self.errors.append(attempt.error)
+
+
+def test_a_replay_rebuilds_an_error_class_its_tool_declares(tmp_path):
+    loop = flaky_loop(Busy, declared=True)
+    result = loop.run("fetch it")
+    path = write_trace(result.trace, tmp_path / "run.jsonl", journal=result.journal)
+    assert not any(type(entry.error) is Busy for entry in read_journal(path))  # the file alone: not rebuilt
+    seen = Attempts()
+    assert loop.replay(path, observers=[seen]).reason == "verified_success"
+    assert [type(error) for error in seen.errors] == [Busy]
