@@ -498,12 +498,23 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from forge.durable.database import database_url, shown_url
+    from forge.durable.loop import executor_name
     from forge.durable.worker import work
+    from forge.durable.workflow import LOOPS
     from forge.scenario import import_target
 
     for target in args.loops:
         import_target(target)  # makes the DurableLoops the runs name
-    work(args.db, args.concurrency)
+    me = executor_name()
+    serving = (f"forge worker {me}: serving loops {', '.join(sorted(LOOPS)) or '(none)'} from "
+               f"{shown_url(database_url(args.db))}, {args.concurrency} runs at once; Ctrl-C or SIGTERM stops it "
+               "and hands its runs back")
+    left = work(args.db, args.concurrency, executor_id=me, grace=args.grace,
+                started=lambda: print(serving, flush=True))
+    handed = f": {', '.join(left[:10])}{' …' if len(left) > 10 else ''}" if left else ""
+    print(f"forge worker {me}: stopped; handed back {len(left)} run{'s' if len(left) != 1 else ''} "
+          f"to the other workers{handed}", flush=True)
     return 0
 
 
@@ -677,6 +688,9 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--loops", action="append", required=True, metavar="MODULE",
                         help="a .py file or module that makes the DurableLoops (repeatable)")
     worker.add_argument("--concurrency", type=_positive, default=4, help="runs at once in this worker (default 4)")
+    worker.add_argument("--grace", type=_seconds, default=30.0, metavar="SECONDS",
+                        help="when stopped, how long a run in a call may take to finish it before its run is "
+                             "handed back (default 30)")
     worker.set_defaults(handler=_worker)
 
     inspect = commands.add_parser("inspect", help="write a self-contained HTML page that replays a recorded run")
@@ -723,6 +737,16 @@ def _installed_version() -> str:
     import forge
 
     return str(forge.__version__)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:

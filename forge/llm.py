@@ -375,8 +375,14 @@ def _content_of(observation: Observation) -> str:
     if observation.status != "ok":
         return f"error: {payload}"
     if isinstance(payload, str):
-        return payload
-    try:
-        return json.dumps(payload, default=str)
-    except (TypeError, ValueError):
-        return repr(payload)
+        text = payload
+    else:
+        try:
+            text = json.dumps(payload, default=str)
+        except (TypeError, ValueError):
+            text = repr(payload)
+    if observation.repeat_of is not None:
+        earlier = f"step {observation.repeat_of}" if observation.repeat_of else "an earlier run"
+        return (f"not run again: this exact call already ran at {earlier}, and a side effect runs once; "
+                f"what it returned then: {text}")
+    return text

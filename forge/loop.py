@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect  # already loaded by dataclasses: importing it here costs nothing
 import logging
 import os
@@ -287,6 +288,7 @@ class AgentLoop:
             registry = self.registry if self.registry is not None else IdempotencyRegistry()
         loop_state = LoopState() if state is None else state.continued()
         journal = Journal(run_id=run_id, codec=self.codec)
+        journal.redact = self._config.redact
         run = Run(goal=goal, config=self._config, state=timed_out or self.definition.initial, registry=registry,
                   loop_state=loop_state, counts=RunCounts(messages_seen=len(loop_state.messages)),
                   first_message=len(loop_state.messages),
@@ -580,16 +582,34 @@ def _default_observers() -> Observers:
 def _keep_trace(folder: Path, trace: Trace) -> None:
     """Write a finished run's trace to `folder` (what `FORGE_TRACE_DIR` asks, for `forge
     cover`) as RUN_ID.jsonl, or RUN_ID.N.jsonl when a run of that id was kept already (a
-    durable run's next turn). Never fails the run: a folder it cannot write to is logged."""
+    durable run's next turn); RUN_ID is the run id made a safe file name (`trace_file_name`),
+    so no run id writes outside `folder`. Never fails the run: a folder it cannot write to
+    is logged."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        path, number = folder / f"{trace.run_id}.jsonl", 1
+        name = trace_file_name(trace.run_id)
+        path, number = folder / f"{name}.jsonl", 1
         while path.exists():
             number += 1
-            path = folder / f"{trace.run_id}.{number}.jsonl"
+            path = folder / f"{name}.{number}.jsonl"
         write_trace(trace, path)
-    except OSError as error:
-        logging.getLogger("forge").warning("FORGE_TRACE_DIR: cannot keep the trace of run %s: %s", trace.run_id, error)
+    except (OSError, ValueError) as error:
+        logging.getLogger("forge").warning("FORGE_TRACE_DIR: cannot keep the trace of run %r: %s", trace.run_id, error)
+
+
+def trace_file_name(run_id: str) -> str:
+    """`run_id` as one file name that stays in its folder: percent-encoded but for letters,
+    digits, `_`, `-` and inner dots (so `../x`, `/etc/x`, a NUL byte or a lone surrogate
+    cannot escape or fail), and a long id cut, with a hash of the whole kept, to fit 200
+    bytes. An id made of those characters only is its own file name."""
+    from urllib.parse import quote
+
+    encoded = quote(run_id.encode("utf-8", "surrogatepass"), safe="-_.")
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    if len(encoded) > 200:
+        encoded = f"{encoded[:150]}~{hashlib.sha256(encoded.encode()).hexdigest()[:16]}"
+    return encoded
 
 
 def _inspector(result: LoopResult) -> str:

@@ -27,7 +27,6 @@ values.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -39,7 +38,8 @@ import pytest
 
 from forge.errors import UsageError
 from forge.files import write_atomically
-from forge.machine.journal import JournalEntry, JournalMiss
+from forge.machine.journal import JournalMiss
+from forge.machine.redaction import redacted_journal
 from forge.machine.trace import Redact, TransitionRecord, in_file_order, redacted_messages
 
 if TYPE_CHECKING:
@@ -120,8 +120,11 @@ def cassette(request: pytest.FixtureRequest) -> Cassette:
 def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Redact | None = None) -> Path:
     """Write `result`'s trace and journal to `path` as a cassette (see the module): sorted
     keys, no times, `redact` applied. Raises JournalEncodeError as `write_trace` does."""
-    journal = redacted_journal(result.journal, redact)
+    journal = redacted_journal(result.journal, redact, result.trace)
     calls = [entry.to_json(codec) for entry in journal]
+    for call in calls:
+        if "messages" in call:
+            call["messages"] = _timeless(call["messages"])
     records = (_stable(record, redact) for record in result.trace)
     return write_atomically(path, map(_line, in_file_order(records, calls)))
 
@@ -133,39 +136,20 @@ def _line(data: Mapping[str, Any]) -> str:
 def _stable(record: TransitionRecord, redact: Redact | None) -> dict[str, Any]:
     data = replace(record, at=0.0, duration_s=0.0).to_json()
     messages = data["detail"].get("messages")
-    if redact is not None and isinstance(messages, list):
-        data["detail"]["messages"] = redacted_messages(messages, redact)
+    if isinstance(messages, list):
+        data["detail"]["messages"] = _timeless(redacted_messages(messages, redact) if redact is not None else messages)
     return data
 
 
-def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None) -> list[JournalEntry]:
-    """`journal` with `redact` applied to what it keeps: a tool's arguments (its hash is
-    made of the masked arguments, so a replay of the masked decision matches it) and
-    result, a decision's arguments, an approver's fingerprint (made of the masked
-    arguments), and the messages a policy added."""
-    entries = list(journal)
-    if redact is None:
-        return entries
-    from forge.machine.stages import NotFingerprintable, request_fingerprint
-    from forge.policy import Intent
+def _timeless(messages: Sequence[Any]) -> list[Any]:
+    """`messages` without the wall-clock parts of a model call's usage (`started`,
+    `seconds`), so two recordings of one run are the same file."""
+    from forge.usage import USAGE_KEY
 
-    tool_of_step = {e.step: (e.name, e.identity) for e in entries if e.kind == "tool" and e.identity is not None}
     out = []
-    for entry in entries:
-        if entry.kind == "tool" and entry.identity is not None:
-            masked = redact(entry.name, "arguments", entry.identity)
-            value = entry.value if entry.error is not None else redact(entry.name, "payload", entry.value)
-            entry = replace(entry, identity=masked, value=value)
-        elif entry.kind == "policy" and isinstance(entry.value, Intent) and entry.step in tool_of_step:
-            name = tool_of_step[entry.step][0]
-            intent = entry.value
-            entry = replace(entry, value=Intent(intent.capabilities, redact(name, "arguments", intent.arguments),
-                                                intent.idempotency_key, tool=intent.tool))
-        elif entry.kind == "approver" and entry.step in tool_of_step:
-            name, arguments = tool_of_step[entry.step]
-            with contextlib.suppress(NotFingerprintable):  # then the call was refused before it was asked
-                entry = replace(entry, identity=request_fingerprint(name, redact(name, "arguments", arguments)))
-        if entry.messages:
-            entry = replace(entry, messages=tuple(redacted_messages(entry.messages, redact)))
-        out.append(entry)
+    for message in messages:
+        usage = message.get(USAGE_KEY) if isinstance(message, dict) else None
+        if isinstance(usage, dict):
+            message = {**message, USAGE_KEY: {**usage, "started": None, "seconds": None}}
+        out.append(message)
     return out

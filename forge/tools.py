@@ -39,6 +39,14 @@ class Tool:
     exception ends the run in `fatal_error`). `is_error(value)`, when given, classifies a
     returned value (`{"error": ...}`) as a `retryable_error` too.
 
+    A `side_effect` tool that is `repeatable` makes each decision to call it a new act:
+    the same call decided again runs again (reboot, then reboot again), while a retry of
+    one decision, or a crash recovery, still runs it once. `raises` lists the tool's own
+    error classes, so a replay from a file rebuilds them as what they were
+    (`forge.machine.recorded`). Without `capabilities` the tool is selected by name only
+    (`Intent.call(name, ...)`). A `schema` that says `integer` gets a whole float as an int
+    (5.0 → 5; 5.5 is refused), as a `@tool`'s type hint does.
+
     `on_crash` matters to durable runs (`forge.durable`) only: a call that was running when
     the process died is called again with the same idempotency key (`"retry"`, the
     default: at-least-once, made safe by the key), or, with `"ask"`, the run waits in
@@ -47,7 +55,9 @@ class Tool:
     Raises:
         ValueError: blank name, a non-callable handler, an argument that is
             both required and optional, a schema that is not valid JSON Schema, `errors`
-            other than "raise" or "report", or `on_crash` other than "retry" or "ask".
+            other than "raise" or "report", `on_crash` other than "retry" or "ask", a
+            `raises` entry that is not an exception class, or `repeatable` without
+            `side_effect`.
     """
 
     name: str
@@ -61,12 +71,14 @@ class Tool:
     errors: str = "raise"
     is_error: Callable[[Any], bool] | None = None
     on_crash: str = "retry"
+    repeatable: bool = False
+    raises: tuple[type[BaseException], ...] = ()
     _contract: ToolContract | None = field(default=None, repr=False, compare=False)
 
     def __init__(
         self,
         name: str,
-        capabilities: Iterable[str],
+        capabilities: Iterable[str] = frozenset(),
         handler: Callable[..., Any] | None = None,
         required: Iterable[str] = frozenset(),
         optional: Iterable[str] = frozenset(),
@@ -77,6 +89,8 @@ class Tool:
         errors: str = "raise",
         is_error: Callable[[Any], bool] | None = None,
         on_crash: str = "retry",
+        repeatable: bool = False,
+        raises: Iterable[type[BaseException]] = (),
     ) -> None:
         object.__setattr__(self, "name", name)
         if handler is None:
@@ -96,6 +110,13 @@ class Tool:
         object.__setattr__(self, "errors", errors)
         object.__setattr__(self, "is_error", is_error)
         object.__setattr__(self, "on_crash", on_crash)
+        object.__setattr__(self, "repeatable", bool(repeatable))
+        object.__setattr__(self, "raises", tuple(raises))
+        if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.raises):
+            raise UsageError(f"tool {name!r}: raises must list exception classes, got {list(self.raises)!r}")
+        if self.repeatable and not self.side_effect:
+            raise UsageError(f"tool {name!r}: repeatable=True says each call is a new side effect; it needs "
+                             "side_effect=True (a tool without side effects runs every time anyway)")
         if on_crash not in ("retry", "ask"):
             raise UsageError(f"tool {name!r}: on_crash must be 'retry' or 'ask', got {on_crash!r}")
         if errors not in ("raise", "report"):
@@ -119,12 +140,13 @@ class Tool:
                 f"tool {self.name!r}: arguments both required and optional: {', '.join(sorted(both))}"
             )
         object.__setattr__(self, "_contract", ToolContract(self.name, self.required, self.handler, self.optional,
-                                                           self.schema))
+                                                           self.schema, _whole_integers(self.schema)))
 
     @classmethod
     def from_function(cls, function: Callable[..., Any], capabilities: Iterable[str] | None = None,
                       side_effect: bool = False, name: str | None = None, *, errors: str = "raise",
-                      is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry") -> Tool:
+                      is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry",
+                      repeatable: bool = False, raises: Iterable[type[BaseException]] = ()) -> Tool:
         """A tool whose name, arguments, JSON Schema and description come from `function`.
 
         Parameters without a default are required, the others optional; each one's type hint
@@ -145,7 +167,8 @@ class Tool:
         doc = inspect.getdoc(function) or ""
         made = cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
                    required, optional, side_effect, description=doc.split("\n\n", 1)[0].replace("\n", " "),
-                   schema=schema, errors=errors, is_error=is_error, on_crash=on_crash)
+                   schema=schema, errors=errors, is_error=is_error, on_crash=on_crash, repeatable=repeatable,
+                   raises=raises)
         object.__setattr__(made, "_contract", replace(made.contract, convert=_converter(tool_name, model)))
         return made
 
@@ -183,10 +206,12 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, capabilities: Iterable[str] | None = None, side_effect: bool = False, name: str | None = None,
          errors: str = "raise", is_error: Callable[[Any], bool] | None = None,
-         on_crash: str = "retry") -> Callable[[Callable[..., Any]], Tool]: ...
+         on_crash: str = "retry", repeatable: bool = False,
+         raises: Iterable[type[BaseException]] = ()) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterable[str] | None = None,
          side_effect: bool = False, name: str | None = None, errors: str = "raise",
-         is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry") -> Tool | Callable[[Callable[..., Any]], Tool]:
+         is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry", repeatable: bool = False,
+         raises: Iterable[type[BaseException]] = ()) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """`@tool` or `@tool(capabilities=..., side_effect=True, name=..., errors="report")`:
     `Tool.from_function` as a decorator. The decorated name is the Tool, still callable as
     the function."""
@@ -195,9 +220,39 @@ def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterabl
 
     def decorate(inner: Callable[..., Any]) -> Tool:
         return Tool.from_function(inner, capabilities, side_effect, name, errors=errors, is_error=is_error,
-                                  on_crash=on_crash)
+                                  on_crash=on_crash, repeatable=repeatable, raises=raises)
 
     return decorate
+
+
+def _whole_integers(schema: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], Mapping[str, Any]] | None:
+    """For a `schema=` tool: checked arguments with each whole float the schema says is an
+    `integer` made an int (JSON Schema counts 5.0 as an integer and refuses 5.5 before this
+    runs), through nested objects and arrays; None when the schema names no integer."""
+    if schema is None or "integer" not in repr(schema):
+        return None
+
+    def integer_only(part: Mapping[str, Any]) -> bool:
+        kind = part.get("type")
+        kinds = kind if isinstance(kind, list) else [kind]
+        return "integer" in kinds and "number" not in kinds
+
+    def made(value: Any, part: Any) -> Any:
+        if not isinstance(part, Mapping):
+            return value
+        if isinstance(value, float) and value.is_integer() and integer_only(part):
+            return int(value)
+        if isinstance(value, dict) and isinstance(part.get("properties"), Mapping):
+            return {key: made(item, part["properties"].get(key)) for key, item in value.items()}
+        if isinstance(value, list) and isinstance(part.get("items"), Mapping):
+            return [made(item, part["items"]) for item in value]
+        return value
+
+    def convert(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        converted: Mapping[str, Any] = made(dict(arguments), schema)
+        return converted
+
+    return convert
 
 
 def _converter(name: str, model: Any) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:

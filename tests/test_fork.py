@@ -290,3 +290,25 @@ def test_trace_messages_pass_through_redact():
     result = AgentLoop([stub.tool], chatty, verify=lambda o: True, redact=redact, max_steps=3).run("go")
     assert "abc" not in str([record.detail for record in result.trace])
     assert '"key": "***"' in str(result.trace[0].detail["messages"])
+
+
+@pytest.mark.parametrize("data", [
+    {"tool_error": "x", "retryable": "false"},
+    {"tool_error": "x", "retryable": 0},
+    {"decision": {"tool": "a", "argumentz": {}}},
+    {"decision": {"capabilities": "read"}},
+    {"decision": {"capabilities": ["read", 3]}},
+    {"decision": {"tool": "a", "capabilities": ["read"]}},
+    {"decision": {"finish": "done", "tool": "a"}},
+    {"decision": {"tool": ""}},
+])
+def test_a_patch_of_the_wrong_type_is_refused_naming_the_field(data):
+    with pytest.raises(ValueError, match="retryable|decision"):
+        Patch.from_json(data)
+
+
+def test_a_patch_says_retryable_only_with_true():
+    from forge import ToolError
+
+    assert not isinstance(Patch.from_json({"tool_error": "x", "retryable": False}).error, ToolError)
+    assert isinstance(Patch.from_json({"tool_error": "x", "retryable": True}).error, ToolError)

@@ -22,12 +22,19 @@ OBSERVATION_STATUSES: frozenset[str] = frozenset({"ok", "retryable_error", "fata
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """One tool call's outcome. `sequence` counts from 1 in call order."""
+    """One tool call's outcome. `sequence` counts from 1 in call order.
+
+    `repeat_of` is set when the call was not run again: a side effect decided again with
+    the same arguments (or idempotency key) is answered from the idempotency registry with
+    what it returned the first time, and `repeat_of` is the step that ran it (0 when an
+    earlier run, or an earlier turn of this conversation, did). None: the call ran now.
+    """
 
     sequence: int
     tool_name: str
     status: Status
     payload: Any
+    repeat_of: int | None = None
 
     @property
     def answer(self) -> Any:
@@ -138,12 +145,14 @@ class LoopState:
         self._names.append(tool_name)
         self._counts[tool_name] = self._counts.get(tool_name, 0) + 1
 
-    def record(self, tool_name: str, status: str, payload: Any, *, action: str | None = None) -> Observation:
+    def record(self, tool_name: str, status: str, payload: Any, *, action: str | None = None,
+               repeat_of: int | None = None) -> Observation:
         """Append the next observation and return it.
 
         `fatal_error` sets `terminal`; `retryable_error` and `ok` never do. `action` is what
         `action_history` records for it (default: `tool_name`); the machine passes a key of
-        the whole call, so that repetition counts identical calls.
+        the whole call, so that repetition counts identical calls. `repeat_of` is the
+        observation's (see `Observation`).
 
         Raises:
             ValueError: the state is already terminal, or `status` is not one of `ok`,
@@ -154,7 +163,7 @@ class LoopState:
         if status not in OBSERVATION_STATUSES:
             allowed = ", ".join(sorted(OBSERVATION_STATUSES))
             raise UsageError(f"unknown observation status {status!r}; expected one of {allowed}")
-        observation = Observation(len(self.observations) + 1, tool_name, cast(Status, status), payload)
+        observation = Observation(len(self.observations) + 1, tool_name, cast(Status, status), payload, repeat_of)
         self.observations.append(observation)
         self._note(tool_name if action is None else action)
         if status == "fatal_error":

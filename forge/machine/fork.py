@@ -128,8 +128,11 @@ class Patch:
         extra = set(data) - {form, "retryable"} if form == "tool_error" else set(data) - {form}
         if extra:
             raise UsageError(f"a {form} patch takes no {', '.join(sorted(extra))}")
+        retryable = data.get("retryable", False)
+        if not isinstance(retryable, bool):
+            raise UsageError(f"'retryable' must be true or false, got {retryable!r}")
         try:
-            return cls._of(form, data[form], bool(data.get("retryable", False)))
+            return cls._of(form, data[form], retryable)
         except WrongType as wrong:
             raise UsageError(f"{form!r}: {wrong}") from None
 
@@ -174,14 +177,26 @@ def _decision_of(value: Any) -> Any:
         raise UsageError(f"'decision' must be an object: {{\"tool\": …, \"arguments\": …}} or {{\"finish\": …}}, "
                          f"got {value!r}")
     if "finish" in value:
+        if set(value) != {"finish"}:
+            raise UsageError(f"a 'decision' with 'finish' takes nothing else, got {', '.join(sorted(set(value) - {'finish'}))}")
         return Finish(value["finish"])
+    unknown = set(value) - {"tool", "capabilities", "arguments"}
+    if unknown:
+        raise UsageError(f"'decision' takes 'tool' or 'capabilities', and 'arguments'; not {', '.join(sorted(unknown))}")
     arguments = value.get("arguments", {})
     if not isinstance(arguments, dict):
         raise UsageError(f"'decision.arguments' must be an object, got {arguments!r}")
-    if isinstance(value.get("tool"), str):
+    if "tool" in value and "capabilities" in value:
+        raise UsageError("'decision' names a 'tool' or 'capabilities', not both")
+    if "tool" in value:
+        if not isinstance(value["tool"], str) or not value["tool"].strip():
+            raise UsageError(f"'decision.tool' must be a tool's name, got {value['tool']!r}")
         return Intent(frozenset(), arguments, tool=value["tool"])
-    if isinstance(value.get("capabilities"), list):
-        return Intent(value["capabilities"], arguments)
+    if "capabilities" in value:
+        capabilities = value["capabilities"]
+        if not isinstance(capabilities, list) or not all(isinstance(c, str) for c in capabilities):
+            raise UsageError(f"'decision.capabilities' must be a list of strings, got {capabilities!r}")
+        return Intent(capabilities, arguments)
     raise UsageError("'decision' names a 'tool' (or 'capabilities') to call, or a 'finish' answer")
 
 

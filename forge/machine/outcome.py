@@ -11,7 +11,8 @@ returns a `StageOutcome`; the engine folds it into the run (`Run.fold`) and the 
   chosen, the call's status and payload, the stop decision, the error that ended the run);
 - `counts`, what it adds to the run's counts (`RunCounts` fields);
 - `observe`, an observation to record: `(tool, status, payload, action)` for
-  `LoopState.record`.
+  `LoopState.record`, or `(tool, status, payload, action, repeat_of)` for a side effect
+  answered from the idempotency registry (`Observation.repeat_of`).
 
 A user stage may return a `StageOutcome` or, as before, its verdict alone.
 """
@@ -37,4 +38,4 @@ class StageOutcome:
     subject: Any = None
     facts: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     counts: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
-    observe: tuple[str, str, Any, str | None] | None = None
+    observe: tuple[str, str, Any, str | None] | tuple[str, str, Any, str | None, int | None] | None = None

@@ -79,6 +79,8 @@ class RunFacts:
     decision: StopDecision | None = None
     error: BaseException | None = None
     question: str | None = None
+    repeat_of: int | None = None  # the step that ran the side effect this call was answered with
+    ran: Mapping[str, int] = field(default_factory=dict)  # idempotency key → the step that ran it, in this run
 
     def copy(self) -> RunFacts:
         return replace(self)

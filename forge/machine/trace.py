@@ -310,7 +310,8 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     `journal` (a `LoopResult.journal`), each call it records is written just before the
     record of the transition it was made in, so `AgentLoop.replay(path)` can make the run
     again from the file; `codec` writes the values JSON cannot hold (default: the
-    journal's own, the loop's `codec`).
+    journal's own, the loop's `codec`). A loop's journal is written through the loop's
+    `redact` (`forge.machine.redaction`), as the records were made.
 
     Raises:
         JournalEncodeError: (a TypeError) a journaled value has no JSON form and the journal
@@ -318,7 +319,13 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     """
     if codec is None and isinstance(journal, Journal):
         codec = journal.codec
-    calls = [entry.to_json(codec) for entry in journal] if journal is not None else []
+    records = records if isinstance(records, Sequence) else list(records)
+    kept: Sequence[JournalEntry] = journal if journal is not None else ()
+    if isinstance(journal, Journal) and journal.redact is not None:
+        from forge.machine.redaction import redacted_journal
+
+        kept = redacted_journal(journal, journal.redact, records)
+    calls = [entry.to_json(codec) for entry in kept]
     origin = journal.forked_from if isinstance(journal, Journal) else getattr(records, "forked_from", None)
     run_id = journal.run_id if isinstance(journal, Journal) else getattr(records, "run_id", "")
 

@@ -25,6 +25,14 @@ def redact(tool_name, field, value):
     return value
 
 
+def untimed(detail):
+    """`detail` without the model call's clock (when it started, how long it took): a
+    cassette keeps no wall-clock value, so a replay cannot say them."""
+    messages = [{**m, "_usage": {**m["_usage"], "started": None, "seconds": None}} if "_usage" in m else m
+                for m in detail.get("messages", [])]
+    return {**detail, "messages": messages} if messages else dict(detail)
+
+
 @pytest.mark.forge_cassette("notes")
 def test_the_agent_reads_the_note(cassette):
     policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=os.environ["CHAT_URL"], api_key="k",
@@ -33,5 +41,6 @@ def test_the_agent_reads_the_note(cassette):
     result = cassette.run(loop, "what is in todo.md?")
     with open(os.environ["CASSETTE_OUT"], "a") as out:
         out.write(json.dumps({"recorded": cassette.recorded, "reason": result.reason,
-                              "trace": [[r.source, r.trigger, r.dest, r.verdict, r.detail] for r in result.trace]}) + "\n")
+                              "trace": [[r.source, r.trigger, r.dest, r.verdict, untimed(r.detail)]
+                                        for r in result.trace]}) + "\n")
     assert result.reason == "verified_success"

@@ -90,10 +90,13 @@ def _call_tool(run: Run) -> Steps[StageOutcome]:
     tally: list[Any] = [0]
     replayed = False
     error: BaseException | None = None
+    key = ""
     try:
         if tool.side_effect:
             fingerprint = request_fingerprint(tool.name, arguments)
             key = intent.idempotency_key or f"{tool.name}:{fingerprint}"
+            if tool.repeatable and not intent.idempotency_key:  # each decision a new act: its own key
+                key = f"{key}:{run.journal.run_id}:{facts.step}"
             value, replayed = yield Once(run.registry, key, fingerprint, lambda: _attempts(run, tool, arguments, tally))
         else:
             value = yield from _attempts(run, tool, arguments, tally)
@@ -105,16 +108,21 @@ def _call_tool(run: Run) -> Steps[StageOutcome]:
         status, payload, error = CallOutcome.FATAL_ERROR, failure, failure
     detail: dict[str, Any] = {"tool": tool.name, "status": str(status), "attempts": tally[0]}
     counts: dict[str, int] = {}
+    facts_now: dict[str, Any] = {"status": str(status), "payload": payload}
     if tool.side_effect:
         detail["replayed"] = replayed
-        counts["side_effects_replayed" if replayed else "side_effects_run"] = 1
+        if replayed:
+            counts["side_effects_replayed"] = 1
+            detail["repeat_of"] = facts_now["repeat_of"] = facts.ran.get(key, 0)
+        elif status is CallOutcome.OK:  # a side effect completed: a failed call did nothing to count
+            counts["side_effects_run"] = 1
+            facts_now["ran"] = {**facts.ran, key: facts.step}
     if len(tally) > 1:
         counts["retries"] = sum(1 for _, waited in tally[1:] if waited is not None)
     if status is not CallOutcome.OK:
         detail["error"] = error_text(payload)
     if tally[0] > 1:
         detail["tries"] = _tries(tally)
-    facts_now: dict[str, Any] = {"status": str(status), "payload": payload}
     if error is not None:
         facts_now["error"] = error
     return StageOutcome(status, detail, facts=facts_now, counts=counts)

@@ -40,7 +40,8 @@ def _record_observation(run: Run) -> Steps[StageOutcome]:
         except NotFingerprintable:  # no canonical form: each such call counts as its own
             action = f"{name}#{id(payload):x}.{run.loop_state.step_count}"
     # the observation is recorded by the engine; its sequence is the record's step
-    return StageOutcome(Recording.RECORDED, {"status": facts.status}, observe=(name, facts.status, payload, action))
+    return StageOutcome(Recording.RECORDED, {"status": facts.status},
+                        observe=(name, facts.status, payload, action, facts.repeat_of))
     yield  # a generator like every action, though it needs nothing from outside
 
 

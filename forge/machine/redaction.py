@@ -1,0 +1,69 @@
+"""What a file keeps of a run's journal: every value `redact` masks is masked there too.
+
+A trace's records pass their arguments, payloads and messages through the loop's
+`redact(tool, field, value)` as they are made; the journal keeps what the run really did,
+for a replay in the same process. When a journal is written to a file (`write_trace`, a
+cassette), this makes what it keeps match: a tool's arguments and result, every decision's
+arguments (a refused or never-made call's too), an approver's fingerprint (made of the
+masked arguments) and the messages a policy added.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from forge.machine.journal import JournalEntry
+from forge.machine.trace import Redact, TransitionRecord, redacted_messages
+
+__all__ = ["redacted_journal"]
+
+
+def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None,
+                     records: Iterable[TransitionRecord] = ()) -> list[JournalEntry]:
+    """`journal` with `redact` applied to what it keeps (see the module). A decision's tool
+    is the one its step called, else the one it names, else the one the step's select
+    record (in `records`) names; a decision no tool can be named for is masked as tool "".
+    Hashes of masked arguments are made anew, so a replay of the masked decisions matches."""
+    entries = list(journal)
+    if redact is None:
+        return entries
+    from forge.machine.stages import NotFingerprintable, request_fingerprint
+    from forge.policy import Intent
+
+    selected = {record.step: str(record.detail["tool"]) for record in records
+                if record.verdict == "selected" and isinstance(record.detail.get("tool"), str)}
+    called = {entry.step: (entry.name, entry.identity) for entry in entries
+              if entry.kind == "tool" and entry.identity is not None}
+    decided = {entry.step: entry.value for entry in entries if entry.kind == "policy" and isinstance(entry.value, Intent)}
+
+    def tool_at(step: int) -> str:
+        intent = decided.get(step)
+        return called[step][0] if step in called else (intent.tool if intent is not None and intent.tool else None) or \
+            selected.get(step, "")
+
+    out = []
+    for entry in entries:
+        if entry.kind == "tool" and entry.identity is not None:
+            masked = redact(entry.name, "arguments", entry.identity)
+            value = entry.value if entry.error is not None else redact(entry.name, "payload", entry.value)
+            entry = replace(entry, identity=masked, value=value)
+        elif entry.kind == "policy" and isinstance(entry.value, Intent):
+            intent = entry.value
+            entry = replace(entry, value=Intent(intent.capabilities, _masked(redact, tool_at(entry.step), intent.arguments),
+                                                intent.idempotency_key, tool=intent.tool, call_id=intent.call_id))
+        elif entry.kind == "approver" and (entry.step in called or entry.step in decided):
+            name = tool_at(entry.step)
+            asked = called[entry.step][1] if entry.step in called else decided[entry.step].arguments
+            with contextlib.suppress(NotFingerprintable):  # then the call was refused before it was asked
+                entry = replace(entry, identity=request_fingerprint(name, _masked(redact, name, asked)))
+        if entry.messages:
+            entry = replace(entry, messages=tuple(redacted_messages(entry.messages, redact)))
+        out.append(entry)
+    return out
+
+
+def _masked(redact: Redact, tool: str, arguments: Any) -> Any:
+    return redact(tool, "arguments", dict(arguments))

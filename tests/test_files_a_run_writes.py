@@ -1,0 +1,120 @@
+"""What a run writes to files: every value `redact` masks is masked in each of them (trace,
+journal lines, cassette), run ids never write outside the trace folder, and a cassette
+holds no wall-clock value."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from forge import AgentLoop, Finish, Intent, Tool, write_trace
+from forge.loop import trace_file_name
+from forge.testing import write_cassette
+
+SECRET = "s3cr3t-token-4711"
+
+
+def redact(tool, field, value):
+    if field == "arguments" and isinstance(value, dict) and "token" in value:
+        return {**value, "token": "***"}
+    if field == "payload" and isinstance(value, str):
+        return value.replace(SECRET, "***")
+    return value
+
+
+def send(to: str, token: str) -> str:
+    return f"sent to {to} with {token}"
+
+
+def every_file_of(folder: Path) -> dict[Path, str]:
+    return {path: path.read_text(encoding="utf-8", errors="replace") for path in folder.rglob("*") if path.is_file()}
+
+
+def decide(goal, state):
+    if len(state.observations) < 2:
+        return Intent(frozenset({"send"}), {"to": "ann", "token": SECRET})
+    return Finish("done")
+
+
+@pytest.mark.parametrize("approves", [False, True], ids=["refused", "approved"])
+def test_no_file_a_run_writes_holds_a_value_redact_masks(tmp_path, monkeypatch, approves):
+    monkeypatch.setenv("FORGE_TRACE_DIR", str(tmp_path / "kept"))
+    loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True, repeatable=True)],
+                     decide, lambda o: o.tool_name == "finish", definition="approval",
+                     approver=lambda *call: approves, redact=redact)
+    result = loop.run("send it", run_id="redacted")
+    assert result.reason == "verified_success"
+    assert any(SECRET in repr(entry.value) for entry in result.journal)  # the run itself saw it
+    write_trace(result.trace, tmp_path / "out" / "run.jsonl", journal=result.journal)
+    write_cassette(tmp_path / "out" / "cassette.jsonl", result, redact=redact)
+    files = every_file_of(tmp_path)
+    assert len(files) == 3
+    assert [path.name for path, text in files.items() if SECRET in text] == []
+    assert loop.replay(tmp_path / "out" / "run.jsonl").reason == "verified_success"  # the masked file still replays
+
+
+def test_no_file_a_chat_run_writes_holds_a_value_redact_masks(tmp_path, monkeypatch):
+    openai = pytest.importorskip("openai")
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    monkeypatch.setenv("FORGE_TRACE_DIR", str(tmp_path / "kept"))
+    with ChatServer([reply(None, ("c1", "send", {"to": "ann", "token": SECRET})), reply("sent")]) as server:
+        policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k"))
+        loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True)], policy,
+                         lambda o: o.tool_name == "finish", definition="approval", approver=lambda *call: False,
+                         redact=redact)
+        result = loop.run("send it", run_id="chat-redacted")
+    write_trace(result.trace, tmp_path / "out" / "run.jsonl", journal=result.journal)
+    write_cassette(tmp_path / "out" / "cassette.jsonl", result, redact=redact)
+    files = every_file_of(tmp_path)
+    assert len(files) == 3
+    assert [path.name for path, text in files.items() if SECRET in text] == []
+
+
+def test_two_recordings_of_one_chat_run_are_the_same_cassette(tmp_path):
+    openai = pytest.importorskip("openai")
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    written = []
+    for number in range(2):
+        with ChatServer([reply(None, ("c1", "send", {"to": "ann", "token": "t"})), reply("sent")]) as server:
+            policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k"))
+            loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"})], policy,
+                             lambda o: o.tool_name == "finish")
+            result = loop.run("send it", run_id="same")
+        written.append(write_cassette(tmp_path / f"{number}.jsonl", result).read_bytes())
+    assert b'"started":null' in written[0]
+    assert written[0] == written[1]
+
+
+@pytest.mark.parametrize("run_id", ["../escaped", "/tmp/absolute-forge-probe", "a/../../b", "..", ".hidden",
+                                    "nul\x00byte", "lone \udcff surrogate", "x" * 400])
+def test_a_run_id_never_writes_outside_the_trace_folder_nor_fails_the_run(tmp_path, monkeypatch, run_id):
+    folder = tmp_path / "traces" / "kept"
+    monkeypatch.setenv("FORGE_TRACE_DIR", str(folder))
+    loop = AgentLoop([Tool("noop", {"noop"}, lambda: "")], lambda goal, state: Finish("ok"), lambda o: True)
+    assert loop.run("finish", run_id=run_id).reason == "verified_success"
+    written = [path for path in tmp_path.rglob("*") if path.is_file()]
+    assert len(written) == 1 and written[0].parent == folder
+    assert not Path("/tmp/absolute-forge-probe.jsonl").exists()
+
+
+def test_a_plain_run_id_is_its_own_trace_file_name():
+    assert trace_file_name("run-2026_12.04") == "run-2026_12.04"
+    assert trace_file_name("../x") == "%2E.%2Fx"
+
+
+def test_a_trace_folder_that_cannot_be_written_is_logged_not_raised(tmp_path, monkeypatch, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("FORGE_TRACE_DIR", str(blocker / "inside"))
+    loop = AgentLoop([Tool("noop", {"noop"}, lambda: "")], lambda goal, state: Finish("ok"), lambda o: True)
+    with caplog.at_level(logging.WARNING, logger="forge"):
+        assert loop.run("finish").reason == "verified_success"
+    assert "cannot keep the trace" in caplog.text
