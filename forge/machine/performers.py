@@ -19,6 +19,7 @@ database, and replays it when the run is recovered.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence, Sized
 from typing import Any, Protocol, TypeVar
@@ -88,6 +89,7 @@ class Performer:
             self.settled(effect, before, None, error)
             raise
         if not _awaitable(value):
+            value = as_observed(effect, value)
             self.settled(effect, before, value, None)
         return value
 
@@ -255,6 +257,37 @@ class ForkingPerformer(ReplayingPerformer):
         return super().wait(seconds, asynchronous)
 
 
+_ATOMS = frozenset({str, int, float, bool, bytes, type(None), complex})
+
+
+def as_observed(effect: Call, value: Any) -> Any:
+    """What a tool returned, as it was when it returned: the run's observation, its journal
+    and its trace keep this, so a handler that later changes the object it returned (a
+    dict of its own database) changes nothing the run recorded. Plain data is copied by
+    hand (fast: strings and numbers are shared), anything else with `copy.deepcopy`; a
+    value that cannot be copied (a lock, an open file) is kept as it is. Other calls'
+    values are kept as they are."""
+    if effect.kind != "tool":
+        return value
+    return _copied(value)
+
+
+def _copied(value: Any) -> Any:
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: _copied(item) for key, item in value.items()}
+    if kind is list:
+        return [_copied(item) for item in value]
+    if kind is tuple:
+        return tuple(_copied(item) for item in value)
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # cannot be copied: the run keeps the object itself
+        return value
+
+
 def _no_sleep(seconds: float) -> None:
     return None
 
@@ -345,6 +378,7 @@ def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
         except Exception as error:
             performer.settled(effect, before, None, error)
             raise
+        value = as_observed(effect, value)
         performer.settled(effect, before, value, None)
         return value
 

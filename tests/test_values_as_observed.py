@@ -1,0 +1,75 @@
+"""A run keeps what a tool returned as it was when it returned: a handler that later changes
+the object it returned changes nothing the run recorded (observations, journal, trace), so a
+replay from the journal is the run."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from forge import AgentLoop, Finish, Intent, Tool
+
+
+def counter_loop(async_read: bool = False) -> tuple[AgentLoop, dict]:
+    database = {"count": 1, "tags": ["a"]}
+
+    def read() -> dict:
+        return database
+
+    async def aread() -> dict:
+        return database
+
+    def bump() -> str:
+        database["count"] += 1
+        database["tags"].append("b")
+        return "bumped"
+
+    script = [Intent.call("read"), Intent.call("bump"), Intent.call("read")]
+    loop = AgentLoop([Tool("read", handler=aread if async_read else read), Tool("bump", handler=bump)],
+                     lambda goal, state: script[len(state.observations)] if len(state.observations) < 3 else Finish("x"),
+                     lambda o: o.tool_name == "finish")
+    return loop, database
+
+
+def test_an_observation_keeps_the_value_a_tool_returned_though_the_tool_changes_it_later():
+    loop, _ = counter_loop()
+    result = loop.run("count")
+    first, _, last = result.state.observations[:3]
+    assert first.payload == {"count": 1, "tags": ["a"]} and last.payload == {"count": 2, "tags": ["a", "b"]}
+
+
+def test_the_journal_and_the_trace_keep_the_value_as_observed():
+    loop, _ = counter_loop()
+    result = loop.run("count")
+    assert next(entry.value for entry in result.journal if entry.name == "read") == {"count": 1, "tags": ["a"]}
+    observed = [record.detail["payload"] for record in result.trace if record.source == "observe"]
+    assert observed[0] == '{"count": 1, "tags": ["a"]}'
+
+
+def test_a_replay_from_the_journal_is_the_run():
+    loop, _ = counter_loop()
+    result = loop.run("count")
+    again = loop.replay(result.journal)
+    assert again.state.observations == result.state.observations and again.trace == result.trace
+
+
+def test_an_async_tool_s_value_is_kept_as_observed_too():
+    loop, _ = counter_loop(async_read=True)
+    result = asyncio.run(loop.arun("count"))
+    assert result.state.observations[0].payload == {"count": 1, "tags": ["a"]}
+
+
+def test_a_value_that_cannot_be_copied_is_kept_as_it_is():
+    lock = threading.Lock()
+    loop = AgentLoop([Tool("lock", handler=lambda: lock)],
+                     lambda goal, state: Finish("x") if state.observations else Intent.call("lock"),
+                     lambda o: o.tool_name == "finish", codec=_Codec())
+    assert loop.run("lock").state.observations[0].payload is lock
+
+
+class _Codec:
+    def encode(self, value):
+        return repr(value)
+
+    def decode(self, data):
+        return data
