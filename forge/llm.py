@@ -110,7 +110,8 @@ class ChatPolicy:
     state=result.state)`) goes back to the model as that call's result. Each response's
     `usage` is kept on its assistant message (`forge.usage`), so `result.usage` and the
     trace show what every call cost; `provider` names the endpoint's provider for
-    OpenTelemetry (`gen_ai.provider.name`).
+    OpenTelemetry (`gen_ai.provider.name`). A token budget counts the whole conversation,
+    every turn of it; `count_tokens` lets it refuse a prompt too long for it unsent.
 
     Raises (when called):
         ModelError: the model made only unusable calls `max_repairs` times in a row, or
@@ -131,6 +132,11 @@ class ChatPolicy:
     ask: bool = True
     token_budget: int | None = None
     provider: str = "openai"
+    count_tokens: Callable[[Mapping[str, Any]], int] | None = None
+    """How many prompt tokens a request (the dict sent) takes, with the model's own
+    tokenizer: with a token budget, a request whose prompt alone would take the
+    conversation past it is not sent (`forge.usage`). Without it the bound is the last
+    call's cost."""
 
     def with_tools(self, tools: Sequence[Tool]) -> ChatPolicy:
         """This policy offering `tools` (what `AgentLoop` calls with its own).
@@ -200,14 +206,16 @@ class ChatPolicy:
         model's message and its call's usage; it returns the intent, the answer or the
         question."""
         messages = state.messages
-        opened = self._begin_turn(goal, messages, state)
+        self._begin_turn(goal, messages, state)
         self._take_in(state.observations, messages, state.turn_start)
         for _ in range(self.max_repairs + 1):
             intent = self._next_call(messages)  # unusable calls are answered on the way
             if intent is not None:
                 return intent
-            check_budget(usage_of(messages[opened:]), self.token_budget)
-            reply, call = yield self._request(messages)
+            request = self._request(messages)
+            counted = self.count_tokens(request) if self.count_tokens is not None and self.token_budget is not None else 0
+            check_budget(usage_of(messages), self.token_budget, counted)
+            reply, call = yield request
             messages.append({**_as_message(reply), USAGE_KEY: call.to_json()})
             refusal = getattr(reply, "refusal", None)
             if refusal:

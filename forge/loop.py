@@ -414,7 +414,7 @@ class AgentLoop:
             journal=run.journal,
             html_view=_inspector,
             question=run.facts.question,
-            usage=usage_of(run.loop_state.messages[run.first_message:]),
+            usage=usage_of(run.loop_state.messages, run.first_message),
         )
 
     def replay(self, journal: Sequence[JournalEntry] | str | Path, goal: str | None = None,

@@ -10,13 +10,18 @@ Why the budget can stop a run *before* a call that would exceed it: a chat conve
 only grows, so the next request holds the whole of the last one and the reply to it; it
 costs at least the last call's prompt plus completion tokens (`Usage.next_call_at_least`).
 A run stops in `budget_exhausted` when what it has used plus that lower bound would go past
-`AgentLoop(token_budget=N)`. A call can still cost more than the bound (the tool results
-the model reads next, its own reply); then the run stops before the call after it.
+`AgentLoop(token_budget=N)`. What it has used is the whole conversation's: every turn's
+calls (`loop.run(reply, state=...)` goes on with the same budget), not this turn's alone.
+When the prompt's size can be known (`ChatPolicy(count_tokens=...)`, the model's own
+tokenizer), the bound is the larger of that count and the last call's cost, so a request
+whose prompt alone would pass the budget is never sent. A call can still cost more than the
+bound (its own reply, which no one can count before it is made); then the run stops before
+the call after it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,9 +81,19 @@ class ModelCall:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """The usage of a run's model calls, one `ModelCall` each, in order, and their totals."""
+    """The usage of a run's model calls, one `ModelCall` each, in order, and their totals.
+
+    `calls` are this turn's (what `LoopResult.usage` counts); `earlier` the calls of the
+    conversation's earlier turns (`state=`), and `conversation` all of them: what a token
+    budget counts."""
 
     calls: tuple[ModelCall, ...] = ()
+    earlier: tuple[ModelCall, ...] = ()
+
+    @property
+    def conversation(self) -> Usage:
+        """The whole conversation's usage: earlier turns' calls, then this turn's."""
+        return Usage(self.earlier + self.calls)
 
     @property
     def prompt_tokens(self) -> int:
@@ -111,9 +126,13 @@ class Usage:
                 f"({self.prompt_tokens} prompt{cached}, {self.completion_tokens} completion)")
 
 
-def usage_of(messages: Iterable[Mapping[str, Any]]) -> Usage:
-    """The usage recorded on `messages` (each one's `_usage`), in order."""
-    return Usage(tuple(ModelCall.from_json(m[USAGE_KEY]) for m in messages if USAGE_KEY in m))
+def usage_of(messages: Sequence[Mapping[str, Any]], turn_start: int = 0) -> Usage:
+    """The usage recorded on `messages` (each one's `_usage`), in order: the calls from
+    message `turn_start` on as the turn's, those before as `earlier`."""
+    def calls(part: Sequence[Mapping[str, Any]]) -> tuple[ModelCall, ...]:
+        return tuple(ModelCall.from_json(m[USAGE_KEY]) for m in part if USAGE_KEY in m)
+
+    return Usage(calls(messages[turn_start:]), calls(messages[:turn_start]))
 
 
 class BudgetExhausted(ForgeError, RuntimeError):
@@ -126,15 +145,18 @@ class BudgetExhausted(ForgeError, RuntimeError):
         self.used, self.budget, self.next_at_least = used, budget, next_at_least
 
 
-def check_budget(usage: Usage, budget: int | None) -> None:
-    """Refuse the next model call when it would certainly go past `budget` (see the module).
+def check_budget(usage: Usage, budget: int | None, prompt_tokens: int = 0) -> None:
+    """Refuse the next model call when it would certainly take the conversation past
+    `budget` (see the module); `prompt_tokens` is the next request's prompt, counted, when
+    its size is known (else 0).
 
     Raises:
-        BudgetExhausted: `usage` has reached the budget, or its lower bound on the next
-            call would take it past.
+        BudgetExhausted: the conversation's usage has reached the budget, or its lower bound
+            on the next call would take it past.
     """
     if budget is None:
         return
-    used, next_at_least = usage.total_tokens, usage.next_call_at_least
+    whole = usage.conversation
+    used, next_at_least = whole.total_tokens, max(whole.next_call_at_least, prompt_tokens)
     if used >= budget or used + next_at_least > budget:
         raise BudgetExhausted(used, budget, next_at_least)

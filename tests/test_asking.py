@@ -297,3 +297,41 @@ def test_both_shipped_definitions_wait_on_a_question_and_stop_at_the_budget(defi
     assert (asked.reason, asked.question) == ("input_required", "Which city?")
     spent = AgentLoop([lookup], spending, answered, token_budget=10, **options).run("weather")
     assert (spent.reason, spent.steps) == ("budget_exhausted", 1)
+
+
+def test_the_budget_counts_every_turn_of_a_conversation():
+    """Turn one asks the user (110 tokens); turn two, going on from it, has 40 left of
+    its 150: its next call costs at least 110, so it is not sent."""
+    with ChatServer([reply(None, ("c1", "ask_user", {"question": "which city?"})) | {
+                         "_usage": {"prompt_tokens": 100, "completion_tokens": 10}},
+                     reply(None, ("c2", "lookup", {"city": "Oslo"})) | {
+                         "_usage": {"prompt_tokens": 120, "completion_tokens": 10}}]) as server:
+        loop = AgentLoop([lookup], chat(server), answered, token_budget=150)
+        first = loop.run("weather?")
+        assert first.reason == "input_required"
+        second = loop.run("Oslo", state=first.state)
+    assert second.reason == "budget_exhausted"
+    assert len(server.requests) == 1
+    assert (second.usage.total_tokens, second.usage.conversation.total_tokens) == (0, 110)
+
+
+def test_result_usage_gives_the_turn_and_the_whole_conversation():
+    with ChatServer([reply(None, ("c1", "ask_user", {"question": "which city?"})) | {
+                         "_usage": {"prompt_tokens": 100, "completion_tokens": 10}},
+                     reply("sunny") | {"_usage": {"prompt_tokens": 130, "completion_tokens": 5}}]) as server:
+        loop = AgentLoop([lookup], chat(server), lambda o: o.tool_name == "finish")
+        first = loop.run("weather?")
+        second = loop.run("Oslo", state=first.state)
+    assert (first.usage.total_tokens, second.usage.total_tokens) == (110, 135)
+    assert second.usage.conversation.total_tokens == 245 and len(second.usage.conversation.calls) == 2
+
+
+def test_a_prompt_that_alone_would_pass_the_budget_is_not_sent_when_it_can_be_counted():
+    def count_tokens(request):  # a stand-in tokenizer: a token per four characters of the messages
+        return len(json.dumps(request["messages"])) // 4
+
+    with ChatServer([reply("never sent")]) as server:
+        policy = chat(server, count_tokens=count_tokens)
+        result = AgentLoop([lookup], policy, answered, token_budget=20).run("weather " * 40)
+    assert result.reason == "budget_exhausted" and server.requests == []
+    assert result.trace[-1].detail["next_call_at_least"] > 20
