@@ -54,6 +54,11 @@ def database_url(db: str | os.PathLike[str] | None) -> str:
                      "(postgresql://USER@HOST/DB)")
 
 
+def _storable(text: str) -> str:
+    """`text` as a database can hold it: a lone surrogate (which a goal may hold) escaped."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def shown_url(url: str) -> str:
     """`url` as it may be printed: a password in it is masked."""
     try:
@@ -254,7 +259,7 @@ class RunsDatabase:
         created); a run noted already is left as it is."""
         if not runs:
             return
-        rows = [{"run_id": run_id, "searched": f"{run_id}\n{goal}".lower(), "created_at": created}
+        rows = [{"run_id": _storable(run_id), "searched": _storable(f"{run_id}\n{goal}".lower()), "created_at": created}
                 for run_id, goal, created in runs]
         with self.engine.begin() as connection:
             connection.execute(self._insert(self.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)

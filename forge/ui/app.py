@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -38,7 +38,7 @@ from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
-from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, run_path, runs_page
+from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
 
@@ -46,6 +46,16 @@ COOKIE = "forge_ui"
 PAGE_SIZE = 50
 FOLLOW_RENEWED_EVERY = 3.0
 """Seconds between a live page's renewals of its `StoredRuns.follow` (each for 10 s)."""
+
+
+class _Plain(PlainTextResponse):
+    """A plain-text answer whose text may hold what a run holds (a lone surrogate in its
+    id): shown escaped rather than failing the response."""
+
+    def render(self, content: Any) -> bytes:
+        if isinstance(content, str):
+            return content.encode("utf-8", "backslashreplace")
+        return bytes(super().render(content))
 
 
 class _Guard:
@@ -58,10 +68,10 @@ class _Guard:
     def refused(self, request: Request) -> Response | None:
         host = request.headers.get("host", "").lower()
         if host not in self.hosts:
-            return PlainTextResponse(f"this forge ui does not serve the host {host!r}", status_code=400)
+            return _Plain(f"this forge ui does not serve the host {host!r}", status_code=400)
         given = request.query_params.get("token") or request.cookies.get(COOKIE) or ""
         if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return PlainTextResponse("forbidden: open the URL forge ui printed (it carries the token)",
+            return _Plain("forbidden: open the URL forge ui printed (it carries the token)",
                                      status_code=403)
         return None
 
@@ -83,10 +93,10 @@ class _Guard:
     def forged(self, request: Request, form: Any) -> Response | None:
         origin = request.headers.get("origin") or request.headers.get("referer") or ""
         if urlsplit(origin).netloc.lower() not in self.hosts:
-            return PlainTextResponse("forbidden: a state-changing request must come from this page (Origin)",
+            return _Plain("forbidden: a state-changing request must come from this page (Origin)",
                                      status_code=403)
         if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf(request).encode()):
-            return PlainTextResponse("forbidden: the form's CSRF token is missing or wrong", status_code=403)
+            return _Plain("forbidden: the form's CSRF token is missing or wrong", status_code=403)
         return None
 
 
@@ -105,18 +115,22 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                                                        "form-action 'self'; frame-ancestors 'none'")
         return response
 
+    def run_id_of(request: Request) -> str:
+        """The run id in the request's path (see `_run_path_of`)."""
+        return _run_path_of(request)[0]
+
     async def listing(request: Request) -> Response:
         refused = guard.refused(request)
         if refused is not None:
             return refused
         filters = {k: request.query_params.get(k, "").strip() for k in ("status", "reason", "q")}
         if filters["status"] and filters["status"] not in STATUSES:
-            return PlainTextResponse(f"unknown status {filters['status']!r}; one of {', '.join(STATUSES)}",
+            return _Plain(f"unknown status {filters['status']!r}; one of {', '.join(STATUSES)}",
                                      status_code=400)
         try:
             page = max(0, int(request.query_params.get("page", "0")))
         except ValueError:
-            return PlainTextResponse("page must be a number", status_code=400)
+            return _Plain("page must be a number", status_code=400)
         rows, more = await run_in_threadpool(runs.find, status=filters["status"] or None,
                                              reason=filters["reason"] or None, text=filters["q"] or None,
                                              offset=page * PAGE_SIZE, limit=PAGE_SIZE)
@@ -133,11 +147,11 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         refused = guard.refused(request)
         if refused is not None:
             return refused
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         try:
             stored = await run_in_threadpool(runs.get, run_id)
         except RunNotFound as error:
-            return PlainTextResponse(str(error), status_code=404)
+            return _Plain(str(error), status_code=404)
         seen = ""
         if stored.status in ("queued", "running"):
             await run_in_threadpool(runs.follow, run_id)
@@ -172,21 +186,25 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         refused, form = await guard.posted(request)
         if refused is not None:
             return refused
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         try:
             at = int(str(form.get("at", "")))
             text = str(form.get("patch", "")).strip()
-            patch = Patch.from_json(json.loads(text)) if text else None
+            patch = Patch.from_json(json_of(text, "the patch")) if text else None
             new = await run_in_threadpool(runs.fork, run_id, at, patch, None)
         except (ForgeError, ValueError, LookupError) as error:
-            return PlainTextResponse(f"not forked: {error}", status_code=400)
+            return _Plain(f"not forked: {error}", status_code=400)
         return await gone_on(new, "forked")
 
     async def events(request: Request) -> Response:
         refused = guard.refused(request)
         if refused is not None:
             return refused
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
+        try:
+            await run_in_threadpool(runs.get, run_id)
+        except RunNotFound as error:  # a feed of nothing would make a browser reconnect forever
+            return _Plain(str(error), status_code=404)
 
         async def changes() -> Any:
             """One message per change after `seen` (the digest a page was made at); without
@@ -217,31 +235,54 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         refused, form = await guard.posted(request)
         if refused is not None:
             return refused
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         try:
             given = _answer_of(form)
+        except (AnswerRefused, ForgeError, ValueError) as error:
+            return _Plain(f"not sent: {error}", status_code=400)
+        try:
+            stored = await run_in_threadpool(runs.get, run_id)
+        except RunNotFound as error:
+            return _Plain(str(error), status_code=404)
+        if stored.waiting is None or stored.status != "waiting" or stored.waiting.asked != given.question:
+            return served(HTMLResponse(stale_answer_page(stored, given.question, query), status_code=409))
+        try:
             await run_in_threadpool(runs.resume, run_id, given)
         except (AnswerRefused, ForgeError, ValueError) as error:
-            return PlainTextResponse(f"not sent: {error}", status_code=400)
+            return _Plain(f"not sent: {error}", status_code=400)
         return await gone_on(run_id, "answered")
 
     async def cancel(request: Request) -> Response:
         refused, _ = await guard.posted(request)
         if refused is not None:
             return refused
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         try:
             await run_in_threadpool(runs.cancel, run_id)
         except RunNotFound as error:
-            return PlainTextResponse(str(error), status_code=404)
+            return _Plain(str(error), status_code=404)
         return RedirectResponse(f"{run_path(run_id)}?{query}&done=cancelled", status_code=303)
 
-    routes = [Route("/", listing), Route("/inbox", inbox), Route("/runs/{run_id}", one),
-              Route("/runs/{run_id}/events", events), Route("/loops/{name}", loop_page)]
-    if not read_only:
-        routes += [Route("/runs/{run_id}/answer", answer, methods=["POST"]),
-                   Route("/runs/{run_id}/cancel", cancel, methods=["POST"]),
-                   Route("/runs/{run_id}/fork", fork, methods=["POST"])]
+    gets = {"": one, "events": events}
+    posts = {"answer": answer, "cancel": cancel, "fork": fork}
+
+    async def run_route(request: Request) -> Response:
+        """Every route under /runs/, chosen by the path as sent (`_run_path_of`): a run id
+        with a `/` in it (`%2F` in its links) is one id, whatever it ends with."""
+        _, tail = _run_path_of(request)
+        handlers = gets if request.method == "GET" else {} if read_only else posts
+        handler = handlers.get(tail)
+        if handler is None:
+            refused = guard.refused(request)
+            if refused is not None:
+                return refused
+            allowed = [method for method, table in (("GET", gets), ("POST", {} if read_only else posts)) if tail in table]
+            return _Plain("not found" if not allowed else f"{request.method} is not served here",
+                          status_code=405 if allowed else 404, headers={"allow": ", ".join(allowed)} if allowed else None)
+        return await handler(request)
+
+    routes = [Route("/", listing), Route("/inbox", inbox), Route("/loops/{name}", loop_page),
+              Route("/runs/{rest:path}", run_route, methods=["GET", "POST"])]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         threading.Thread(target=_quietly, args=(runs.note_new_runs,), name="forge-ui-search", daemon=True).start()
@@ -282,29 +323,59 @@ def _many_runs_svg(found: list[tuple[list[Any], str | None]]) -> str:
 
 
 
-def _answer_of(form: Any) -> Answer:
-    """The Answer a posted form gives.
+def _run_path_of(request: Request) -> tuple[str, str]:
+    """The run id and what follows it (`""`, `events`, `answer`, …) in a path under /runs/,
+    read from the path as sent: links quote an id whole (`run_path`), so a `/` in one is
+    `%2F` there, where a decoded path could not tell it from a separator."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    rest = raw.decode("latin-1").split("?", 1)[0][len("/runs/"):]
+    segment, _, tail = rest.partition("/")
+    return unquote(segment, errors="surrogatepass"), tail
+
+
+def json_of(text: str, what: str) -> Any:
+    """`text` read as JSON.
 
     Raises:
-        AnswerRefused, ValueError: a kind forge does not know, or a value that does not fit.
+        ValueError: (a UsageError) it is not JSON, or it nests deeper than Python can read;
+            the message names `what` and where it went wrong.
+    """
+    from forge.errors import UsageError
+
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise UsageError(f"{what} is not JSON: {error}") from None
+    except RecursionError:
+        raise UsageError(f"{what} nests too deeply to read ({len(text):,} characters)") from None
+
+
+def _answer_of(form: Any) -> Answer:
+    """The Answer a posted form gives, bound to the question the form says it answers.
+
+    Raises:
+        AnswerRefused, ValueError: a kind forge does not know, a value that does not fit, or
+            a form that does not say which question it answers.
     """
     kind, value = str(form.get("kind", "")), str(form.get("value", "")).strip()
+    try:
+        question = int(str(form.get("question", "")))
+    except ValueError:
+        raise AnswerRefused("the form does not say which question it answers (its 'question' field); "
+                            "answer from the run's page") from None
+    return replace(_answer_kind(form, kind, value), question=question)
+
+
+def _answer_kind(form: Any, kind: str, value: str) -> Answer:
     if kind == "approve":
         arguments = str(form.get("arguments", "")).strip()
         if not arguments:
             return Answer.approve(value)
-        try:
-            edited = json.loads(arguments)
-        except ValueError as error:
-            raise AnswerRefused(f"the edited arguments are not JSON: {error}") from None
-        return Answer.approve(value, arguments=edited)
+        return Answer.approve(value, arguments=json_of(arguments, "the edited arguments"))
     if kind == "text":
         return Answer.text(value)
     if kind == "did_run":
-        try:
-            return Answer.did_run(json.loads(value) if value else None)
-        except ValueError as error:
-            raise AnswerRefused(f"the call's result is not JSON: {error}") from None
+        return Answer.did_run(json_of(value, "the call's result") if value else None)
     if kind == "run_again":
         return Answer.run_again()
     if kind in ("reject", "tool", "add_tool") and value:

@@ -41,16 +41,38 @@ textarea{width:100%;font:13px monospace}
 def run_path(run_id: str, tail: str = "") -> str:
     """The path of a run's page (or of `tail` under it): the id percent-quoted, since run ids
     are anybody's text (a `?`, `#` or `<` in one stays part of it)."""
-    return f"/runs/{quote(run_id, safe='')}{tail}"
+    return f"/runs/{quote(run_id.encode('utf-8', 'surrogatepass'), safe='')}{tail}"
 
 
 def _page(title: str, body: str, token_query: str) -> str:
+    """A whole page. Text that is not valid Unicode (a lone surrogate in a goal or a run id,
+    which a run may hold) is shown escaped (`\\udcff`), never failing the page."""
     runs, inbox = f"/?{token_query}", f"/inbox?{token_query}"
-    return ("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
-            f"<header><a href=\"{escape(runs)}\">forge ui</a><a href=\"{escape(runs)}\">runs</a>"
-            f"<a href=\"{escape(inbox)}\">inbox</a></header><main>{body}</main></body></html>")
+    return shown("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                 f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
+                 f"<header><a href=\"{escape(runs)}\">forge ui</a><a href=\"{escape(runs)}\">runs</a>"
+                 f"<a href=\"{escape(inbox)}\">inbox</a></header><main>{body}</main></body></html>")
+
+
+def shown(text: str) -> str:
+    """`text` as valid Unicode: a lone surrogate becomes its escape (`\\udcff`)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def stale_answer_page(stored: DurableResult, answered: int, token_query: str) -> str:
+    """What a form made for question `answered` gets when the run no longer asks it: what
+    the run asks now (or that it asks nothing), and a link to its page."""
+    if stored.status == "waiting" and stored.waiting is not None:
+        now = (f"It now asks question {stored.waiting.asked}: <b>{escape(stored.waiting.question)}</b>. "
+               "Answer that on the run's page.")
+    else:
+        now = f"It no longer waits for an answer: it is {escape(stored.status)}."
+    return _page(f"forge ui · {stored.run_id}",
+                 f'<section class="box" id="stale"><h2>not sent: that form answered question {answered}</h2>'
+                 f"<p>Run {escape(stored.run_id)} no longer asks that question, so your answer was not taken for "
+                 f'another one. {now}</p><p><a href="{escape(run_path(stored.run_id))}?{escape(token_query)}">'
+                 "open the run's page</a></p></section>", token_query)
 
 
 def _when(at: float | None) -> str:
@@ -131,9 +153,11 @@ def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> 
                 f"<button type=\"submit\">{escape(label)}</button></form> ")
 
     def hidden(**values: Any) -> str:
-        return "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(str(v))}">' for k, v in values.items())
+        return "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(str(v))}">'
+                       for k, v in {**values, "question": asked}.items())
 
     out = [f"<p><b>waiting in {escape(waiting.state)}</b>: {escape(waiting.question)}</p>"]
+    asked = waiting.asked  # every form says which question it answers: a stale one is refused, not taken for the next
     kinds = waiting.answers
     if "approve" in kinds and waiting.fingerprint:
         out.append(form(hidden(kind="approve", value=waiting.fingerprint), "approve"))
