@@ -681,7 +681,7 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--loop", required=True, help="the DurableLoop's name, as the workers make it")
     submit.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
     submit.add_argument("--run-id", help="the run's id (default: random)")
-    submit.set_defaults(handler=_submit)
+    submit.set_defaults(handler=_submit, error_code=2)
 
     worker = commands.add_parser("worker", help="take durable runs from the queue until stopped")
     worker.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
@@ -720,10 +720,10 @@ def _parser() -> argparse.ArgumentParser:
 
     ui = commands.add_parser("ui", help="a local web app over the runs database: runs, live runs, answers")
     ui.add_argument("--db", help="the runs database: a SQLite path or a postgresql:// URL (default forge-runs.sqlite)")
-    ui.add_argument("--port", type=_positive, default=8765, help="the port (default 8765)")
+    ui.add_argument("--port", type=_port, default=8765, help="the port (default 8765; 0: any free one)")
     ui.add_argument("--host", default="127.0.0.1", help="the address to bind (default 127.0.0.1: this machine only)")
     ui.add_argument("--read-only", action="store_true", help="serve no action at all: look, never answer")
-    ui.set_defaults(handler=_ui)
+    ui.set_defaults(handler=_ui, error_code=2)
 
     tools = commands.add_parser("tools", help="list an MCP server's tools as forge sees them",
                                 usage="forge tools [--url URL] [-- COMMAND ARGS...]")
@@ -746,6 +746,16 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
     return value
 
 

@@ -35,6 +35,7 @@ from forge.machine.fork import ForkPlan, Patch, RecordedRun, fork_plan, goal_of
 from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
 from forge.machine.performers import ForkingPerformer, Performer, ReplayingPerformer, ReplayStopped
+from forge.machine.redaction import redacted_journal
 from forge.machine.run import Run, RunConfig, RunCounts
 from forge.machine.stages import Selection
 from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace, write_trace
@@ -288,7 +289,9 @@ class AgentLoop:
             registry = self.registry if self.registry is not None else IdempotencyRegistry()
         loop_state = LoopState() if state is None else state.continued()
         journal = Journal(run_id=run_id, codec=self.codec)
-        journal.redact = self._config.redact
+        redact = self._config.redact
+        if redact is not None:  # what write_trace writes of the journal: masked as the records were
+            journal.masking = lambda entries, records: redacted_journal(entries, redact, records)
         run = Run(goal=goal, config=self._config, state=timed_out or self.definition.initial, registry=registry,
                   loop_state=loop_state, counts=RunCounts(messages_seen=len(loop_state.messages)),
                   first_message=len(loop_state.messages),

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 from forge.loop import AgentLoop
+from forge.user_code import import_file
 
 __all__ = ["LoadedScenario", "ScenarioError", "import_target", "load_scenario"]
 
@@ -86,20 +86,10 @@ def import_target(spec: str) -> ModuleType:
 
     path = Path(spec)
     if path.suffix == ".py" or path.is_file():
-        if not path.is_file():
-            raise ScenarioError(f"no scenario file {spec!r}")
-        folder = str(path.resolve().parent)
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-        module_spec = importlib.util.spec_from_file_location(f"forge_scenario_{path.stem}", path)
-        if module_spec is None or module_spec.loader is None:
-            raise ScenarioError(f"cannot load {spec!r} as Python")
-        module = importlib.util.module_from_spec(module_spec)
         try:
-            module_spec.loader.exec_module(module)
-        except Exception as error:
-            raise ScenarioError(f"scenario file {spec!r} failed to load: {type(error).__name__}: {error}") from error
-        return module
+            return import_file(path, "scenario file")
+        except UsageError as error:
+            raise ScenarioError(str(error)) from error.__cause__
     if not spec or spec.startswith(".") or not all(part.isidentifier() for part in spec.split(".")):
         raise ScenarioError(f"no scenario {spec!r}: not a demo scenario ({', '.join(SCENARIOS)}), a .py file, "
                             "or a module name (dotted identifiers, not relative)")

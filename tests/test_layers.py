@@ -9,14 +9,14 @@ from pathlib import Path
 FORGE = Path(__file__).resolve().parent.parent / "forge"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("forge.errors", "forge.files"),
+    ("forge.errors", "forge.files", "forge.user_code"),
     ("forge.agent",),
     ("forge.policy", "forge.usage", "forge.tools", "forge.machine.definition", "forge.machine.journal", "forge.machine.effects",
-     "forge.machine.columns",
+     "forge.machine.columns", "forge.machine.recorded",
      "forge.machine.abstract", "forge.machine.outcome",
      "forge.machine.trace"),
     ("forge.machine.performers", "forge.result", "forge.observe", "forge.narrate"),
-    ("forge.machine.catalog", "forge.machine.run", "forge.machine.stages", "forge.machine.loader",
+    ("forge.machine.catalog", "forge.machine.run", "forge.machine.redaction", "forge.machine.stages", "forge.machine.loader",
      "forge.machine.engine", "forge.machine",
      "forge.mcp", "forge.llm"),
     ("forge.diagram", "forge.check", "forge.inspect"),

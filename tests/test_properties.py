@@ -153,3 +153,12 @@ def test_the_readmes_counterexample_picture_is_what_forge_check_draws_now(tmp_pa
     assert drawn.read_text() == (HERE.parent / "docs" / "counterexample.svg").read_text(), (
         "regenerate: forge check examples/skips_approval.toml --require approval-before-side-effect "
         "--diagram docs/counterexample.svg")
+
+
+def test_forge_check_takes_a_tools_file_by_its_path_as_worker_loops_does(tmp_path):
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "shop.py").write_text("from forge import tool\n\n@tool\ndef look(text: str) -> str:\n"
+                                                "    '''Look.'''\n    return text\n\nTOOLS = [look]\n")
+    done = forge("check", "single_agent", "--require", "approval-before-side-effect", "--tools",
+                 str(tmp_path / "agents" / "shop.py") + ":TOOLS")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -118,10 +118,11 @@ def cover(definition: MachineDefinition, runs: Iterable[str | os.PathLike[str] |
           ) -> Coverage:
     """Which of `definition`'s transitions `runs` took. A run is a trace file (or a folder
     of them) or a sequence of records; records of another definition (their `machine`
-    names another) are not counted, nor is a file that is not a trace.
+    names another) are not counted, nor is a file found in a folder that is not a trace.
 
     Raises:
         MissingFile: a path does not exist.
+        UsageError: a file named (not found in a folder) is not a trace.
         UsageError: no run given.
     """
     edges = tuple(Edge.of(t) for t in definition.transitions)
@@ -132,11 +133,14 @@ def cover(definition: MachineDefinition, runs: Iterable[str | os.PathLike[str] |
         raise UsageError("name at least one trace file or folder of traces to measure coverage with")
     paths = [run for run in given if isinstance(run, (str, os.PathLike))]
     recorded: list[Sequence[TransitionRecord]] = [run for run in given if not isinstance(run, (str, os.PathLike))]
+    named = {Path(path) for path in paths if not Path(path).is_dir()}
     for path in trace_files(paths):
         try:
             recorded.append(read_trace(path))
-        except (TraceFormatError, UnicodeDecodeError):
-            continue  # not a trace: a folder may hold other JSON Lines
+        except (TraceFormatError, UnicodeDecodeError) as error:
+            if path in named:  # a file given by name must be a trace; one found in a folder may be other JSON Lines
+                raise UsageError(f"not a trace: {error}") from None
+            continue
     for records in recorded:
         mine = [r for r in records if not r.machine or r.machine == definition.name]
         if not mine:

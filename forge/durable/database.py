@@ -6,6 +6,8 @@ DBOS's own (which hold the runs, their steps, events and queues).
 - `forge_workers`: a heartbeat per `forge worker`, so that a live worker can tell a dead
   one and hand its runs to DBOS's recovery (which open-source DBOS leaves to its hosted
   control plane otherwise).
+- `forge_served`: the loops each worker serves, so that `forge submit` can refuse a loop
+  no live worker knows.
 - `forge_journal`: each turn's calls to the world (`forge.durable.performer`).
 - `forge_runs`: each run's id and goal, what the runs list searches (`forge.durable.runs`).
 - `forge_watch` and `forge_live`: the runs someone watches now, and the transitions their
@@ -141,6 +143,11 @@ class RunsDatabase:
             "forge_workers", metadata,
             sa.Column("executor_id", sa.Text, primary_key=True),
             sa.Column("beat_at", sa.Float, nullable=False),
+        )
+        self.served = sa.Table(  # the loops each worker serves
+            "forge_served", metadata,
+            sa.Column("executor_id", sa.Text, primary_key=True),
+            sa.Column("loop", sa.Text, primary_key=True),
         )
         self.runs = sa.Table(  # what the runs list searches: each run's goal, lowered, next to its id
             "forge_runs", metadata,
@@ -334,6 +341,21 @@ class RunsDatabase:
                 self.workers.c.beat_at >= time.time() - within))
             return [row[0] for row in rows]
 
+    def serve(self, executor_id: str, loops: list[str]) -> None:
+        """Say which loops the worker `executor_id` serves (until it is forgotten)."""
+        with self.engine.begin() as connection:
+            connection.execute(self.served.delete().where(self.served.c.executor_id == executor_id))
+            if loops:
+                connection.execute(self.served.insert(), [{"executor_id": executor_id, "loop": loop} for loop in loops])
+
+    def served_loops(self, within: float = 5.0) -> set[str]:
+        """The loops the workers that beat in the last `within` seconds serve."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(sa.select(self.served.c.loop).join(
+                self.workers, self.workers.c.executor_id == self.served.c.executor_id).where(
+                self.workers.c.beat_at >= time.time() - within))
+            return {row[0] for row in rows}
+
     def hand_back(self, executor_id: str) -> None:
         """Say that the worker `executor_id` stopped and left its runs to others: its last
         beat becomes the epoch, so each live worker, and the next to start, finds it silent
@@ -346,6 +368,7 @@ class RunsDatabase:
 
     def forget_worker(self, executor_id: str) -> None:
         with self.engine.begin() as connection:
+            connection.execute(self.served.delete().where(self.served.c.executor_id == executor_id))
             connection.execute(self.workers.delete().where(self.workers.c.executor_id == executor_id))
 
     def close(self) -> None:

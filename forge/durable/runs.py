@@ -335,12 +335,23 @@ class StoredRuns:
 
     @_readable
     def submit(self, loop: str, goal: str, run_id: str | None = None) -> str:
-        """Queue a run of `goal` on the loop named `loop`, for a worker; return its id."""
+        """Queue a run of `goal` on the loop named `loop`, for a worker; return its id.
+
+        Raises:
+            UsageError: a blank goal, or a loop no live worker serves while some are live
+                (the message names the loops they serve). With no live worker the run is
+                queued: a worker that does not know its loop ends it in `fatal_error`,
+                saying why.
+        """
         if not goal.strip():
             raise UsageError("goal must be a non-blank string")
+        self._migrate()
+        served = self.database.served_loops()
+        if served and loop not in served:
+            raise UsageError(f"no live worker serves a loop named {loop!r}: they serve {', '.join(sorted(served))}; "
+                             "check the name, or start a worker whose --loops module makes it")
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
-        self._migrate()
         self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
         return str(options["workflow_id"])
 

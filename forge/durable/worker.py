@@ -54,6 +54,8 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
     launch(db, executor_id=me, concurrency=concurrency, worker=True)
     database = HOST.database
     assert database is not None, "launch() opened it"
+    database.beat(me)
+    database.serve(me, sorted(LOOPS))
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -16,6 +16,7 @@ What the workflow publishes, as the DBOS event `run` (read by any process): `sta
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -30,7 +31,6 @@ from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.live import LiveTurns
 from forge.durable.performer import DurablePerformer, ProcessStopping, StoredTurn
-from forge.errors import UsageError
 from forge.machine.journal import ForkOrigin
 from forge.machine.stages import NotFingerprintable, request_fingerprint
 from forge.machine.trace import error_text
@@ -95,6 +95,8 @@ class Host:
     turns: LiveTurns = field(default_factory=LiveTurns)
 
 
+_log = logging.getLogger("forge.durable")
+
 HOST = Host()
 LOOPS, STOPPING, WAITING_HERE = HOST.loops, HOST.stopping, HOST.waiting  # the names earlier releases exported
 
@@ -132,7 +134,12 @@ def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None =
     """A durable run of `goal` on the loop registered as `loop_name` in this process;
     `forked_from` (`forge.durable.forks`) when it is a fork of a stored run; `conversation`
     when it is the next turn of one: the `state` it goes on from and the run it `continues`."""
-    return _Workflow(_hosted(loop_name), goal, forked_from, conversation).run()
+    durable = LOOPS.get(loop_name)
+    if durable is None:
+        ended = _unknown_loop(loop_name, goal)
+        DBOS.set_event(EVENT, ended)
+        return ended
+    return _Workflow(durable, goal, forked_from, conversation).run()
 
 
 @DBOS.workflow(name=ASYNC_WORKFLOW_NAME)
@@ -140,15 +147,25 @@ async def forge_arun(loop_name: str, goal: str, forked_from: Mapping[str, Any] |
                      conversation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`forge_run` on DBOS's async API: each turn is `await loop.arun(...)`, so tools, the
     policy and verify may be `async def`, and the run's waits do not hold a thread."""
-    return await _Workflow(_hosted(loop_name), goal, forked_from, conversation).arun()
-
-
-def _hosted(loop_name: str) -> HostedLoop:
     durable = LOOPS.get(loop_name)
     if durable is None:
-        raise UsageError(f"this process has no DurableLoop named {loop_name!r} (it has: "
-                          f"{', '.join(sorted(LOOPS)) or 'none'}); make it before launching, in every worker")
-    return durable
+        ended = _unknown_loop(loop_name, goal)
+        await DBOS.set_event_async(EVENT, ended)
+        return ended
+    return await _Workflow(durable, goal, forked_from, conversation).arun()
+
+
+def _unknown_loop(loop_name: str, goal: str) -> dict[str, Any]:
+    """The event that ends a run whose loop this process does not have: `fatal_error`, with
+    the reason where `forge runs show` and the run's page read it (not a DBOS error with a
+    traceback in the worker's log)."""
+    error = (f"UsageError: the worker has no DurableLoop named {loop_name!r} (it has: "
+             f"{', '.join(sorted(LOOPS)) or 'none'}); every worker must make each loop a run may name")
+    _log.error("run %s: %s", DBOS.workflow_id, error)
+    event = {"status": "finished", "loop": loop_name, "goal": goal, "turns": [], "answers": 0, "tokens": 0,
+             "reason": "fatal_error", "outcome": "failure", "summary": f"fatal_error after 0 steps: {error}",
+             "steps": 0, "error": error}
+    return event
 
 
 _Op = tuple[Any, ...]

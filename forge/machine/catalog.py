@@ -224,8 +224,9 @@ class StageCatalog:
 
 
 def import_reference(reference: str, option: str, example: str) -> Any:
-    """The object `package.module:NAME` names (the current directory on the import path, as
-    for `python -m`), for the command-line `option` that took it.
+    """The object `package.module:NAME` or `path/to/file.py:NAME` names (the current
+    directory on the import path, as for `python -m`; a file's folder first, as `python
+    path/to/file.py` has it), for the command-line `option` that took it.
 
     Raises:
         ValueError: `reference` is not `module:NAME`, the module cannot be imported, or it
@@ -237,11 +238,18 @@ def import_reference(reference: str, option: str, example: str) -> Any:
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module_name, _, attribute = reference.partition(":")
+    module_name, _, attribute = reference.rpartition(":")
     if not module_name or not attribute:
-        raise UsageError(f"{option} {reference!r}: expected MODULE:NAME, e.g. {example}")
+        raise UsageError(f"{option} {reference!r}: expected MODULE:NAME or PATH.py:NAME, e.g. {example}")
     try:
-        module = importlib.import_module(module_name)
+        if module_name.endswith(".py") or os.path.sep in module_name or "/" in module_name:
+            from pathlib import Path
+
+            from forge.user_code import import_file  # a file, as `forge worker --loops` takes one
+
+            module: Any = import_file(Path(module_name))
+        else:
+            module = importlib.import_module(module_name)
     except Exception as error:
         raise UsageError(f"{option} {reference!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from error
     if not hasattr(module, attribute):

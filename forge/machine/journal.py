@@ -47,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -238,7 +238,8 @@ class Journal(Columns[JournalEntry]):
 
     Kept as columns, like the trace, and made into `JournalEntry`s when read: a long run
     keeps a few of these per step. `codec` is what `write_trace` writes odd values with,
-    and `redact` what it masks them with (the loop's, `forge.machine.redaction`);
+    and `masking(entries, records)` what it writes instead of the entries (the loop's
+    `redact` applied, `forge.machine.redaction`; None: the entries as they are);
     `forked_from` is set on a forked run's journal (`AgentLoop.fork`).
     """
 
@@ -254,14 +255,14 @@ class Journal(Columns[JournalEntry]):
         "_value",
         "codec",
         "forked_from",
-        "redact",
+        "masking",
         "run_id",
     )
 
     def __init__(self, entries: Iterable[JournalEntry] = (), run_id: str = "", codec: JournalCodec | None = None) -> None:
         self.run_id, self.codec = run_id, codec
         self.forked_from: ForkOrigin | None = None
-        self.redact: Any = None
+        self.masking: Callable[[Sequence[JournalEntry], Sequence[Any]], Sequence[JournalEntry]] | None = None
         self._kinds: list[tuple[str, str]] = []
         self._kind_ids: dict[tuple[str, str], int] = {}
         self._kind = array("i")

@@ -321,10 +321,8 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
         codec = journal.codec
     records = records if isinstance(records, Sequence) else list(records)
     kept: Sequence[JournalEntry] = journal if journal is not None else ()
-    if isinstance(journal, Journal) and journal.redact is not None:
-        from forge.machine.redaction import redacted_journal
-
-        kept = redacted_journal(journal, journal.redact, records)
+    if isinstance(journal, Journal) and journal.masking is not None:
+        kept = journal.masking(journal, records)
     calls = [entry.to_json(codec) for entry in kept]
     origin = journal.forked_from if isinstance(journal, Journal) else getattr(records, "forked_from", None)
     run_id = journal.run_id if isinstance(journal, Journal) else getattr(records, "run_id", "")
@@ -417,6 +415,9 @@ def _unreadable(path: str | Path, number: int, error: Exception) -> TraceFormatE
         return TraceFormatError(str(path), number, f"not UTF-8 text ({error.reason} at byte {error.start})")
     if isinstance(error, RecursionError):
         return TraceFormatError(str(path), number, "nested too deeply to read")
+    if isinstance(error, json.JSONDecodeError):
+        return TraceFormatError(str(path), number, f"not a JSON line ({error.msg.lower()} at column {error.colno}); "
+                                "a trace holds one JSON object per line")
     return TraceFormatError(str(path), number, quoted(str(error)))
 
 

@@ -192,6 +192,8 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
         head += f"<p>answer: {escape(str(stored.answer))}</p>"
     if stored.summary:
         head += f'<p class="box">{escape(stored.summary)}</p>'
+    if stored.error and stored.error not in (stored.summary or ""):
+        head += f'<p class="box status-error" id="error">error: {escape(stored.error)}</p>'
     if note:
         head += f'<p class="box note" id="note">{escape(note)}</p>'
     actions = ""
