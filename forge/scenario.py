@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,8 +70,16 @@ def load_scenario(spec: str) -> LoadedScenario:
     from forge.demo.scenarios import SCENARIOS, build_scenario
 
     if spec in SCENARIOS:
-        built = build_scenario(spec, prepare_workspace(None))
-        return LoadedScenario(spec, built.loop, built.goal, built.close)
+        workspace = prepare_workspace(None)
+        built = build_scenario(spec, workspace)
+
+        def close() -> None:  # the scenario's own close, then its temporary workspace goes
+            try:
+                built.close()
+            finally:
+                shutil.rmtree(workspace, ignore_errors=True)
+
+        return LoadedScenario(spec, built.loop, built.goal, close)
     return _from_module(spec, import_target(spec))
 
 

@@ -32,3 +32,40 @@ def make(db, request):
     yield durable
     for loop in made:
         loop.close()
+
+
+# --- the checkout stays as it was ------------------------------------------------------
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _checkout_status() -> str | None:
+    """`git status` of the checkout (untracked files included, ignored ones not), or None
+    where the tests do not run in a git checkout."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=_ROOT,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def pytest_sessionstart(session):
+    session.config._forge_checkout_status = _checkout_status()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run if the tests wrote into the checkout: a test writes only in its own
+    temporary folder (a user's demo-run/, the tracked docs and tests/ stay as they were)."""
+    before = getattr(session.config, "_forge_checkout_status", None)
+    after = _checkout_status()
+    if before is None or after is None or before == after:
+        return
+    changed = sorted(set(after.splitlines()) ^ set(before.splitlines()))
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    message = "the tests changed the checkout (git status): " + "; ".join(changed[:20])
+    if reporter is not None:
+        reporter.write_line(f"FAILED (checkout changed): {message}", red=True)
+    session.exitstatus = 1

@@ -342,15 +342,13 @@ def test_the_summary_names_tied_tools_and_a_misspelled_argument():
 
 @pytest.mark.parametrize("spec", [".x", "tests/scenarios/raises.py", "scenarios.raises_on_import"])
 def test_forge_debug_on_a_scenario_that_cannot_load_says_why_in_one_line(tmp_path, spec):
-    scenarios = Path("tests/scenarios")
+    scenarios = tmp_path / "tests" / "scenarios"  # in the test's own folder: never written into the checkout
+    scenarios.mkdir(parents=True)
     (scenarios / "raises.py").write_text("raise RuntimeError('broken on purpose')\n")
     (scenarios / "raises_on_import.py").write_text("raise RuntimeError('broken on purpose')\n")
-    try:
-        done = subprocess.run([sys.executable, "-m", "forge.cli", "debug", spec], cwd=Path.cwd(), input="quit\n",
-                              capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": "tests"})
-    finally:
-        (scenarios / "raises.py").unlink()
-        (scenarios / "raises_on_import.py").unlink()
+    done = subprocess.run([sys.executable, "-m", "forge.cli", "debug", spec], cwd=tmp_path, input="quit\n",
+                          capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path / "tests")})
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.startswith("forge: error: ") and len(done.stderr.strip().splitlines()) == 1
 

@@ -1,7 +1,9 @@
 """The README cannot rot: every shell command and Python snippet in it is executed here.
 
-`sh` blocks run line by line from the repository root (`.venv/bin/` is read as the bin folder
-of the Python running the tests); `python` blocks run in order in one namespace, in a fresh
+`sh` blocks run line by line from the root of a copy of the repository in a temporary folder
+(its `.venv` a link to this checkout's, and `.venv/bin/` read as the bin folder of the Python
+running the tests), so they write nothing into the checkout: the user's own `demo-run/`
+and the tracked files stay as they are; `python` blocks run in order in one namespace, in a fresh
 folder, and a `print(...)  # expected` line must print what its comment says; the `text`
 transcript must be lines the debugger really prints. The one command not run here is
 `python3 tasks.py test`: it is the command running this suite.
@@ -31,16 +33,21 @@ def shell_lines():
                     yield command
 
 
-def run_shell(command):
+def run_shell(command, root):
     command = command.replace(".venv/bin/", f"{BIN}/")
-    return subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(["bash", "-c", command], cwd=root, capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
-def demo_run():
-    shutil.rmtree(ROOT / "demo-run", ignore_errors=True)
-    yield
-    shutil.rmtree(ROOT / "demo-run", ignore_errors=True)
+def checkout(tmp_path_factory):
+    """A copy of the repository to run the README's commands in, as a user's fresh clone."""
+    root = tmp_path_factory.mktemp("readme") / "forge"
+    shutil.copytree(ROOT, root, symlinks=True, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "demo-run", ".mcp-servers", ".forge-traces", ".forge-cover-tests", "__pycache__",
+        ".hypothesis", ".pytest_cache", "*.egg-info", "build", "dist", "forge-demo-*"))
+    if (ROOT / ".venv").exists():
+        (root / ".venv").symlink_to(ROOT / ".venv")
+    return root
 
 
 def test_readme_has_the_two_setup_commands():
@@ -48,12 +55,12 @@ def test_readme_has_the_two_setup_commands():
     assert commands[:2] == ["python3 tasks.py demo", SELF]
 
 
-def test_every_shell_command_in_the_readme_succeeds(demo_run):
+def test_every_shell_command_in_the_readme_succeeds(checkout):
     outputs = {}
     for command in shell_lines():
         if command == SELF:
             continue
-        done = run_shell(command)
+        done = run_shell(command, checkout)
         assert done.returncode == 0, f"{command!r} failed:\n{done.stdout}\n{done.stderr}"
         assert "Traceback" not in done.stderr, command
         outputs[command] = done.stdout
