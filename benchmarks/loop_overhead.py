@@ -8,7 +8,9 @@ run_with_retry, LoopState.record, verify, StopController.decide. The sides:
   stage work in `prepare` callbacks and the routes chosen by conditions;
 - AgentLoop: forge, where transitions decides too.
 
-Also: a new AgentLoop per run against `loop.run` on an existing one, run start with 1 and
+Also: the same run with tools that return a 20-key record (which the run copies as each call
+returns, so it keeps the value as observed) against tools that return an int, a new
+AgentLoop per run against `loop.run` on an existing one, run start with 1 and
 10,000 runs alive, and 1,000 concurrent `arun`s whose tool awaits asyncio.sleep(0.05)
 against one. Printed as ratios, since absolute times on shared machines are noise.
 
@@ -141,8 +143,17 @@ def raw_run(machine: Machine, steps: int, verify_at: int | None = None) -> str:
     return run.state
 
 
-def forge_loop(steps: int, verify_at: int | None = None) -> AgentLoop:
-    tools = [Tool(f"tool{i}", {f"cap{i}", "common"}, _handler, required={"path"}) for i in range(TOOLS)]
+RECORD = {"id": 4711, "title": "quarterly notes", "tags": ["a", "b", "c"], "owner": {"name": "ann", "team": "ops"},
+          **{f"field{n}": n * 1.5 for n in range(16)}}
+"""A typical JSON record a tool returns: 20 keys, a list and a nested object."""
+
+
+def _record_handler(path: str) -> dict[str, Any]:
+    return RECORD  # the same live object each call: the run keeps a copy made as the call returns
+
+
+def forge_loop(steps: int, verify_at: int | None = None, handler: Callable[..., Any] = _handler) -> AgentLoop:
+    tools = [Tool(f"tool{i}", {f"cap{i}", "common"}, handler, required={"path"}) for i in range(TOOLS)]
     return AgentLoop(
         tools, make_policy(), verify=lambda obs: obs.sequence == verify_at,
         max_steps=steps, repeat_limit=NEVER_REPEAT,
@@ -209,6 +220,10 @@ def main() -> None:
                                     lambda: long_loop.run("benchmark"))
     )
 
+    record_loop = forge_loop(long_steps, handler=_record_handler)
+    int_steps, record_steps = (seconds / long_steps for seconds in side_by_side(
+        repeats, lambda: long_loop.run("benchmark"), lambda: record_loop.run("benchmark")))
+
     short_loop = forge_loop(5, verify_at=5)
     plain_short, forge_short, fresh_short = (
         seconds / short_runs
@@ -229,6 +244,8 @@ def main() -> None:
           f"{raw_long * us:6.2f} us  AgentLoop {forge_long * us:6.2f} us")
     print(f"  AgentLoop / raw transitions {forge_long / raw_long:5.2f}x {against(forge_long / raw_long, 1.25)}   "
           f"AgentLoop / plain {forge_long / plain_long:5.2f}x {against(forge_long / plain_long, 10)}")
+    print(f"values as observed: a step whose tool returns a 20-key record {record_steps * us:6.2f} us against an int "
+          f"{int_steps * us:6.2f} us: ratio {record_steps / int_steps:5.2f}x {against(record_steps / int_steps, 1.15)}")
     print(f"per run ({short_runs:,} runs of 5 steps): plain {plain_short * us:7.2f} us  "
           f"AgentLoop {forge_short * us:7.2f} us  ratio {forge_short / plain_short:5.2f}x "
           f"{against(forge_short / plain_short, 10)}")

@@ -89,7 +89,8 @@ class Performer:
             self.settled(effect, before, None, error)
             raise
         if not _awaitable(value):
-            value = as_observed(effect, value)
+            if effect.kind == "tool" and type(value) not in _ATOMS:  # inline: a step's one call costs no more
+                value = _copied(value)
             self.settled(effect, before, value, None)
         return value
 
@@ -276,12 +277,13 @@ def _copied(value: Any) -> Any:
     kind = type(value)
     if kind in _ATOMS:
         return value
+    atoms = _ATOMS  # strings and numbers are shared, not copied: most of a record's values
     if kind is dict:
-        return {key: _copied(item) for key, item in value.items()}
+        return {key: item if type(item) in atoms else _copied(item) for key, item in value.items()}
     if kind is list:
-        return [_copied(item) for item in value]
+        return [item if type(item) in atoms else _copied(item) for item in value]
     if kind is tuple:
-        return tuple(_copied(item) for item in value)
+        return tuple([item if type(item) in atoms else _copied(item) for item in value])
     try:
         return copy.deepcopy(value)
     except Exception:  # cannot be copied: the run keeps the object itself

@@ -79,7 +79,7 @@ class RunFacts:
     decision: StopDecision | None = None
     error: BaseException | None = None
     question: str | None = None
-    repeat_of: int | None = None  # the step that ran the side effect this call was answered with
+    repeat_of: int | None = None  # the step that ran the side effect this call was answered with (until recorded)
     ran: Mapping[str, int] = field(default_factory=dict)  # idempotency key → the step that ran it, in this run
 
     def copy(self) -> RunFacts:

@@ -40,7 +40,10 @@ def _record_observation(run: Run) -> Steps[StageOutcome]:
         except NotFingerprintable:  # no canonical form: each such call counts as its own
             action = f"{name}#{id(payload):x}.{run.loop_state.step_count}"
     # the observation is recorded by the engine; its sequence is the record's step
-    return StageOutcome(Recording.RECORDED, {"status": facts.status},
+    if facts.repeat_of is None:
+        return StageOutcome(Recording.RECORDED, {"status": facts.status}, observe=(name, facts.status, payload, action))
+    # a call answered from the registry: its observation says which step ran it (and the fact is spent)
+    return StageOutcome(Recording.RECORDED, {"status": facts.status}, facts={"repeat_of": None},
                         observe=(name, facts.status, payload, action, facts.repeat_of))
     yield  # a generator like every action, though it needs nothing from outside
 

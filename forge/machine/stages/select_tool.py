@@ -88,7 +88,7 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
         detail["finish"] = quoted(repr(intent.answer), 200)
         return StageOutcome(Selection.FINISHED, detail, counts=counts,
                             facts={"step": step, "intent": None, "action": Action(FINISH, "the policy gave its answer"),
-                                   "status": "ok", "payload": intent, "repeat_of": None})
+                                   "status": "ok", "payload": intent})
     action: Action | None = None
     refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
@@ -101,7 +101,7 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
     except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
         refused = error
     subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
-    facts: dict[str, Any] = {"step": step, "intent": intent, "action": action, "repeat_of": None}
+    facts: dict[str, Any] = {"step": step, "intent": intent, "action": action}
     if refused is not None:
         facts["error"] = refused
     if isinstance(refused, UnknownTool):
