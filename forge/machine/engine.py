@@ -599,9 +599,9 @@ def _fold(run: Run, outcome: StageOutcome) -> None:
     if outcome.facts or outcome.counts:
         run.fold(outcome.facts, outcome.counts)
     if outcome.observe is not None:
-        observe = outcome.observe
+        observe = outcome.observe  # the observation is the record's subject: the trace summarises its payload
         firing.subject = run.loop_state.record(observe[0], observe[1], observe[2], action=observe[3],
-                                               repeat_of=observe[4] if len(observe) > 4 else None)  # the trace summarises its payload
+                                               repeat_of=observe[4] if len(observe) > 4 else None)
 
 
 def _failure_detail(hook: str, error: BaseException) -> dict[str, Any]:
