@@ -3,25 +3,13 @@ trace. Each refusal is one line that names what was wrong."""
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from builders import forge
-
-LOOPS = str(Path(__file__).with_name("durable_workers.py"))
-
-
-def start_worker(db: str, ledger: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=db)
-    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", db, "--loops", LOOPS],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert "serving loops" in worker.stdout.readline()  # type: ignore[union-attr]
-    return worker
+from test_worker_stop import start_worker
 
 
 def stopped(worker: subprocess.Popen[str]) -> str:
