@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,19 @@ from forge.observe import LoopObserver
 ITEMS = ("alpha", "beta", "gamma")
 
 
+def calls_made(ledger: Path, tool: str = "write_entry") -> Counter[str]:
+    """How often the handler of `tool` was called, per idempotency key: every call, as it
+    happened (the ledger.calls log keeps duplicates; the ledger itself does not)."""
+    path = ledger.with_name(ledger.name + ".calls")
+    lines = path.read_text().splitlines() if path.exists() else []
+    return Counter(key for called, key in (line.split("\t", 1) for line in lines) if called == tool)
+
+
 class Ledger:
     """Side effects land here, outside the database; a key seen before is not written twice
-    (what a handler does with the idempotency key it is given)."""
+    (what a handler does with the idempotency key it is given). So the ledger cannot show a
+    call made again: `calls_made` (every handler call, duplicates kept) is the evidence of
+    exactly-once."""
 
     def __init__(self, path: Path, crash_in_write: int | None = None) -> None:
         self.path, self.crash_in_write, self.writes = path, crash_in_write, 0

@@ -37,6 +37,12 @@ def project(tmp_path: Path) -> Path:
     return folder
 
 
+def _tool_calls(out: Path) -> int:
+    """How many times the project's tool was called so far (every call, as it was made)."""
+    calls = Path(f"{out}.calls")
+    return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+
 def _runs(out: Path) -> list[dict]:
     return [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -53,8 +59,10 @@ def test_a_cassette_records_once_then_replays_the_same_trace_with_the_server_gon
     assert SECRET not in text and "***" in text
     for line in text.splitlines():
         assert list(json.loads(line)) == sorted(json.loads(line))  # stable key order, one object per line
+    tool_calls = _tool_calls(out)
     replaying = _pytest(project, url, out)  # the server is gone: a connection would fail the run
     assert replaying.returncode == 0, replaying.stdout + replaying.stderr
+    assert tool_calls == 1 and _tool_calls(out) == tool_calls  # the replay called no tool
     first, second = _runs(out)
     assert (first["recorded"], second["recorded"]) == (True, False)
     assert first["trace"] == second["trace"]

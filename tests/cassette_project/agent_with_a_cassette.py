@@ -15,7 +15,9 @@ from forge.llm import ChatPolicy
 
 @tool
 def read_note(path: str, token: str) -> str:
-    """Read a note with an access token."""
+    """Read a note with an access token (each call is counted in $CASSETTE_OUT.calls)."""
+    with open(os.environ["CASSETTE_OUT"] + ".calls", "a") as calls:
+        calls.write(f"read_note {path}\n")
     return f"buy milk (from {path})"
 
 

@@ -95,8 +95,9 @@ def _call_tool(run: Run) -> Steps[StageOutcome]:
         if tool.side_effect:
             fingerprint = request_fingerprint(tool.name, arguments)
             key = intent.idempotency_key or f"{tool.name}:{fingerprint}"
-            if tool.repeatable and not intent.idempotency_key:  # each decision a new act: its own key
-                key = f"{key}:{run.journal.run_id}:{facts.step}"
+            if tool.repeatable and not intent.idempotency_key:
+                # each decision a new act, with a key of its own that ends, as every key the loop makes, in the fingerprint
+                key = f"{tool.name}:{run.journal.run_id}:{facts.step}:{fingerprint}"
             value, replayed = yield Once(run.registry, key, fingerprint, lambda: _attempts(run, tool, arguments, tally))
         else:
             value = yield from _attempts(run, tool, arguments, tally)

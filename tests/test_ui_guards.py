@@ -1,0 +1,67 @@
+"""The UI's layers of defence, each on its own: a state-changing request that lacks the
+token (or names a foreign Host) is refused even with a valid Origin and CSRF token, and
+changes nothing in the runs database. A real uvicorn server (test_ui's fixtures)."""
+
+import http.client
+from urllib.parse import urlencode
+
+import pytest
+
+pytest.importorskip("uvicorn", reason="the ui extra is a test dependency: python3 tasks.py test installs it")
+
+import test_ui
+from test_ui import csrf_of, field_of, request, send, sender
+
+from forge import AgentLoop
+
+ui = test_ui.ui  # the fixture
+
+
+def raw_post(port, path, form, headers):
+    """A POST exactly as given: no token added, no cookie."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("POST", path, body=urlencode(form),
+                       headers={"Content-Type": "application/x-www-form-urlencoded", **headers})
+    response = connection.getresponse()
+    return response.status, response.read().decode()
+
+
+def waiting_run(make, run_id):
+    durable = make(AgentLoop([send], sender, lambda o: o.tool_name == "finish", definition="approval",
+                             approver=lambda request: None))
+    durable.run("pay bob", run_id=run_id)
+    return durable
+
+
+@pytest.mark.parametrize("route", ["answer", "cancel", "fork"])
+def test_a_post_without_the_token_is_refused_and_changes_nothing(make, ui, route):
+    run_id = f"guard-token-{route}"
+    durable = waiting_run(make, run_id)
+    port = ui["port"]
+    _, page, _ = request(port, "GET", f"/runs/{run_id}")  # a real page: its CSRF token and question are valid
+    form = {"csrf": csrf_of(page), "question": field_of(page, "question"), "kind": "approve",
+            "value": durable.status(run_id).waiting.fingerprint, "at": "1"}
+    status, body = raw_post(port, f"/runs/{run_id}/{route}", form,
+                            {"Host": f"127.0.0.1:{port}", "Origin": f"http://127.0.0.1:{port}"})
+    assert status == 403 and "token" in body
+    after = durable.status(run_id)
+    assert after.status == "waiting" and after.answers == 0
+    _, listing, _ = request(port, "GET", "/?q=" + run_id)
+    assert listing.count('data-run="') == 1  # the run itself, and no fork of it
+
+
+@pytest.mark.parametrize("route", ["answer", "cancel", "fork"])
+def test_a_post_naming_a_foreign_host_is_refused_and_changes_nothing(make, ui, route):
+    run_id = f"guard-host-{route}"
+    durable = waiting_run(make, run_id)
+    port = ui["port"]
+    _, page, _ = request(port, "GET", f"/runs/{run_id}")
+    form = {"csrf": csrf_of(page), "question": field_of(page, "question"), "kind": "approve",
+            "value": durable.status(run_id).waiting.fingerprint, "at": "1"}
+    status, body, _ = request(port, "POST", f"/runs/{run_id}/{route}", host=f"evil.example:{port}",
+                              headers={"Origin": f"http://evil.example:{port}"}, form=form)
+    assert status == 400 and "does not serve the host" in body
+    after = durable.status(run_id)
+    assert after.status == "waiting" and after.answers == 0
+    _, listing, _ = request(port, "GET", "/?q=" + run_id)
+    assert listing.count('data-run="') == 1  # the run itself, and no fork of it
