@@ -319,32 +319,45 @@ def test_a_worker_with_no_loops_module_says_what_is_missing(tmp_path):
     assert out.returncode == 1 and "missing.py" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_two_concurrent_runs_with_one_intent_key_run_the_tool_once(make):
-    import contextlib
+def test_two_concurrent_runs_with_one_intent_key_run_the_tool_once(make, monkeypatch):
+    """A forced interleaving, not hope: both runs decide before either pays (a barrier that
+    fails the run if broken), and the one that pays holds its call until the other has
+    tried to claim the key; so the runs overlap in the claim, and only the claim keeps the
+    call to one."""
     import threading
-    import time
+
+    from forge.durable.workflow import HOST
 
     paid: list[str] = []
-    both_in = threading.Barrier(2, timeout=5)
-    lock = threading.Lock()
+    both_decided = threading.Barrier(2, timeout=20)
+    tried: list[str] = []
+    both_tried = threading.Event()
+    claim = HOST.database.claim
+
+    def counted_claim(key, fingerprint, run_id):
+        tried.append(run_id)
+        if len(set(tried)) == 2:
+            both_tried.set()
+        return claim(key, fingerprint, run_id)
+
+    monkeypatch.setattr(HOST.database, "claim", counted_claim)
 
     def pay(invoice):
-        with lock:
-            paid.append(invoice)
-        time.sleep(0.5)  # the other run is in flight meanwhile
+        paid.append(invoice)
+        assert both_tried.wait(20), "the other run never tried the claim while this one paid"
         return f"paid {invoice}"
 
     def policy(goal, state):
         if state.step_count:
             return Finish("done")
-        with contextlib.suppress(threading.BrokenBarrierError):
-            both_in.wait()  # both runs decide before either pays
+        both_decided.wait()  # both runs decide before either pays; a broken barrier fails the run
         return Intent.call("pay", invoice="42").keyed("invoice-42-once")
 
     durable = make(AgentLoop([Tool("pay", {"pay"}, pay, required={"invoice"}, side_effect=True)], policy, finished))
     ids = [durable.start("pay invoice 42", run_id=f"pay-once-{n}") for n in range(2)]
     results = [durable.wait(run_id, timeout=60) for run_id in ids]
     assert [r.reason for r in results] == ["verified_success", "verified_success"]
+    assert sorted(set(tried)) == sorted(ids)  # both runs reached the claim
     assert paid == ["42"]
     replayed = sorted(r.trace[1].detail["replayed"] for r in results)
     assert replayed == [False, True]
