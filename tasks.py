@@ -9,7 +9,9 @@ how), and for the tests, where npm exists, the reference filesystem MCP server i
 `.mcp-servers/`; then it runs the job inside the environment. Extra arguments are passed
 through: `python3 tasks.py test -k retry`, `python3 tasks.py demo --scenario mcp`.
 For the tests it also installs Debian's PostgreSQL server (the durable-run worker test starts
-its own) and Chromium with its driver (the inspector's browser tests), as root.
+its own) and Chromium with its driver (the inspector's browser tests), as root. A real part
+that fails to install ends the run saying so; one this platform cannot install (not root, no
+apt-get) is a note and its tests skip, saying why, except in CI (CI=true), where it fails.
 `python3 tasks.py screenshot` remakes docs/inspector.png, the README's picture of the run
 inspector, in headless Chromium (installed with Debian's chromium and chromium-driver).
 """
@@ -77,15 +79,33 @@ def ensure_graphviz(required: bool) -> None:
     print(f"tasks: note: {message} Diagrams are written as DOT until then.", flush=True)
 
 
+def missing_part(what: str, attempted: bool) -> None:
+    """A real part the tests need is missing. An install that was tried and failed ends the
+    run, saying so; where this platform cannot install it (not root, no apt-get, no npm) the
+    tests that need it skip, saying why, except in CI (CI=true), which must run them all."""
+    if attempted or os.environ.get("CI"):
+        sys.exit(f"tasks: {what} could not be installed{'' if attempted else ' here (needs root and apt-get)'}, "
+                 "and the tests need it: install it, then run this again")
+    print(f"tasks: note: {what} not installed (needs root and apt-get); the tests that need it will skip", flush=True)
+
+
+def can_apt() -> bool:
+    return bool(shutil.which("apt-get")) and hasattr(os, "geteuid") and os.geteuid() == 0
+
+
 def ensure_postgres() -> None:
-    """Debian's PostgreSQL server, for the durable-run worker test (it starts its own server
-    as an unprivileged user in a temporary folder, and skips, saying why, without one)."""
+    """Debian's PostgreSQL server, for the durable-run worker tests (they start their own
+    server as an unprivileged user in a temporary folder)."""
     import glob
 
-    if glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb"):
+    def found() -> bool:
+        return bool(glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb"))
+
+    if found():
         return
-    if not apt_install("postgresql"):
-        print("tasks: note: PostgreSQL not installed (needs root and apt-get); the worker test will skip", flush=True)
+    attempted = can_apt()
+    if not (apt_install("postgresql") and found()):
+        missing_part("PostgreSQL (Debian's postgresql)", attempted)
 
 
 def ensure_chromium() -> None:
@@ -93,9 +113,9 @@ def ensure_chromium() -> None:
     tests (they skip, saying why, without them)."""
     if shutil.which("chromium") and shutil.which("chromedriver"):
         return
-    if not apt_install("chromium", "chromium-driver"):
-        print("tasks: note: chromium/chromedriver not installed (needs root and apt-get); "
-              "the inspector's browser tests will skip", flush=True)
+    attempted = can_apt()
+    if not (apt_install("chromium", "chromium-driver") and shutil.which("chromium") and shutil.which("chromedriver")):
+        missing_part("Chromium and its driver (Debian's chromium, chromium-driver)", attempted)
 
 
 NODE_SERVERS = ROOT / ".mcp-servers"
@@ -108,13 +128,15 @@ def ensure_node_servers() -> None:
         return
     npm = shutil.which("npm")
     if npm is None or shutil.which("node") is None:
+        if os.environ.get("CI"):
+            sys.exit("tasks: node and npm are needed for the filesystem MCP server's tests, and CI must run them")
         print("tasks: note: node/npm not found, so the filesystem MCP server tests will skip", flush=True)
         return
     print(f"tasks: installing {FILESYSTEM_SERVER} into {NODE_SERVERS}", flush=True)
     done = subprocess.run([npm, "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(NODE_SERVERS),
                            FILESYSTEM_SERVER])
     if done.returncode != 0:
-        print(f"tasks: note: npm could not install {FILESYSTEM_SERVER}; its tests will skip", flush=True)
+        sys.exit(f"tasks: npm could not install {FILESYSTEM_SERVER} (exit {done.returncode}), and the tests need it")
 
 
 def main(argv: list[str]) -> int:

@@ -298,7 +298,7 @@ def test_forge_tools_says_what_is_wrong_in_one_line(capsys):
     assert "could not be started or reached" in err and "name one MCP server" in err and "Traceback" not in err
 
 
-@pytest.mark.skipif(not os.path.exists("/proc"), reason="process checks read /proc")
+@pytest.mark.skipif(not os.path.exists("/proc"), reason="platform: process checks read /proc")
 def test_the_demo_over_the_git_server_ends_verified_and_leaves_no_server(tmp_path):
     from io import StringIO
 

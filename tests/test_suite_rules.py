@@ -1,0 +1,62 @@
+"""The suite's own rules, as conftest.py enforces them: in CI a real part is never skipped
+and every `slow` test runs, and no test may leave the checkout changed. Each rule is shown
+on a small suite run in a subprocess with this suite's conftest.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CONFTEST = Path(__file__).with_name("conftest.py")
+PYPROJECT = '[tool.pytest.ini_options]\ntestpaths = ["tests"]\nmarkers = ["slow: real processes"]\n'
+
+
+def suite(tmp_path: Path, body: str, *, ci: bool, git: bool = False) -> subprocess.CompletedProcess[str]:
+    root = tmp_path / "project"
+    (root / "tests").mkdir(parents=True)
+    shutil.copy(CONFTEST, root / "tests" / "conftest.py")
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "tests" / "test_small.py").write_text(body)
+    if git:
+        for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+            subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
+    environment = {k: v for k, v in os.environ.items() if k != "CI"} | ({"CI": "true"} if ci else {})
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
+                          capture_output=True, text=True, env=environment, timeout=120)
+
+
+SKIPS_A_REAL_PART = '''import pytest
+
+@pytest.mark.slow
+def test_needs_postgres():
+    pytest.skip("PostgreSQL is not installed")
+
+def test_plain():
+    pass
+'''
+
+
+def test_in_ci_a_test_skipped_for_a_missing_real_part_fails_the_run(tmp_path):
+    done = suite(tmp_path, SKIPS_A_REAL_PART, ci=True)
+    assert done.returncode == 1
+    assert "skipped in CI: tests/test_small.py::test_needs_postgres" in done.stdout
+    assert "slow tests in CI: 1 collected, 0 passed" in done.stdout
+
+
+def test_outside_ci_the_same_skip_is_allowed(tmp_path):
+    assert suite(tmp_path, SKIPS_A_REAL_PART, ci=False).returncode == 0
+
+
+def test_a_skip_the_platform_forces_is_allowed_in_ci(tmp_path):
+    body = 'import pytest\n\n@pytest.mark.skipif(True, reason="platform: no /proc here")\ndef test_x():\n    pass\n' \
+           '\n@pytest.mark.slow\ndef test_slow():\n    pass\n'
+    assert suite(tmp_path, body, ci=True).returncode == 0
+
+
+def test_a_test_that_writes_into_the_checkout_fails_the_run(tmp_path):
+    body = 'from pathlib import Path\n\ndef test_writes():\n    (Path(__file__).parents[1] / "stray.txt").write_text("x")\n'
+    done = suite(tmp_path, body, ci=False, git=True)
+    assert done.returncode == 1 and "the tests changed the checkout (git status): ?? stray.txt" in done.stdout
