@@ -106,10 +106,30 @@ def test_selection_never_depends_on_list_order(tools, required, rnd):
     assert _outcome("goal", required, tools) == _outcome("goal", required, shuffled)
 
 
+def _expected(required, tools):
+    """The outcome the seed's contract gives, worked out apart from select_action."""
+    scores = {tool.name: len(tool.capabilities & required) for tool in tools}
+    best = max(scores.values(), default=0)
+    if best == 0:
+        return "no tool"
+    tied = tuple(sorted(name for name, score in scores.items() if score == best))
+    return tied[0] if len(tied) == 1 else ("ambiguous", tied)
+
+
 @given(tool_lists, capabilities)
 def test_selected_tool_strictly_outscores_every_other(tools, required):
     outcome = _outcome("goal", required, tools)
+    assert outcome == _expected(required, tools)  # a selector that always refused would fail here
     if isinstance(outcome, str) and outcome != "no tool":
         scores = {tool.name: len(tool.capabilities & required) for tool in tools}
         winner = scores.pop(outcome)
         assert all(winner > other for other in scores.values())
+
+
+def test_the_selection_properties_meet_every_outcome():
+    """The generated cases reach a selection, a tie and no match (so the properties above
+    say something of each)."""
+    a, b = ToolSpec("x", frozenset("ab")), ToolSpec("y", frozenset("a"))
+    assert _outcome("goal", frozenset("ab"), [a, b]) == "x"
+    assert _outcome("goal", frozenset("a"), [a, b]) == ("ambiguous", ("x", "y"))
+    assert _outcome("goal", frozenset("f"), [a, b]) == "no tool"

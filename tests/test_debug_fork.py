@@ -122,9 +122,10 @@ def test_forge_debug_with_the_scenario_replays_the_recording_then_forks_live(rec
         child.close(force=True)
 
 
-def test_forge_debug_at_past_the_run_says_which_transitions_it_has(recorded):
+def test_forge_debug_at_past_the_run_says_which_transitions_it_has(recorded, capsys):
     path, result = recorded
     from forge.cli import main
 
     assert main(["debug", str(path), "--at", "999"]) == 1
+    assert f"has transitions 1 to {len(result.trace)}, not 999" in capsys.readouterr().err
     assert isinstance(result.state.observations[-1].payload, Finish)

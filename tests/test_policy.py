@@ -26,10 +26,12 @@ def test_unconsumed_intents_are_reported():
 
 
 def test_reset_starts_the_script_again():
-    policy = ScriptedPolicy([Intent({"a"})])
-    policy("g", LoopState())
+    first, second = Intent({"a"}), Intent({"b"})
+    policy = ScriptedPolicy([first, second])
+    assert policy("g", LoopState()) == first
     policy.reset()
     assert policy.consumed == 0
+    assert policy("g", LoopState()) == first  # the script from its start, not its second item
 
 
 def test_non_intent_in_script_is_rejected():
