@@ -111,6 +111,80 @@ CASES: dict[str, tuple[str, ...]] = {
 }
 
 
+NAMED: dict[str, str] = {
+    'no command': 'COMMAND',
+    'unknown command': 'frobnicate',
+    'run: missing scenario': 'SCENARIO',
+    'run: nonexistent scenario': 'nope.py',
+    'run: malformed scenario': 'broken.py',
+    'run: scenario without a loop': 'empty.py',
+    'demo: unknown scenario': 'nope',
+    'diagram: nonexistent definition': 'nope.toml',
+    'diagram: malformed definition': 'bad.toml',
+    'diagram: nonexistent trace': 'nope.jsonl',
+    'diagram: malformed trace': 'junk.jsonl',
+    'diagram: unknown format': 'gif',
+    'diagrams: nonexistent folder': 'nope',
+    'debug: missing scenario': 'SCENARIO',
+    'debug: nonexistent scenario': 'nope.py',
+    'debug: nonexistent database': 'nope.sqlite',
+    'debug: malformed database': 'junk.sqlite',
+    'debug: unknown run': 'runs.sqlite',
+    'replay: missing trace': 'RUN.jsonl|RUN_ID',
+    'replay: nonexistent trace': 'nope.jsonl',
+    'replay: malformed trace': 'junk.jsonl',
+    'replay: unknown version': 'wrong.jsonl',
+    'replay: unknown run': 'runs.sqlite',
+    'replay: bad turn': '--turn',
+    'runs: missing action': 'action',
+    'runs: missing database': '--db',
+    'runs: nonexistent database': 'nope.sqlite',
+    'runs: malformed database': 'junk.sqlite',
+    'runs: unsupported database url': 'mysql://localhost/x',
+    'runs: a folder as the database': 'a folder',
+    "runs: another program's database": 'other.sqlite',
+    'runs: an empty database path': 'empty path',
+    'runs: a PostgreSQL server nobody runs': '127.0.0.1:1',
+    'runs show: a folder as the database': 'a folder',
+    'submit: a folder as the database': 'a folder',
+    'runs show: missing run id': 'RUN_ID',
+    'runs show: unknown run': 'runs.sqlite',
+    'runs cancel: unknown run': 'runs.sqlite',
+    'runs resume: unknown run': 'runs.sqlite',
+    'runs resume: no answer': 'runs.sqlite',
+    'runs resume: malformed did-run': 'runs.sqlite',
+    'submit: missing goal': 'GOAL',
+    'submit: blank goal': 'goal',
+    'submit: malformed database': 'junk.sqlite',
+    'worker: nonexistent loops': 'nope.py',
+    'worker: malformed loops': 'broken.py',
+    'inspect: missing output': '--output',
+    'inspect: nonexistent trace': 'nope.jsonl',
+    'inspect: malformed trace': 'junk.jsonl',
+    'check: nonexistent definition': 'nope.toml',
+    'check: bad number': '--max-steps',
+    'check: bad stages': 'nope',
+    'tools: no server': 'name one MCP server',
+    'tools: nonexistent command': '/nonexistent/server',
+    'run: --at without --fork': '--fork',
+    'debug: a recorded run that is not a trace': 'junk.jsonl',
+    'debug: --at of a scenario': '--at',
+    'diff: nonexistent trace': 'nope.jsonl',
+    'diff: malformed trace': 'junk.jsonl',
+    'diff: unknown runs': 'runs.sqlite',
+    'diff: malformed database': 'junk.sqlite',
+    'cover: nonexistent traces': 'nope',
+    'cover: nonexistent definition': 'nope.toml',
+    'cover: missing traces': 'TRACES',
+    'runs fork: missing K': '--at K',
+    'runs fork: unknown run': 'runs.sqlite',
+    'runs fork: malformed patch': 'junk.jsonl',
+    'runs fork: unknown patch': 'bad.toml',
+    'inspect: against a malformed trace': 'junk.jsonl',
+}
+"""What each case's line must name: the argument, file, value or option that was wrong."""
+
+
 @pytest.fixture(scope="module")
 def outcomes(files: Path) -> dict[str, subprocess.CompletedProcess[str]]:
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -127,3 +201,12 @@ def test_a_mistake_is_told_in_one_line_with_exit_1_or_2(case: str, outcomes: dic
     assert len(lines) == 1, out.stderr
     assert lines[0].startswith("forge"), lines[0]
     assert out.returncode in (1, 2), (out.returncode, out.stderr)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_mistake_s_line_names_what_was_wrong(case: str, outcomes: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    assert NAMED[case] in outcomes[case].stderr, (NAMED[case], outcomes[case].stderr)
+
+
+def test_every_case_says_what_its_line_must_name():
+    assert set(NAMED) == set(CASES)
