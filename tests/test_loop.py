@@ -217,6 +217,23 @@ def test_machine_driven_loop_agrees_with_run_agent(script, max_steps, repeat_lim
 
     assert (actual.reason, actual.steps) == (expected.reason, expected.steps)
     assert actual.state.observations == expected.state.observations
+    assert (actual.reason, actual.steps) == _by_the_seed(script, verified_outputs, max_steps, repeat_limit)
+
+
+def _by_the_seed(script, verified_outputs, max_steps, repeat_limit):
+    """How the run ends by the seed's stop rules, worked out here and not by StopController
+    (which both sides above use): after each step, verified first, then the step budget,
+    then the last action seen `repeat_limit` times."""
+    history: list[str] = []
+    for n, (action, output, _) in enumerate(script, 1):
+        history.append(action)
+        if (n, output) in verified_outputs:
+            return "verified_success", n
+        if n >= max_steps:
+            return "step_budget_exhausted", n
+        if history.count(action) >= repeat_limit:
+            return "repeated_action", n
+    raise AssertionError("the script is max_steps long: the budget ends it")
 
 
 def test_each_run_gets_its_own_registry_by_default():
