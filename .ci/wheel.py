@@ -83,7 +83,7 @@ def main() -> int:
             bin_ = environment(into, wheel, extra)
             name = extra or "core"
             run(f"[{name}] forge --version", [str(bin_ / "forge"), "--version"], elsewhere, expect="forge")
-            modules = [*EXTRA_MODULES[""], *EXTRA_MODULES.get(extra, [])]
+            modules = [*EXTRA_MODULES[""], *(EXTRA_MODULES.get(extra, []) if extra else [])]
             run(f"[{name}] import {', '.join(modules)}",
                 [str(bin_ / "python"), "-c", f"import {', '.join(modules)}; import forge; "
                  f"assert '{into}' in forge.__file__, forge.__file__"], elsewhere)

@@ -17,6 +17,9 @@ SECRET = "s3cr3t-token-4711"
 
 
 def redact(tool, field, value):
+    """Masks send's token only: a redact that is told the wrong tool lets the secret through."""
+    if tool != "send":
+        return value
     if field == "arguments" and isinstance(value, dict) and "token" in value:
         return {**value, "token": "***"}
     if field == "payload" and isinstance(value, str):

@@ -194,3 +194,33 @@ def test_stepping_back_in_the_debugger_cuts_the_journal_and_stepping_forward_rep
     session.continue_()
     assert session.result is not None
     assert list(session.result.journal) == list(_recorded_loop().run("fetch and write", run_id=session.run.trace.run_id).journal)
+
+
+def test_an_async_tool_is_journaled_once_with_the_value_it_settled_to():
+    async def fetch(url: str) -> dict:
+        return {"rows": [1, 2], "url": url}
+
+    def loop_with(handler: Any) -> AgentLoop:
+        return AgentLoop([Tool("fetch", {"fetch"}, handler, required={"url"})],
+                         lambda goal, state: Finish("ok") if state.observations else Intent.call("fetch", url="a"),
+                         verify=lambda o: o.tool_name == "finish")
+
+    awaited = asyncio.run(loop_with(fetch).arun("fetch", run_id="r"))
+    synced = loop_with(lambda url: {"rows": [1, 2], "url": url}).run("fetch", run_id="r")
+    assert [(e.kind, e.name) for e in awaited.journal] == [(e.kind, e.name) for e in synced.journal]
+    assert [e.value for e in awaited.journal if e.kind == "tool"] == [{"rows": [1, 2], "url": "a"}]
+
+
+def test_a_policy_that_raises_is_journaled_with_the_messages_it_added_before():
+    def policy(goal: str, state: Any) -> Any:
+        state.messages.append({"role": "assistant", "content": f"on {goal}"})
+        if goal == "first":
+            return Finish("done")
+        raise RuntimeError("the model went away")
+
+    loop = AgentLoop([tool("a")], policy, verify=lambda o: True)
+    first = loop.run("first")
+    second = loop.run("second", state=first.state)  # the conversation holds the first turn's message already
+    (entry,) = [e for e in second.journal if e.kind == "policy"]
+    assert isinstance(entry.error, RuntimeError)
+    assert entry.messages == ({"role": "assistant", "content": "on second"},)
