@@ -262,14 +262,22 @@ def test_the_budget_stops_an_async_run_the_same_way():
 
 
 def test_a_replayed_chat_run_has_the_same_usage_without_calling_the_model():
+    looked: list[str] = []
+
+    @tool(name="lookup")
+    def counted(city: str) -> str:
+        """Look up a city (each call counted)."""
+        looked.append(city)
+        return f"{city}: sunny"
+
     with ChatServer([reply(None, ("c1", "lookup", {"city": "Oslo"})) | {"_usage": {"prompt_tokens": 7,
                                                                                     "completion_tokens": 3}},
                      reply("sunny")]) as server:
-        loop = AgentLoop([lookup], chat(server), answered)
+        loop = AgentLoop([counted], chat(server), answered)
         result = loop.run("weather?")
-        asked = len(server.requests)
+        asked, called = len(server.requests), list(looked)
         again = loop.replay(result.journal)
-    assert len(server.requests) == asked
+    assert len(server.requests) == asked and looked == called == ["Oslo"]  # the replay called no model, no tool
     assert again.usage == result.usage and isinstance(again.usage, Usage)
 
 
