@@ -27,7 +27,11 @@ def redact(tool, field, value):
     return value
 
 
+SENT: list[str] = []
+
+
 def send(to: str, token: str) -> str:
+    SENT.append(to)
     return f"sent to {to} with {token}"
 
 
@@ -55,7 +59,9 @@ def test_no_file_a_run_writes_holds_a_value_redact_masks(tmp_path, monkeypatch, 
     files = every_file_of(tmp_path)
     assert len(files) == 3
     assert [path.name for path, text in files.items() if SECRET in text] == []
+    sent = len(SENT)
     assert loop.replay(tmp_path / "out" / "run.jsonl").reason == "verified_success"  # the masked file still replays
+    assert len(SENT) == sent  # calling nothing
 
 
 def test_no_file_a_chat_run_writes_holds_a_value_redact_masks(tmp_path, monkeypatch):

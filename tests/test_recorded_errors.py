@@ -79,8 +79,13 @@ def test_a_recorded_kind_that_is_not_known_is_refused_naming_it():
         error_from({"type": "x:Y", "kind": "sometimes"})
 
 
+FETCHES = {"n": 0}
+"""Every call of a flaky loop's fetch, as it is made: a replay makes none."""
+
+
 def flaky_loop(error_class: type[BaseException], *, declared: bool = False) -> AgentLoop:
-    calls = {"n": 0}
+    calls = FETCHES
+    calls["n"] = 0
 
     def fetch() -> str:
         calls["n"] += 1
@@ -101,8 +106,10 @@ def test_a_transient_error_class_made_inside_a_function_replays_from_a_file_as_r
     result = loop.run("fetch it")
     assert result.reason == "verified_success"
     path = write_trace(result.trace, tmp_path / "run.jsonl", journal=result.journal)
+    fetched = FETCHES["n"]
     again = loop.replay(path)
     assert again.reason == "verified_success" and again.trace == result.trace
+    assert fetched == 2 and FETCHES["n"] == fetched  # the replay called nothing
 
 
 class Busy(TransientToolError):
@@ -123,6 +130,7 @@ def test_a_replay_rebuilds_an_error_class_its_tool_declares(tmp_path):
     result = loop.run("fetch it")
     path = write_trace(result.trace, tmp_path / "run.jsonl", journal=result.journal)
     assert not any(type(entry.error) is Busy for entry in read_journal(path))  # the file alone: not rebuilt
-    seen = Attempts()
+    seen, fetched = Attempts(), FETCHES["n"]
     assert loop.replay(path, observers=[seen]).reason == "verified_success"
+    assert FETCHES["n"] == fetched  # the replay called nothing
     assert [type(error) for error in seen.errors] == [Busy]

@@ -47,10 +47,11 @@ def test_the_journal_and_the_trace_keep_the_value_as_observed():
 
 
 def test_a_replay_from_the_journal_is_the_run():
-    loop, _ = counter_loop()
+    loop, database = counter_loop()
     result = loop.run("count")
     again = loop.replay(result.journal)
     assert again.state.observations == result.state.observations and again.trace == result.trace
+    assert database == {"count": 2, "tags": ["a", "b"]}  # bumped once, by the run: the replay called nothing
 
 
 def test_an_async_tool_s_value_is_kept_as_observed_too():
