@@ -127,3 +127,28 @@ def test_a_trace_folder_that_cannot_be_written_is_logged_not_raised(tmp_path, mo
     with caplog.at_level(logging.WARNING, logger="forge"):
         assert loop.run("finish").reason == "verified_success"
     assert "cannot keep the trace" in caplog.text
+
+
+def test_what_a_file_keeps_is_the_journal_with_only_what_redact_masks_changed():
+    from forge.machine.redaction import redacted_journal
+    from forge.machine.stages import request_fingerprint
+
+    def decide_keyed(goal, state):
+        if not state.observations:
+            return Intent(frozenset({"send"}), {"to": "ann", "token": SECRET}, "pay-ann-once", call_id="c1")
+        return Finish("done")
+
+    loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True)], decide_keyed,
+                     lambda o: o.tool_name == "finish", definition="approval", approver=lambda *call: True)
+    result = loop.run("send it")
+    masked_arguments = {"to": "ann", "token": "***"}
+    kept = redacted_journal(result.journal, redact, result.trace)
+    assert [(e.kind, e.name, e.transition, e.step) for e in kept] == \
+        [(e.kind, e.name, e.transition, e.step) for e in result.journal]
+    by_kind = {entry.kind: entry for entry in kept}
+    decision = by_kind["policy"].value if isinstance(by_kind["policy"].value, Intent) else kept[0].value
+    assert dict(decision.arguments) == masked_arguments
+    assert (decision.capabilities, decision.idempotency_key, decision.call_id) == (frozenset({"send"}), "pay-ann-once", "c1")
+    assert by_kind["tool"].identity == masked_arguments and by_kind["tool"].value == "sent to ann with ***"
+    assert by_kind["approver"].identity == request_fingerprint("send", masked_arguments)
+    assert kept[-1].value == result.journal[-1].value  # verify's answer kept as it was

@@ -11,10 +11,21 @@ import sys
 import pytest
 from builders import forge
 
-from forge import AgentLoop, Finish, Intent, Tool, ToolError, TransientToolError, write_trace
+from forge import AgentLoop, Finish, Intent, PermanentToolError, Tool, ToolError, TransientToolError, write_trace
 from forge.machine.recorded import RecordedError, error_from
 from forge.machine.trace import read_journal
 from forge.observe import LoopObserver
+
+
+@pytest.fixture(autouse=True)
+def _cold_caches():
+    """Each test finds forge's error classes and makes recorded ones afresh: a warm cache left
+    by an earlier test would hide a broken way of building it."""
+    from forge.machine import recorded
+
+    recorded._LOADED.clear()
+    recorded._RECORDED.clear()
+
 
 EVIL = '''from pathlib import Path
 Path({marker!r}).write_text("imported")
@@ -134,3 +145,31 @@ def test_a_replay_rebuilds_an_error_class_its_tool_declares(tmp_path):
     assert loop.replay(path, observers=[seen]).reason == "verified_success"
     assert FETCHES["n"] == fetched  # the replay called nothing
     assert [type(error) for error in seen.errors] == [Busy]
+
+
+def test_a_recorded_class_is_made_once_per_name_and_kind():
+    first = error_from({"type": "somewhere:Odd", "kind": "tool_error", "message": "a"})
+    second = error_from({"type": "somewhere:Odd", "kind": "tool_error", "message": "b"})
+    other = error_from({"type": "somewhere:Odd", "kind": "transient", "message": "c"})
+    assert type(first) is type(second) and type(other) is not type(first)
+    assert (type(first).__name__, type(first).__qualname__, type(first).__module__) == ("Odd", "Odd", "somewhere")
+    assert (str(first), str(second)) == ("a", "b")
+
+
+def test_a_recorded_error_pickles_as_what_it_records():
+    import pickle
+
+    error = error_from({"type": "somewhere:Odd", "kind": "permanent", "message": "denied", "args": ["denied"]})
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again) == "denied" and isinstance(again, PermanentToolError)
+
+
+@pytest.mark.parametrize(("error", "kind"), [(TransientToolError("x"), "transient"), (PermanentToolError("x"), "permanent"),
+                                             (ToolError("x"), "tool_error"), (KeyError("x"), "error")])
+def test_each_error_is_written_with_its_kind_and_read_back_as_it(error, kind):
+    from forge.machine.recorded import error_json
+
+    written = error_json(error, lambda value: isinstance(value, (str, int, float, type(None))))
+    assert written["kind"] == kind and written["type"].endswith(type(error).__qualname__)
+    read = error_from(written)
+    assert type(read) is type(error) and read.args == error.args
