@@ -13,7 +13,18 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomically"]
+__all__ = ["valid_text", "write_atomically"]
+
+
+ERRORS = "backslashreplace"
+"""How text is made UTF-8 wherever forge writes or shows it: a lone surrogate as its escape."""
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode, which any UTF-8 writer (a page, a database) can take: a lone
+    surrogate (text decoded from broken bytes, a goal or a run id that holds one) becomes its
+    `\\udXXX` escape."""
+    return text.encode("utf-8", ERRORS).decode("utf-8")
 
 
 def write_atomically(path: str | os.PathLike[str], content: str | bytes | Iterable[str]) -> Path:
@@ -31,7 +42,7 @@ def write_atomically(path: str | os.PathLike[str], content: str | bytes | Iterab
     try:
         with temporary.open("wb") as out:
             for piece in pieces:
-                out.write(piece if isinstance(piece, bytes) else piece.encode("utf-8", "backslashreplace"))
+                out.write(piece if isinstance(piece, bytes) else piece.encode("utf-8", ERRORS))
         temporary.replace(target)
     except BaseException:
         temporary.unlink(missing_ok=True)

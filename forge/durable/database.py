@@ -24,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from forge.errors import UsageError
+from forge.files import valid_text
 
 __all__ = ["DEFAULT_DATABASE", "RunsDatabase", "database_url", "shown_url"]
 
@@ -56,17 +57,13 @@ def database_url(db: str | os.PathLike[str] | None) -> str:
                      "(postgresql://USER@HOST/DB)")
 
 
-def _storable(text: str) -> str:
-    """`text` as a database can hold it: a lone surrogate (which a goal may hold) escaped."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def shown_url(url: str) -> str:
-    """`url` as it may be printed: a password in it is masked."""
-    try:
-        return str(sa.engine.make_url(url).render_as_string(hide_password=True))
-    except Exception:  # not a URL SQLAlchemy reads: print nothing of it that could be secret
-        return url.split("://", 1)[0] + "://…"
+    """A database URL as it may be printed: without its password."""
+    scheme, _, rest = url.partition("://")
+    if "@" in rest and ":" in rest.split("@", 1)[0]:
+        user = rest.split("@", 1)[0].split(":", 1)[0]
+        return f"{scheme}://{user}:***@{rest.split('@', 1)[1]}"
+    return url
 
 
 def _engine_url(url: str) -> str:
@@ -266,7 +263,7 @@ class RunsDatabase:
         created); a run noted already is left as it is."""
         if not runs:
             return
-        rows = [{"run_id": _storable(run_id), "searched": _storable(f"{run_id}\n{goal}".lower()), "created_at": created}
+        rows = [{"run_id": valid_text(run_id), "searched": valid_text(f"{run_id}\n{goal}".lower()), "created_at": created}
                 for run_id, goal, created in runs]
         with self.engine.begin() as connection:
             connection.execute(self._insert(self.runs).on_conflict_do_nothing(index_elements=["run_id"]), rows)

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
 
 from forge.durable.answers import Answer, AnswerRefused, claim_answer
-from forge.durable.database import RunsDatabase, database_url
+from forge.durable.database import RunsDatabase, database_url, shown_url
 from forge.durable.forks import fork_input, seed_fork
 from forge.durable.loop import DurableResult, wait_for
 from forge.durable.workflow import ANSWER_TOPIC, ASYNC_WORKFLOW_NAME, EVENT, QUEUE_NAME, STATE_EVENT, WORKFLOW_NAME
@@ -95,16 +95,7 @@ def _unreadable(url: str, error: Exception) -> UsageError:
     """What `forge runs` says of a database it cannot read: one line naming it and why."""
     cause = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
     hint = "; it holds no forge runs" if "no such table" in cause or "does not exist" in cause else ""
-    return UsageError(f"cannot read the runs database {_shown(url)}: {cause}{hint}")
-
-
-def _shown(url: str) -> str:
-    """A database URL without its password."""
-    scheme, _, rest = url.partition("://")
-    if "@" in rest and ":" in rest.split("@", 1)[0]:
-        user = rest.split("@", 1)[0].split(":", 1)[0]
-        return f"{scheme}://{user}:***@{rest.split('@', 1)[1]}"
-    return url
+    return UsageError(f"cannot read the runs database {shown_url(url)}: {cause}{hint}")
 
 
 class StoredRuns:

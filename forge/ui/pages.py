@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 from forge.durable.answers import Waiting
 from forge.durable.loop import DurableResult
 from forge.durable.runs import RunRow
+from forge.files import valid_text
 from forge.usage import USAGE_KEY, ModelCall
 
 __all__ = ["STATUSES", "inbox_page", "loop_html", "run_page", "run_path", "runs_page"]
@@ -48,16 +49,11 @@ def _page(title: str, body: str, token_query: str) -> str:
     """A whole page. Text that is not valid Unicode (a lone surrogate in a goal or a run id,
     which a run may hold) is shown escaped (`\\udcff`), never failing the page."""
     runs, inbox = f"/?{token_query}", f"/inbox?{token_query}"
-    return shown("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+    return valid_text("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                  f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
                  f"<header><a href=\"{escape(runs)}\">forge ui</a><a href=\"{escape(runs)}\">runs</a>"
                  f"<a href=\"{escape(inbox)}\">inbox</a></header><main>{body}</main></body></html>")
-
-
-def shown(text: str) -> str:
-    """`text` as valid Unicode: a lone surrogate becomes its escape (`\\udcff`)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def stale_answer_page(stored: DurableResult, answered: int, token_query: str) -> str:
