@@ -58,11 +58,16 @@ def type_name(kind: type[BaseException]) -> str:
 
 def error_kind(error: BaseException) -> str:
     """How the loop treats `error`: one of `ERROR_KINDS`."""
-    if isinstance(error, TransientToolError):
+    return _kind_of(type(error))
+
+
+def _kind_of(kind: type[BaseException]) -> str:
+    """How the loop treats errors of the class `kind`: one of `ERROR_KINDS`."""
+    if issubclass(kind, TransientToolError):
         return "transient"
-    if isinstance(error, PermanentToolError):
+    if issubclass(kind, PermanentToolError):
         return "permanent"
-    if isinstance(error, ToolError):
+    if issubclass(kind, ToolError):
         return "tool_error"
     return "error"
 
@@ -89,7 +94,7 @@ def error_from(data: Any) -> BaseException:
     if kind is not None and kind not in ERROR_KINDS:
         raise UsageError(f"'error.kind' must be one of {', '.join(ERROR_KINDS)}, got {kind!r}")
     known = _known_class(data["type"])
-    if known is not None and (kind is None or error_kind(_bare(known)) == kind):
+    if known is not None and (kind is None or _kind_of(known) == kind):
         return _rebuilt(known, data)
     error = _rebuilt(_recorded_class(data["type"], kind or "error"), data)
     error.recorded = dict(data)  # type: ignore[attr-defined]
@@ -119,10 +124,6 @@ def _rebuilt(kind: type[BaseException], data: Mapping[str, Any]) -> BaseExceptio
             with contextlib.suppress(AttributeError, TypeError):
                 setattr(error, name, value)
     return error
-
-
-def _bare(kind: type[BaseException]) -> BaseException:
-    return kind.__new__(kind)
 
 
 _LOADED: dict[str, type[BaseException]] = {}
