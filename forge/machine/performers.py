@@ -89,8 +89,7 @@ class Performer:
             self.settled(effect, before, None, error)
             raise
         if not _awaitable(value):
-            if effect.kind == "tool" and type(value) not in _ATOMS:  # inline: a step's one call costs no more
-                value = _copied(value)
+            value = as_observed(effect, value)
             self.settled(effect, before, value, None)
         return value
 
@@ -268,7 +267,7 @@ def as_observed(effect: Call, value: Any) -> Any:
     hand (fast: strings and numbers are shared), anything else with `copy.deepcopy`; a
     value that cannot be copied (a lock, an open file) is kept as it is. Other calls'
     values are kept as they are."""
-    if effect.kind != "tool":
+    if effect.kind != "tool" or type(value) in _ATOMS:
         return value
     return _copied(value)
 

@@ -57,7 +57,7 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
     step = state.step_count + 1
     budget = config.token_budget
     if budget is not None:  # a run that has spent its budget asks no more (a policy may stop sooner: BudgetExhausted)
-        used = usage_of(state.messages).conversation  # the whole conversation's, every turn
+        used = usage_of(state.messages)  # the whole conversation's, every turn: all its messages are this "turn"
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
     try:
