@@ -36,6 +36,7 @@ from starlette.routing import Route
 from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound
+from forge.files import valid_text
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
 from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
@@ -53,9 +54,7 @@ class _Plain(PlainTextResponse):
     id): shown escaped rather than failing the response."""
 
     def render(self, content: Any) -> bytes:
-        if isinstance(content, str):
-            return content.encode("utf-8", "backslashreplace")
-        return bytes(super().render(content))
+        return bytes(super().render(valid_text(content) if isinstance(content, str) else content))
 
 
 class _Guard:
@@ -241,14 +240,15 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         except (AnswerRefused, ForgeError, ValueError) as error:
             return _Plain(f"not sent: {error}", status_code=400)
         try:
-            stored = await run_in_threadpool(runs.get, run_id)
+            await run_in_threadpool(runs.resume, run_id, given)  # refuses an answer to a question not asked now
         except RunNotFound as error:
             return _Plain(str(error), status_code=404)
-        if stored.waiting is None or stored.status != "waiting" or stored.waiting.asked != given.question:
-            return served(HTMLResponse(stale_answer_page(stored, given.question, query), status_code=409))
-        try:
-            await run_in_threadpool(runs.resume, run_id, given)
-        except (AnswerRefused, ForgeError, ValueError) as error:
+        except AnswerRefused as error:
+            stored = await run_in_threadpool(runs.get, run_id)
+            if stored.waiting is None or stored.waiting.asked != given.question:  # the form is stale: say what is asked now
+                return served(HTMLResponse(stale_answer_page(stored, given.question, query), status_code=409))
+            return _Plain(f"not sent: {error}", status_code=400)
+        except (ForgeError, ValueError) as error:
             return _Plain(f"not sent: {error}", status_code=400)
         return await gone_on(run_id, "answered")
 
@@ -361,8 +361,10 @@ def _answer_of(form: Any) -> Answer:
     try:
         question = int(str(form.get("question", "")))
     except ValueError:
+        question = 0
+    if question < 1:  # 0 would bind the answer to whatever the run asks when it arrives
         raise AnswerRefused("the form does not say which question it answers (its 'question' field); "
-                            "answer from the run's page") from None
+                            "answer from the run's page")
     return replace(_answer_kind(form, kind, value), question=question)
 
 
