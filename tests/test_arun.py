@@ -94,6 +94,8 @@ def test_a_sync_function_returning_a_coroutine_under_run_fails_the_run_clearly()
     result = loop.run("goal")
     assert result.reason == "fatal_error"
     assert isinstance(result.error, AsyncNotSupported) and "use `await loop.arun(goal)`" in str(result.error)
+    (call,) = [entry for entry in result.journal if entry.kind == "tool"]
+    assert isinstance(call.error, AsyncNotSupported) and call.value is None
 
 
 def test_async_retries_wait_with_the_async_sleep():
@@ -210,3 +212,38 @@ def test_an_async_callback_under_run_fails_the_run_naming_it():
     result = loop.run("goal")
     assert result.reason == "fatal_error" and isinstance(result.error, AsyncNotSupported)
     assert result.trace[-1].detail["failed"].startswith("on_enter verify")
+
+
+def test_an_async_run_without_a_sleep_of_its_own_waits_with_asyncio_sleep(monkeypatch):
+    waits = []
+    real_sleep = asyncio.sleep
+
+    async def counted(seconds, *args):
+        waits.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", counted)
+    attempts = Recorder(TransientToolError("503", retry_after=0.25), "ok")
+    loop = scripted_loop([tool("a", handler=attempts)], [intent("a")], verify=lambda o: True)
+    result = asyncio.run(loop.arun("goal"))
+    assert result.reason == "verified_success" and result.retries == 1
+    assert 0.25 in waits
+
+
+def test_an_async_run_tells_observers_of_each_tool_attempt():
+    from forge.observe import LoopObserver
+
+    attempts = []
+
+    class Attempts(LoopObserver):
+        def tool_attempt(self, run, attempt):
+            attempts.append(attempt)
+
+    loop = scripted_loop([tool("a", handler=Recorder(TransientToolError("503"), "ok"))], [intent("a")],
+                         verify=lambda o: True, base_delay=0.0, async_sleep=_no_wait)
+    result = asyncio.run(loop.arun("goal", observers=[Attempts()]))
+    assert result.reason == "verified_success" and len(attempts) == 2
+
+
+async def _no_wait(seconds):
+    return None

@@ -152,3 +152,38 @@ def test_what_a_file_keeps_is_the_journal_with_only_what_redact_masks_changed():
     assert by_kind["tool"].identity == masked_arguments and by_kind["tool"].value == "sent to ann with ***"
     assert by_kind["approver"].identity == request_fingerprint("send", masked_arguments)
     assert kept[-1].value == result.journal[-1].value  # verify's answer kept as it was
+
+
+def test_a_decision_by_capability_is_masked_as_the_tool_its_step_called_even_without_records():
+    from forge.machine.redaction import redacted_journal
+
+    loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True, repeatable=True)],
+                     decide, lambda o: o.tool_name == "finish")
+    result = loop.run("send it")
+    kept = redacted_journal(result.journal, redact)
+    decisions = [e.value for e in kept if e.kind == "policy" and isinstance(e.value, Intent)]
+    assert [dict(d.arguments) for d in decisions] == [{"to": "ann", "token": "***"}] * 2
+    assert SECRET not in repr(kept)
+
+
+def test_a_masked_decision_names_the_tool_it_named():
+    from forge.machine.redaction import redacted_journal
+
+    def by_name(goal, state):
+        return Intent.call("send", to="ann", token=SECRET) if not state.observations else Finish("done")
+
+    loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True)], by_name,
+                     lambda o: o.tool_name == "finish")
+    result = loop.run("send it")
+    (decision,) = [e.value for e in redacted_journal(result.journal, redact) if isinstance(e.value, Intent)]
+    assert decision.tool == "send" and decision.arguments["token"] == "***"
+
+
+def test_the_trace_keeps_the_arguments_redact_returned():
+    import json
+
+    loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True, repeatable=True)],
+                     decide, lambda o: o.tool_name == "finish", redact=redact)
+    result = loop.run("send it")
+    selected = next(record for record in result.trace if record.verdict == "selected")
+    assert json.loads(selected.detail["arguments"]) == {"to": "ann", "token": "***"}

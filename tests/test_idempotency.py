@@ -95,3 +95,106 @@ def test_sixteen_threads_on_one_key_run_the_operation_once():
         thread.join()
     assert len(calls) == 1
     assert sorted(results) == [("value", False)] + [("value", True)] * 15
+
+
+def test_a_key_is_in_the_registry_only_once_its_operation_returned():
+    registry = IdempotencyRegistry()
+    seen_inside = []
+
+    def operation():
+        seen_inside.append(("k" in registry, len(registry)))
+        return "v"
+
+    assert "k" not in registry and len(registry) == 0
+    registry.execute_once("k", "a", operation)
+    assert seen_inside == [(False, 0)]
+    assert "k" in registry and len(registry) == 1
+    assert "other" not in registry and 42 not in registry
+
+
+def test_an_operation_that_uses_its_own_key_again_is_refused_rather_than_deadlocking():
+    from forge.agent.idempotency import IdempotencyReentry
+
+    registry = IdempotencyRegistry()
+
+    def operation():
+        return registry.execute_once("k", "a", Counter())
+
+    with pytest.raises(IdempotencyReentry) as refused:
+        registry.execute_once("k", "a", operation)
+    assert refused.value.key == "k" and "'k'" in str(refused.value)
+    assert registry.execute_once("k", "a", Counter("later")) == ("later", False)
+
+
+def test_an_async_operation_that_uses_its_own_key_again_is_refused_rather_than_deadlocking():
+    import asyncio
+
+    from forge.agent.idempotency import IdempotencyReentry
+
+    registry = IdempotencyRegistry()
+
+    async def operation():
+        async def inner():
+            return "never"
+
+        return await registry.aexecute_once("k", "a", inner)
+
+    with pytest.raises(IdempotencyReentry):
+        asyncio.run(registry.aexecute_once("k", "a", operation))
+    assert "k" not in registry
+
+
+def test_concurrent_tasks_on_one_key_run_the_async_operation_once():
+    import asyncio
+
+    registry = IdempotencyRegistry()
+    calls = []
+
+    async def slow_write():
+        calls.append(1)
+        await asyncio.sleep(0.01)
+        return "value"
+
+    async def main():
+        return await asyncio.gather(*(registry.aexecute_once("k", "a", slow_write) for _ in range(4)))
+
+    results = asyncio.run(main())
+    assert len(calls) == 1
+    assert sorted(results) == [("value", False)] + [("value", True)] * 3
+
+
+def test_a_waiter_that_succeeds_after_a_failed_holder_is_what_later_callers_get():
+    registry = IdempotencyRegistry()
+    holding, release = threading.Event(), threading.Event()
+    calls = []
+
+    def failing():
+        holding.set()
+        release.wait(5)
+        raise RuntimeError("disk full")
+
+    def succeeding():
+        calls.append("waiter")
+        return "written"
+
+    def holder():
+        with pytest.raises(RuntimeError):
+            registry.execute_once("k", "a", failing)
+
+    first = threading.Thread(target=holder)
+    first.start()
+    holding.wait(5)
+    results = []
+    second = threading.Thread(target=lambda: results.append(registry.execute_once("k", "a", succeeding)))
+    second.start()
+    for _ in range(200):  # until the waiter is counted on the key's slot
+        if registry._slots["k"].users == 2:
+            break
+        time.sleep(0.005)
+    assert registry._slots["k"].users == 2
+    release.set()
+    first.join()
+    second.join()
+    assert results == [("written", False)]
+    assert registry.execute_once("k", "a", Counter("again")) == ("written", True)
+    assert calls == ["waiter"]

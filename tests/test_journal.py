@@ -224,3 +224,38 @@ def test_a_policy_that_raises_is_journaled_with_the_messages_it_added_before():
     (entry,) = [e for e in second.journal if e.kind == "policy"]
     assert isinstance(entry.error, RuntimeError)
     assert entry.messages == ({"role": "assistant", "content": "on second"},)
+
+
+def test_a_replayed_run_journals_each_call_as_recorded_with_its_error_and_messages():
+    recorded = _recorded_loop().run("fetch and write")
+    replayed = _unreachable(_recorded_loop()).replay(recorded.journal)
+    assert [e.to_json() for e in replayed.journal] == [e.to_json() for e in recorded.journal]
+    assert isinstance(replayed.journal[1].error, TransientToolError)
+
+
+def test_a_replayed_tool_error_is_the_recorded_one_for_a_tool_that_declares_no_errors(tmp_path):
+    def policy(goal: str, state: Any) -> Any:
+        return Intent.call("fetch", url="a") if not state.observations else Finish("gave up")
+
+    loop = AgentLoop([tool("fetch", {"fetch"}, Recorder(ValueError("no such page")), required={"url"})], policy,
+                     verify=lambda o: True)
+    recorded = loop.run("fetch")
+    path = write_trace(recorded.trace, tmp_path / "run.jsonl", journal=recorded.journal)
+    for source in (recorded.journal, path):
+        replayed = _unreachable(loop).replay(source)
+        assert replayed.reason == recorded.reason
+        assert str(replayed.journal[1].error) == "no such page"
+        payload = replayed.state.observations[0].payload
+        assert (type(payload).__name__, str(payload)) == ("ValueError", "no such page")
+
+
+def test_a_replayed_verify_error_ends_the_replay_as_it_ended_the_run():
+    def verify(observation: Any) -> bool:
+        raise LookupError("the checker is down")
+
+    loop = AgentLoop([tool("fetch")], lambda goal, state: Intent.call("fetch"), verify=verify)
+    recorded = loop.run("fetch")
+    replayed = _unreachable(loop).replay(recorded.journal)
+    assert replayed.reason == recorded.reason
+    (entry,) = [e for e in replayed.journal if e.kind == "verify"]
+    assert isinstance(entry.error, LookupError) and str(entry.error) == "the checker is down"

@@ -173,3 +173,100 @@ def test_each_error_is_written_with_its_kind_and_read_back_as_it(error, kind):
     assert written["kind"] == kind and written["type"].endswith(type(error).__qualname__)
     read = error_from(written)
     assert type(read) is type(error) and read.args == error.args
+
+
+def _written_again(data: dict) -> dict:
+    from forge.machine.journal import _error_json
+
+    return _error_json(error_from(data))
+
+
+def test_an_error_read_from_a_file_is_written_again_exactly_as_it_was_read():
+    recorded = {"type": "billing.api:Client.QuotaExceeded", "kind": "transient", "message": "quota used up",
+                "args": ["quota used up", 3], "attributes": {"status_code": 429}}
+    again = _written_again(recorded)
+    assert again == recorded
+    assert _written_again(again) == recorded
+    error = error_from(recorded)
+    assert type(error).__qualname__ == "Client.QuotaExceeded" and type(error).__name__ == "QuotaExceeded"
+    assert type(error).__module__ == "billing.api" and error.status_code == 429
+
+
+def test_a_recorded_class_without_a_module_or_name_reads_as_a_recorded_error():
+    error = error_from({"type": ":", "kind": "error", "message": "m", "args": ["m"], "attributes": {}})
+    assert type(error).__name__ == type(error).__qualname__ == "RecordedError"
+    assert type(error).__module__ == "forge.machine.recorded"
+    assert _written_again({"type": ":", "kind": "error", "message": "m", "args": ["m"], "attributes": {}})["type"] == ":"
+
+
+def test_a_rebuilt_transient_error_has_no_retry_hint_unless_one_was_recorded():
+    error = error_from({"type": "svc:Busy", "kind": "transient", "message": "busy", "args": [], "attributes": {}})
+    assert isinstance(error, TransientToolError) and error.retry_after is None
+    hinted = error_from({"type": "svc:Busy", "kind": "transient", "message": "busy", "args": [],
+                         "attributes": {"retry_after": 2.5}})
+    assert hinted.retry_after == 2.5
+
+
+def test_only_public_recorded_attributes_are_set_on_a_rebuilt_error():
+    error = error_from({"type": "svc:Odd", "message": "m", "args": [],
+                        "attributes": {"_secret": 1, "code": 7, "__class__": "str"}})
+    assert error.code == 7 and not hasattr(error, "_secret") and isinstance(error, RecordedError)
+
+
+def test_a_recorded_attribute_a_builtin_error_cannot_take_is_skipped():
+    os_error = error_from({"type": "builtins:BlockingIOError", "message": "m", "args": [11, "m"],
+                           "attributes": {"characters_written": "not a number"}})
+    assert isinstance(os_error, BlockingIOError)
+
+
+def test_a_builtin_name_that_is_not_an_error_class_reads_as_a_recorded_error():
+    for name in ("builtins:print", "builtins:int", "builtins:NoSuchThing"):
+        error = error_from({"type": name, "message": "m", "args": ["m"], "attributes": {}})
+        assert isinstance(error, RecordedError), name
+        assert _written_again({"type": name, "kind": "error", "message": "m", "args": ["m"], "attributes": {}})["type"] == name
+
+
+def test_a_loaded_class_outside_forge_reads_as_a_recorded_error_and_runs_none_of_its_code():
+    import json as loaded  # json.decoder:JSONDecodeError is loaded, and its __init__ needs three arguments
+
+    assert loaded.decoder.JSONDecodeError
+    error = error_from({"type": "json.decoder:JSONDecodeError", "message": "bad", "args": ["bad"], "attributes": {}})
+    assert isinstance(error, RecordedError) and type(error).__name__ == "JSONDecodeError"
+
+
+def test_a_forge_class_defined_inside_a_function_is_not_taken_for_a_recorded_name():
+    def make() -> type:
+        class Local(ToolError):
+            pass
+        return Local
+
+    local = make()
+    error = error_from({"type": f"{local.__module__}:{local.__qualname__}", "kind": "tool_error",
+                        "message": "m", "args": ["m"], "attributes": {}})
+    assert type(error) is not local and isinstance(error, RecordedError) and isinstance(error, ToolError)
+
+
+def test_error_attributes_and_arguments_json_cannot_hold_are_written_as_text_or_left_out():
+    error = RuntimeError("failed", object())
+    error.code = 7
+    error.handle = object()
+    error._private = 1
+    from forge.machine.journal import _error_json
+
+    line = _error_json(error)
+    assert line["attributes"] == {"code": 7}
+    assert line["args"][0] == "failed" and line["args"][1].startswith("<object object at")
+    assert line["message"] == str(error)
+
+
+def test_an_error_line_without_a_type_is_refused_naming_what_is_missing():
+    for data in ({}, {"message": "m"}, {"type": 3}, "boom", None):
+        with pytest.raises(ValueError, match="'error' must be an object with a 'type'"):
+            error_from(data)
+    with pytest.raises(ValueError, match="'error.kind' must be one of transient, permanent, tool_error, error"):
+        error_from({"type": "x:Y", "kind": "fatal"})
+
+
+def test_a_recorded_error_without_a_message_reads_as_its_arguments():
+    error = error_from({"type": "svc:Odd", "args": ["from args"], "attributes": {}})
+    assert str(error) == "from args"

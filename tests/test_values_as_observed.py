@@ -74,3 +74,35 @@ class _Codec:
 
     def decode(self, data):
         return data
+
+
+def _observed_before_and_after(value_of, change) -> tuple:
+    """The first observation of a `read` tool returning `value_of()`, which `bump` then changes
+    with `change(value)`: what the run kept, and the value as it is now."""
+    value = value_of()
+    script = [Intent.call("read"), Intent.call("bump")]
+    loop = AgentLoop([Tool("read", handler=lambda: value), Tool("bump", handler=lambda: change(value) or "bumped")],
+                     lambda goal, state: script[len(state.observations)] if len(state.observations) < 2 else Finish("x"),
+                     lambda o: o.tool_name == "finish")
+    return loop.run("read then bump").state.observations[0].payload, value
+
+
+def test_containers_inside_a_list_are_kept_as_they_were_when_returned():
+    kept, now = _observed_before_and_after(lambda: [{"n": 1}, [1]], lambda v: (v[0].update(n=2), v[1].append(2)))
+    assert kept == [{"n": 1}, [1]] and now == [{"n": 2}, [1, 2]]
+
+
+def test_containers_inside_a_tuple_are_kept_as_they_were_when_returned():
+    kept, now = _observed_before_and_after(lambda: ({"n": 1}, [1]), lambda v: (v[0].update(n=2), v[1].append(2)))
+    assert kept == ({"n": 1}, [1]) and now == ({"n": 2}, [1, 2])
+
+
+def test_an_object_with_containers_of_its_own_is_kept_as_it_was_when_returned():
+    from dataclasses import dataclass, field
+
+    @dataclass
+    class Rows:
+        rows: list = field(default_factory=lambda: [1])
+
+    kept, now = _observed_before_and_after(Rows, lambda v: v.rows.append(2))
+    assert kept == Rows([1]) and now == Rows([1, 2])
