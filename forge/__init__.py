@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     )
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
-    from forge.policy import Ask, Finish, Intent, Policy, ScriptedPolicy, ScriptExhausted
+    from forge.policy import Ask, Finish, Intent, ModelPolicy, Policy, RecordedPolicy, ScriptedPolicy, ScriptExhausted
     from forge.result import LoopResult
     from forge.tools import Tool, tool
     from forge.usage import BudgetExhausted, Usage
@@ -80,6 +80,8 @@ _WHERE: dict[str, str] = {
     "BudgetExhausted": "forge.usage",
     "Intent": "forge.policy",
     "Policy": "forge.policy",
+    "ModelPolicy": "forge.policy",
+    "RecordedPolicy": "forge.policy",
     "ScriptedPolicy": "forge.policy",
     "ScriptExhausted": "forge.policy",
     "UnknownTool": "forge.agent.actions",
@@ -132,6 +134,8 @@ __all__ = [
     "Usage",
     "BudgetExhausted",
     "Policy",
+    "ModelPolicy",
+    "RecordedPolicy",
     "ScriptedPolicy",
     "ScriptExhausted",
     "ToolSignal",

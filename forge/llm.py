@@ -13,6 +13,13 @@ conversation goes on from it (`loop.run(goal, state=previous.state)`).
 
 Sync under `run()` and async under `arun()`: inside a running event loop the policy returns
 a coroutine, awaited by the loop, that uses the async client.
+
+`ChatPolicy` is a `forge.policy.ModelPolicy`: the loop sends each of its requests, so a
+request and the model's reply are an entry of the run's journal whose identity is the
+request (model, messages, tools, options). A replay, a fork and a cassette run the
+policy's code again and answer each request from the journal: a request that differs (a
+changed system prompt, a tool's description, the model) fails the replay, naming the first
+field that differs.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
 
 __all__ = ["ASK_TOOL", "ECHO_LIMIT", "ChatPolicy", "ModelError", "ModelRefused", "tool_definitions"]
 
-_Steps = Generator[dict[str, Any], Any, "Intent | Finish | Ask"]
+_Steps = Generator[Mapping[str, Any], Any, "Intent | Finish | Ask"]
 
 ASK_TOOL: dict[str, Any] = {"type": "function", "function": {
     "name": ASK,
@@ -155,40 +162,54 @@ class ChatPolicy:
         return replace(self, token_budget=budget)
 
     def __call__(self, goal: str, state: LoopState) -> Any:
+        """The decision, sending the requests itself (as a `RecordedPolicy` is called); an
+        `AgentLoop` sends them through its journal instead (`requests`, `send`)."""
         if not can_await():  # run(), even in a thread whose event loop runs (Jupyter): the sync client
-            return complete(self._decide(goal, state, self._ask))
-        return self._decide(goal, state, self._aask)
+            return complete(self._decide(goal, state))
+        return self._decide(goal, state)
 
-    async def _decide(self, goal: str, state: LoopState, ask: Callable[[dict[str, Any]], Any]) -> Intent | Finish | Ask:
-        """Send each request `_steps` makes with `ask`, awaiting its answer when it is awaitable."""
-        steps = self._steps(goal, state)
+    async def _decide(self, goal: str, state: LoopState) -> Intent | Finish | Ask:
+        """Send each request `requests` makes, awaiting its answer when it is awaitable."""
+        steps = self.requests(goal, state)
         reply = None
         while True:
             try:
                 request = steps.send(reply)
             except StopIteration as done:
                 return done.value  # type: ignore[no-any-return]
-            reply = ask(request)
+            reply = self.send(request)
             if inspect.isawaitable(reply):
                 reply = await reply
 
-    def _ask(self, request: dict[str, Any]) -> Any:
+    def send(self, request: Mapping[str, Any]) -> Any:
+        """Send `request` to the endpoint: the reply as JSON, `{"message": {…}, "usage":
+        {…}}` (an awaitable of it where the caller can await, `can_await`).
+
+        Raises:
+            ModelError: the response has no message, or its body is not JSON.
+            openai.OpenAIError: the endpoint failed.
+        """
+        if can_await():
+            return self._aask(request)
         started, clock = time.time(), time.perf_counter()
         try:
             response = self._sync_client().chat.completions.create(**request)
         except ValueError as error:  # a body that is not JSON (openai's own errors are not ValueErrors)
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        return _message_of(response), replace(_call_of(response, started, time.perf_counter() - clock),
-                                              request_model=self.model, provider=self.provider)
+        return self._reply(response, started, time.perf_counter() - clock)
 
-    async def _aask(self, request: dict[str, Any]) -> Any:
+    async def _aask(self, request: Mapping[str, Any]) -> Any:
         started, clock = time.time(), time.perf_counter()
         try:
             response = await self._async_client().chat.completions.create(**request)
         except ValueError as error:
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        return _message_of(response), replace(_call_of(response, started, time.perf_counter() - clock),
-                                              request_model=self.model, provider=self.provider)
+        return self._reply(response, started, time.perf_counter() - clock)
+
+    def _reply(self, response: Any, started: float, seconds: float) -> dict[str, Any]:
+        """A response as the journal keeps it: the assistant message and what the call cost."""
+        call = replace(_call_of(response, started, seconds), request_model=self.model, provider=self.provider)
+        return {"message": _as_message(_message_of(response)), "usage": call.to_json()}
 
     def _sync_client(self) -> Any:
         if self.client is None:
@@ -201,10 +222,16 @@ class ChatPolicy:
             object.__setattr__(self, "async_client", made)
         return self.async_client
 
-    def _steps(self, goal: str, state: LoopState) -> _Steps:
-        """The decision, written once: it yields each request to send and receives the
-        model's message and its call's usage; it returns the intent, the answer or the
-        question."""
+    def requests(self, goal: str, state: LoopState) -> _Steps:
+        """The decision, written once (`forge.policy.ModelPolicy`): it yields each request to
+        send and receives the reply `send` made of the response (the model's message and
+        its call's usage); it returns the intent, the answer or the question.
+
+        Raises:
+            ModelError: the model made only unusable calls `max_repairs` times in a row, or
+                (`ModelRefused`) refused.
+            BudgetExhausted: the next request would go past the token budget.
+        """
         messages = state.messages
         self._begin_turn(goal, messages, state)
         self._take_in(state.observations, messages, state.turn_start)
@@ -215,13 +242,14 @@ class ChatPolicy:
             request = self._request(messages)
             counted = self.count_tokens(request) if self.count_tokens is not None and self.token_budget is not None else 0
             check_budget(usage_of(messages), self.token_budget, counted)
-            reply, call = yield request
-            messages.append({**_as_message(reply), USAGE_KEY: call.to_json()})
-            refusal = getattr(reply, "refusal", None)
+            reply = yield request
+            message = reply["message"]
+            messages.append({**message, USAGE_KEY: reply["usage"]})
+            refusal = message.get("refusal")
             if refusal:
                 raise ModelRefused(refusal)
-            if not reply.tool_calls:
-                return Finish(reply.content or "")
+            if not message.get("tool_calls"):
+                return Finish(message.get("content") or "")
         raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:

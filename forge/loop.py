@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.agent.actions import duplicate_names
+from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, duplicate_names, select_action
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_count, check_retry_options
@@ -34,14 +34,14 @@ from forge.machine.engine import (
 from forge.machine.fork import ForkPlan, Patch, RecordedRun, fork_plan, goal_of
 from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
-from forge.machine.performers import ForkingPerformer, Performer, ReplayingPerformer, ReplayStopped
-from forge.machine.redaction import redacted_journal
+from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer, ReplayStopped
+from forge.machine.redaction import masked_entry, redacted_journal
 from forge.machine.run import Run, RunConfig, RunCounts
 from forge.machine.stages import Selection
 from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace, write_trace
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
-from forge.policy import Policy
+from forge.policy import Intent, Policy
 from forge.result import LoopResult
 from forge.tools import Tool
 from forge.usage import usage_of
@@ -239,6 +239,11 @@ class AgentLoop:
         return any(t.guard is not None and self.stages.guards[t.guard].action == "select_tool"
                    and self.stages.guards[t.guard].verdict == verdict for t in self.definition.transitions)
 
+    @property
+    def policy(self) -> Policy:
+        """The policy this loop was given (before `with_tools` saw its tools)."""
+        return self._options["policy"]  # type: ignore[no-any-return]
+
     def replace(self, **changes: Any) -> AgentLoop:
         """A new loop with the same arguments as this one except `changes` (any of
         `__init__`'s, by name): how a durable run wraps the policy, tools and verify of a
@@ -324,11 +329,16 @@ class AgentLoop:
             ValueError: `goal` is blank.
             AsyncNotSupported: (a TypeError) a tool, the policy, verify or the approver is
                 an `async def`, which only `arun` can await; nothing has run.
+            JournalMiss: `performer` answers from a journal (a durable run's recovery) and
+                the run made a call the journal does not have there.
         """
         self._refuse_async()
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
                          performer=performer, timed_out=timed_out)
-        self._complete(run)
+        try:
+            self._complete(run)
+        except ReplayStopped as stopped:
+            raise stopped.miss from None
         return self._finish(run)
 
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
@@ -343,13 +353,17 @@ class AgentLoop:
         Raises:
             ValueError: `goal` is blank.
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
+            JournalMiss: as `run`.
         """
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
                          performer=performer, timed_out=timed_out)
         self._started(run)
         engine = self.async_engine
-        while not engine.is_terminal(run):
-            await engine.aadvance(run)
+        try:
+            while not engine.is_terminal(run):
+                await engine.aadvance(run)
+        except ReplayStopped as stopped:
+            raise stopped.miss from None
         return self._finish(run)
 
     def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -450,7 +464,7 @@ class AgentLoop:
         replaying: list[ReplayingPerformer] = []
 
         def answering(journal: Journal, run: Run) -> ReplayingPerformer:
-            replaying.append(ReplayingPerformer(recorded, journal, run))
+            replaying.append(ReplayingPerformer(recorded, journal, run, masked=self._masking(run)))
             return replaying[0]
 
         # a registry of its own: a side effect recorded as run is replayed from the journal, not the registry
@@ -568,11 +582,33 @@ class AgentLoop:
         def forks(journal: Journal, run: Run) -> ForkingPerformer:
             journal.forked_from = run.trace.forked_from = plan.origin
             forking.append(ForkingPerformer(plan.replayed, journal, run, plan.at, config.sleep, config.async_sleep,
-                                            plan.patched, plan.origin.patch, plan.pending))
+                                            plan.patched, plan.origin.patch, plan.pending, self._masking(run)))
             return forking[0]
 
         run = self.start(plan.goal, observers, state, run_id, registry=IdempotencyRegistry(), performer=forks)
         return run, plan, forking[0]
+
+
+    def _chosen_tool(self, intent: Intent) -> str | None:
+        """The tool `intent` selects among this loop's tools, or None when it selects none."""
+        if intent.tool:
+            return intent.tool
+        try:
+            return select_action("(any goal)", intent.capabilities, self._config.specs).tool_name
+        except (NoMatchingTool, AmbiguousToolChoice, ValueError):
+            return None
+
+    def _masking(self, run: Run) -> Masking | None:
+        """How a replay of `run` masks a call it made to compare it with one a file written
+        with this loop's `redact` keeps (None without `redact`)."""
+        redact = self._config.redact
+        if redact is None:
+            return None
+
+        def masked(entry: JournalEntry, step_calls: Sequence[JournalEntry]) -> JournalEntry:
+            return masked_entry(entry, step_calls, redact, run.trace, self._chosen_tool)
+
+        return masked
 
 
 @lru_cache(maxsize=1)

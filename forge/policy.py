@@ -1,15 +1,33 @@
-"""Policies: what decides the next step. A policy is `(goal, LoopState) -> Intent | Finish | Ask`."""
+"""Policies: what decides the next step. A policy is `(goal, LoopState) -> Intent | Finish | Ask`.
+
+How a replay (and a fork, a cassette) treats a policy:
+
+- A policy is code, like a user stage: a replay runs it again and checks that it decides
+  what the journal records, so a changed decision fails the replay (`JournalMiss`, naming
+  both decisions) at the step where it changed. That is the default: a policy decides from
+  what it is given (the goal and the `LoopState`), as the seed's stages do.
+- A policy that asks a model through forge's client seam (`ModelPolicy`: `ChatPolicy` is
+  one) is code too; each request it sends is a call to the world, journaled with the request
+  itself as its identity, so a replay answers it from the journal and fails, naming the
+  first field that differs, when the request is not the recorded one (another system
+  prompt, a tool's description, the model).
+- A policy that is not a function of its inputs (it reads a clock, a random source, the
+  network, or counts its own calls, as `ScriptedPolicy` does) is wrapped in
+  `RecordedPolicy`: its decisions are the world, answered from the journal without calling
+  it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from forge.agent.observations import LoopState
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["ASK", "Ask", "Finish", "Intent", "Policy", "ScriptExhausted", "ScriptedPolicy"]
+__all__ = ["ASK", "Ask", "Finish", "Intent", "ModelPolicy", "Policy", "RecordedPolicy", "ScriptExhausted",
+           "ScriptedPolicy", "answered_from_journal"]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -113,6 +131,46 @@ class Policy(Protocol):
     def __call__(self, goal: str, state: LoopState, /) -> Intent | Finish | Ask: ...
 
 
+@runtime_checkable
+class ModelPolicy(Protocol):
+    """A policy that asks a model through forge (the client seam): the loop sends each
+    request, so the request and the model's reply are an entry of the run's journal.
+
+    `requests(goal, state)` is the decision written as a generator: it yields each request
+    to send (a JSON object: the model, the messages, the tools and the options), receives
+    the model's reply (JSON, what `send` returned), and returns the decision. `send(request)`
+    sends one request and returns the reply, or, when `forge.machine.effects.can_await()`,
+    an awaitable of it (under `arun`). A replay answers every request from the journal
+    and runs the rest of the policy again.
+    """
+
+    def requests(self, goal: str, state: LoopState, /) -> Generator[Mapping[str, Any], Any, Intent | Finish | Ask]: ...
+
+    def send(self, request: Mapping[str, Any], /) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedPolicy:
+    """`policy`, whose decisions a replay, a fork and a cassette take from the journal
+    without calling it: for a policy that is not a function of the goal and the state (it
+    reads a clock, a random source or the network itself, or counts its own calls). Its
+    decisions are journaled with the messages it added, as the world's answers are.
+
+    `AgentLoop(tools, RecordedPolicy(my_policy), ...)`.
+    """
+
+    policy: Policy
+
+    def __call__(self, goal: str, state: LoopState) -> Intent | Finish | Ask:
+        return self.policy(goal, state)
+
+
+def answered_from_journal(policy: Any) -> bool:
+    """Whether a replay takes `policy`'s decisions from the journal rather than running it
+    (`RecordedPolicy`, `ScriptedPolicy`)."""
+    return isinstance(policy, (RecordedPolicy, ScriptedPolicy))
+
+
 class ScriptExhausted(ForgeError, RuntimeError):
     """The loop asked a ScriptedPolicy for more intents than were scripted."""
 
@@ -123,6 +181,8 @@ class ScriptedPolicy:
 
     Asking for more intents than scripted raises ScriptExhausted (the run then ends in
     `fatal_error` with it as `result.error`), so a script that is too short fails loudly.
+    It counts what it handed out, so a replay takes its decisions from the journal (as a
+    `RecordedPolicy`'s): a replay with the loop that recorded the run replays cleanly.
     """
 
     def __init__(self, intents: Iterable[Intent | Finish | Ask]) -> None:

@@ -125,6 +125,9 @@ def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Re
     for call in calls:
         if "messages" in call:
             call["messages"] = _timeless(call["messages"])
+        reply = call.get("value")
+        if call["kind"] == "model" and isinstance(reply, dict) and isinstance(reply.get("usage"), dict):
+            call["value"] = {**reply, "usage": {**reply["usage"], "started": None, "seconds": None}}
     records = (_stable(record, redact) for record in result.trace)
     return write_atomically(path, map(_line, in_file_order(records, calls)))
 

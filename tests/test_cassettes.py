@@ -79,7 +79,7 @@ def test_a_replay_that_diverges_fails_naming_the_diverging_call_and_can_be_rerec
     diverged = _pytest(project, "http://127.0.0.1:9/v1", out)
     assert diverged.returncode == 1
     assert "the run diverged from its cassette" in diverged.stdout
-    assert "journal miss: the run ended in 'step_budget_exhausted' without making policy at transition" in diverged.stdout
+    assert "journal miss: the run ended in 'step_budget_exhausted' without making a request to model" in diverged.stdout
 
 
 def test_forge_record_none_fails_a_test_whose_cassette_is_missing(project, tmp_path):

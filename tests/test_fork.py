@@ -69,11 +69,38 @@ def test_a_fork_replays_transitions_before_k_with_no_call_to_the_world_then_goes
     fork = _counting_loop(policy, calls).fork(source, at=at, patch=Patch.tool_result(999))
     calls_after = [e for e in fork.journal if e.transition > at]
     assert calls == list(range(4, 20))  # the tool: 0 calls before K, live after it
-    assert policy.calls == len([e for e in calls_after if e.kind == "policy"]) == 17
+    decided_before = len([e for e in source.journal if e.kind == "policy" and e.transition < at])
+    assert decided_before == 3  # the policy is code: run again before K, each decision checked; live after K
+    assert policy.calls == decided_before + len([e for e in calls_after if e.kind == "policy"]) == 20
     assert fork.trace[at - 1].detail["patched"] == {"tool_result": 999}
     assert fork.trace[at].detail["payload"] == "999"  # the observation the patched result made
     assert [r.detail for r in fork.trace[: at - 1]] == [r.detail for r in source.trace[: at - 1]]
     assert fork.reason == "verified_success"
+
+
+def test_a_fork_answers_a_recorded_policy_s_decisions_before_k_without_calling_it():
+    from forge import RecordedPolicy
+
+    _, source = _recorded()
+    policy, calls = Counting(), []
+    fork = _counting_loop(policy, calls).replace(policy=RecordedPolicy(policy)).fork(
+        source, at=10, patch=Patch.tool_result(999))
+    assert fork.reason == "verified_success"
+    assert policy.calls == len([e for e in fork.journal if e.kind == "policy" and e.transition > 10]) == 17
+
+
+def test_a_fork_whose_policy_now_decides_otherwise_before_k_stops_naming_both_decisions():
+    _, source = _recorded()
+
+    class Skipping(Counting):
+        def __call__(self, goal: str, state: LoopState) -> Intent | Finish:
+            decision = super().__call__(goal, state)
+            return Intent.call("count", n=99) if state.step_count == 1 else decision
+
+    with pytest.raises(JournalMiss) as miss:
+        _counting_loop(Skipping(), []).fork(source, at=10, patch=Patch.tool_result(999))
+    assert "the policy decided to call tool 'count' with {\"n\": 99}" in str(miss.value)
+    assert "where the journal records to call tool 'count' with {\"n\": 2}" in str(miss.value)
 
 
 def test_a_fork_records_where_it_came_from_in_its_journal_and_trace_file(tmp_path):
@@ -127,7 +154,9 @@ def test_a_patched_verify_answer_decides_the_run():
     fork = _counting_loop(policy, []).fork(source, at=last_verify, patch=Patch.verified(False))
     assert fork.trace[last_verify - 1].detail["verified"] is False
     assert fork.trace[last_verify - 1].detail["patched"] == {"verified": False}
-    assert policy.calls == 1 and fork.steps == source.steps + 1  # not verified: the policy is asked again
+    asked_before = len([e for e in source.journal if e.kind == "policy" and e.transition < last_verify])
+    assert policy.calls - asked_before == 1  # not verified: the policy is asked again (before K it ran as code)
+    assert fork.steps == source.steps + 1
 
 
 def test_side_effects_recorded_before_k_never_run_again():

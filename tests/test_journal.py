@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from builders import Recorder, tool
 
-from forge import AgentLoop, Finish, Intent, Tool, TransientToolError, read_trace, write_trace
+from forge import AgentLoop, Finish, Intent, RecordedPolicy, Tool, TransientToolError, read_trace, write_trace
 from forge.machine.journal import JournalEncodeError, JournalMiss
 from forge.machine.trace import read_journal
 
@@ -52,8 +52,10 @@ def _recorded_loop(**options: Any) -> AgentLoop:
 
 
 def _unreachable(loop: AgentLoop) -> AgentLoop:
-    """The same loop with every tool, the policy, verify and the approver raising."""
-    return loop.replace(policy=_raises, verify=_raises, approver=_raises,
+    """The same loop with every tool, verify and the approver raising: a replay calls none of
+    them. The policy is code, run again and checked (a RecordedPolicy's raises too)."""
+    policy = RecordedPolicy(_raises) if isinstance(loop.policy, RecordedPolicy) else loop.policy
+    return loop.replace(policy=policy, verify=_raises, approver=_raises,
                         tools=[Tool(t.name, t.capabilities, _raises, t.required, t.optional, t.side_effect)
                                for t in loop.tools])
 
@@ -93,8 +95,8 @@ def test_a_replay_does_not_wait_between_retries():
 def test_a_changed_tool_argument_is_a_journal_miss_naming_the_call():
     recorded = _recorded_loop().run("fetch and write")
     entries = list(recorded.journal)
-    changed = Intent.call("fetch", url="b")
-    entries[0] = type(entries[0])(entries[0].run_id, 1, 1, "policy", "policy", entries[0].identity, changed,
+    changed = Intent.call("fetch", url="b")  # a decision the journal holds as the world's answer (a plain tuple)
+    entries[0] = type(entries[0])(entries[0].run_id, 1, 1, "policy", "policy", tuple(entries[0].identity), changed,
                                   None, entries[0].messages)
     with pytest.raises(JournalMiss) as miss:
         _unreachable(_recorded_loop()).replay(entries)
@@ -211,14 +213,16 @@ def test_an_async_tool_is_journaled_once_with_the_value_it_settled_to():
     assert [e.value for e in awaited.journal if e.kind == "tool"] == [{"rows": [1, 2], "url": "a"}]
 
 
-def test_a_policy_that_raises_is_journaled_with_the_messages_it_added_before():
-    def policy(goal: str, state: Any) -> Any:
-        state.messages.append({"role": "assistant", "content": f"on {goal}"})
-        if goal == "first":
-            return Finish("done")
-        raise RuntimeError("the model went away")
+def _talks_then_raises(goal: str, state: Any) -> Any:
+    """Adds a message on each turn; finishes the first and raises on any other."""
+    state.messages.append({"role": "assistant", "content": f"on {goal}"})
+    if goal == "first":
+        return Finish("done")
+    raise RuntimeError("the model went away")
 
-    loop = AgentLoop([tool("a")], policy, verify=lambda o: True)
+
+def test_a_policy_that_raises_is_journaled_with_the_messages_it_added_before():
+    loop = AgentLoop([tool("a")], _talks_then_raises, verify=lambda o: True)
     first = loop.run("first")
     second = loop.run("second", state=first.state)  # the conversation holds the first turn's message already
     (entry,) = [e for e in second.journal if e.kind == "policy"]
@@ -259,3 +263,13 @@ def test_a_replayed_verify_error_ends_the_replay_as_it_ended_the_run():
     assert replayed.reason == recorded.reason
     (entry,) = [e for e in replayed.journal if e.kind == "verify"]
     assert isinstance(entry.error, LookupError) and str(entry.error) == "the checker is down"
+
+
+def test_an_async_run_journals_only_the_messages_each_decision_added():
+    loop = AgentLoop([tool("a")], _talks_then_raises, verify=lambda o: True)
+    first = asyncio.run(loop.arun("first"))
+    assert [e.messages for e in first.journal if e.kind == "policy"] == [({"role": "assistant", "content": "on first"},)]
+    second = asyncio.run(loop.arun("second", state=first.state))
+    (entry,) = [e for e in second.journal if e.kind == "policy"]
+    assert isinstance(entry.error, RuntimeError)
+    assert entry.messages == ({"role": "assistant", "content": "on second"},)

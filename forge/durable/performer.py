@@ -135,6 +135,17 @@ class DurablePerformer(ReplayingPerformer):
         self._pending = []
         self.stored.append(items)
 
+    def answers_decision(self) -> bool:
+        """A recovered run takes every stored decision from the database (recovery resumes
+        the run; it does not test the policy), and a waiting call a person answered is the
+        decision of the run's next turn."""
+        if self.pinned is not None:
+            return True
+        return bool(self.remaining) and self.recorded[self._next].kind == "policy"
+
+    def replaying(self) -> bool:
+        return bool(self.remaining)
+
     def call(self, effect: Call) -> Any:
         if effect.kind == "policy" and self.note is not None:  # the first decision, replayed or live
             run: Any = self._run()
@@ -155,7 +166,7 @@ class DurablePerformer(ReplayingPerformer):
             self.settled(effect, 0, value, None)
         else:
             value = Performer.call(self, effect)
-        if effect.kind in ("policy", "approver"):
+        if effect.kind in ("model", "policy", "approver"):
             if inspect.isawaitable(value):
                 self._flush_settled = True
             else:

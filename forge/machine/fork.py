@@ -272,6 +272,8 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
         made = sorted({entry.transition for entry in recorded})
         raise PatchRefused(f"transition {at} made no call to the world, so there is no outcome to patch; "
                            f"calls were made at transitions {_ranges(made)}")
+    if patch.kind == "policy" and there[0].kind == "model":  # a model policy: its last reply at `at` says the decision
+        return _model_decision_plan(before, there, patch, tools, at, origin, goal)
     call = there[0]
     if call.kind != patch.kind:
         raise PatchRefused(f"transition {at} called {_called(call)}; a {patch.form} patch replaces what "
@@ -282,7 +284,23 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
     return ForkPlan(at, (*before, patched), len(before), origin, goal)
 
 
-_KIND_NAMES = {"tool": "a tool", "policy": "the policy", "verify": "verify", "approver": "the approver"}
+_KIND_NAMES = {"tool": "a tool", "policy": "the policy", "verify": "verify", "approver": "the approver",
+               "model": "the model"}
+
+
+def _model_decision_plan(before: tuple[JournalEntry, ...], there: Sequence[JournalEntry], patch: Patch,
+                         tools: Mapping[str, Any] | Collection[str], at: int, origin: ForkOrigin, goal: str) -> ForkPlan:
+    """A decision patch for a policy that asks a model (`forge.policy.ModelPolicy`): the
+    policy's code runs again at `at`, and its last request there is answered with the reply
+    a model would have sent to make the patched decision, so the conversation says it too."""
+    tool_name = _checked_decision(patch.value, tools, at)
+    asked = [entry for entry in there if entry.kind == "model"]
+    last = asked[-1]
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
+    answered = replace(last, value={"message": _decision_message(patch.value, tool_name, f"forge-fork-{at}"),
+                                    "usage": usage}, error=None)
+    replayed = (*before, *asked[:-1], answered)
+    return ForkPlan(at, replayed, len(replayed) - 1, origin, goal)
 
 
 def _called(entry: JournalEntry) -> str:

@@ -6,7 +6,9 @@ run depends on and cannot compute again for free are *calls to the world*: a pol
 decision, a tool attempt, a verify, an approver's answer, and a wait between retries. Each
 one performed is a `JournalEntry`: its identity (run id, transition, step, kind, name and a
 canonical hash of what it was asked) and its outcome (a value, or the exception it raised).
-A policy decision also keeps the messages it added to the conversation.
+A policy decision also keeps the messages it added to the conversation. A request a policy
+sends to a model through forge (`forge.policy.ModelPolicy`) is a call of its own, whose
+identity is the request itself.
 
 Given a run's definition, its configuration and its journal, the run can be made again
 without calling anything (`AgentLoop.replay`): the journal *is* the run's history, and the
@@ -21,8 +23,8 @@ number fired (so it stands before that transition's record)::
     {"v": 3, "type": "call", "run_id": "3f2a…", "transition": 4, "step": 2, "kind": "tool",
      "name": "read_file", "args_sha256": "9c1e…", "value": {"text": "…"}}
 
-- `kind` is `policy`, `tool`, `verify`, `approver` or `wait`; `name` is the tool's name for
-  a tool attempt and the kind otherwise.
+- `kind` is `model`, `policy`, `tool`, `verify`, `approver` or `wait`; `name` is the tool's
+  name for a tool attempt, the model's for a model request, and the kind otherwise.
 - `args_sha256` is the SHA-256 of the canonical JSON (sorted keys, no spaces) of what the
   call was asked: a tool's arguments; for the policy `[goal, observations seen]`; for verify
   the observation's sequence; for the approver the call's fingerprint; for a wait its
@@ -32,8 +34,13 @@ number fired (so it stands before that transition's record)::
   `{"type": "module:QualName", "kind": …, "message": …, "args": […], "attributes": {…}}`,
   see `forge.machine.recorded`: reading it imports nothing) is present.
   A policy's decision is `{"$forge": "intent", …}` or `{"$forge": "finish", "answer": …}`.
-- `asked` (policy calls only) is what the policy was asked: `{"goal": …, "observations": n}`;
-  a replay from the file takes its goal from the first one.
+- `asked` (policy calls only) is what the policy was asked: `{"goal": …, "observations": n}`,
+  with `"code": true` when the policy ran as code (a replay runs it again and checks its
+  decision; without it, the decision is the world's answer, taken from the journal: see
+  `DecidedAsCode`); a replay from the file takes its goal from the first one.
+- `request` (model calls only) is the request sent: the model, the messages, the tools and
+  the options, as JSON; its value is the reply, `{"message": {…}, "usage": {…}}`. A replay
+  that sends another request names the first field that differs (`messages[0].content`).
 - `messages` (policy calls only, when it added any) lists the messages it added.
 
 A value JSON cannot hold exactly (an object, a set, a dict with non-string keys) is refused
@@ -49,13 +56,14 @@ import json
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.columns import Columns
 from forge.machine.recorded import RecordedError, error_from, error_json  # noqa: F401 (RecordedError lived here first)
 
 __all__ = [
+    "DecidedAsCode",
     "JOURNAL_KINDS",
     "Journal",
     "JournalCodec",
@@ -63,11 +71,30 @@ __all__ = [
     "JournalEntry",
     "JournalMiss",
     "ForkOrigin",
+    "decided_as_code",
+    "first_difference",
     "identity_hash",
+    "same_decision",
 ]
 
-JOURNAL_KINDS = ("policy", "tool", "verify", "approver", "wait")
+JOURNAL_KINDS = ("model", "policy", "tool", "verify", "approver", "wait")
 """The kinds of call a journal records, in the order a step usually makes them."""
+
+class DecidedAsCode(NamedTuple):
+    """What a policy that runs as code was asked (a decision's identity, equal to the plain
+    `(goal, observations)` tuple every decision has): a replay runs the policy again and
+    checks that it decides what the journal records. A decision whose identity is a plain
+    tuple is the world's answer, taken from the journal without running the policy (a
+    `RecordedPolicy`'s, an answer a person gave, a fork's patch, and every decision of a
+    journal written before forge ran policies as code)."""
+
+    goal: str
+    observations: int
+
+
+def decided_as_code(entry: JournalEntry) -> bool:
+    """Whether `entry` is a decision a replay checks by running the policy again."""
+    return isinstance(entry.identity, DecidedAsCode)
 
 
 class JournalCodec(Protocol):
@@ -96,9 +123,17 @@ class JournalMiss(ForgeError, LookupError):
                     "records next")
         elif expected is None:
             what = f"the journal has no more calls, but the run made {made.describe()}"
+        elif expected.kind == made.kind == "policy" and not expected.differences(made):  # the same call, decided otherwise
+            what = (f"the policy decided {_decision_text(made.value, made.error)} at transition {made.transition} "
+                    f"(step {made.step}), where the journal records {_decision_text(expected.value, expected.error)}; "
+                    "a policy that is not a function of the goal and the state (a clock, a random source, the "
+                    "network, its own counter) replays from the journal when wrapped: RecordedPolicy(policy)")
         else:
+            differs = expected.differences(made)
             what = (f"expected {expected.describe()}, but the run made {made.describe()} "
-                    f"(they differ in {', '.join(expected.differences(made))})")
+                    f"(they differ in {', '.join(differs)})")
+            if expected.kind == made.kind == "model" and any(d.startswith("request field") for d in differs):
+                what += "; if the change is meant, record the run again"
         super().__init__(f"journal miss: {what}")
         self.expected, self.made = expected, made
 
@@ -151,17 +186,21 @@ class JournalEntry:
 
     def differences(self, other: JournalEntry) -> list[str]:
         """What differs between this call and `other`: of kind, name, transition, step and
-        arguments (compared as they are when both are in memory, else by their hashes)."""
+        arguments (compared as they are when both are in memory, else by their hashes); for
+        two model requests, the first field that differs (`request field messages[0].content`)."""
         differs = [name for name, mine, theirs in (
             ("kind", self.kind, other.kind), ("name", self.name, other.name),
             ("transition", self.transition, other.transition), ("step", self.step, other.step),
         ) if mine != theirs]
         in_memory = self.stored_hash is None and other.stored_hash is None
         if not (in_memory and self.identity == other.identity) and self.args_sha256 != other.args_sha256:
-            differs.append("arguments")
+            path = first_difference(self.identity, other.identity) if self.kind == other.kind == "model" else None
+            differs.append(f"request field {path}" if path else "arguments")
         return differs
 
     def describe(self) -> str:
+        if self.kind == "model":
+            return f"a request to model {self.name!r} at transition {self.transition} (step {self.step})"
         what = f"tool {self.name!r}" if self.kind == "tool" else self.kind
         shown = self.identity if self.identity is not None else f"sha256 {self.args_sha256[:12]}…"
         return f"{what} at transition {self.transition} (step {self.step}) with {_short(shown)}"
@@ -178,6 +217,10 @@ class JournalEntry:
             line["value"] = _encode(self.value, codec, self)
         if self.kind == "policy" and isinstance(self.identity, tuple):  # the goal: what a replay from the file starts with
             line["asked"] = {"goal": self.identity[0], "observations": self.identity[1]}
+            if isinstance(self.identity, DecidedAsCode):
+                line["asked"]["code"] = True
+        if self.kind == "model" and self.identity is not None:  # a replay names the field a new request changed
+            line["request"] = json.loads(json.dumps(self.identity, default=str))
         if self.messages:
             line["messages"] = json.loads(json.dumps(list(self.messages), default=str))
         return line
@@ -194,9 +237,10 @@ class JournalEntry:
             messages = data.get("messages", [])
             if not isinstance(messages, list):
                 raise UsageError("'messages' must be a list")
-            asked = data.get("asked") if kind == "policy" else None
-            if isinstance(asked, dict):
-                asked = (_text(asked["goal"]), _number(asked["observations"]))
+            asked = data.get("asked") if kind == "policy" else data.get("request") if kind == "model" else None
+            if kind == "policy" and isinstance(asked, dict):
+                goal, seen = _text(asked["goal"]), _number(asked["observations"])
+                asked = DecidedAsCode(goal, seen) if asked.get("code") is True else (goal, seen)
             return cls(_text(data["run_id"]), _number(data["transition"]), _number(data["step"]), kind,
                        _text(data["name"]), asked, value, error, tuple(messages), _text(data["args_sha256"]))
         except KeyError as missing:
@@ -397,6 +441,59 @@ def _decode(data: Any, codec: JournalCodec | None) -> Any:
 
 def _error_json(error: BaseException) -> dict[str, Any]:
     return error_json(error, lambda value: _json_problem(value) is None)
+
+
+def same_decision(recorded: JournalEntry, value: Any, error: BaseException | None,
+                  codec: JournalCodec | None = None) -> bool:
+    """Whether a decision made again (`value`, or `error` raised) is the one `recorded`
+    holds: compared in their journal form (so a tuple and the list a file keeps are the
+    same), an error by its type's name and its message."""
+    if (recorded.error is None) != (error is None):
+        return False
+    if error is not None:
+        assert recorded.error is not None
+        return (_error_json(recorded.error)["message"], type(recorded.error).__name__) == \
+            (_error_json(error)["message"], type(error).__name__)
+    try:
+        return bool(_encode(recorded.value, codec, recorded) == _encode(value, codec, recorded))
+    except JournalEncodeError:
+        return bool(recorded.value == value)
+
+
+def first_difference(recorded: Any, made: Any, path: str = "") -> str | None:
+    """Where `made` first differs from `recorded` (JSON values), as a path
+    (`messages[0].content`, `tools[1].function.description`, `model`); None when they are
+    the same, or when either is not known (an entry read without its request)."""
+    if recorded is None or made is None:
+        return None
+    if isinstance(recorded, dict) and isinstance(made, dict):
+        for key in sorted(set(recorded) | set(made), key=str):
+            if key not in recorded or key not in made:
+                return f"{path}.{key}" if path else str(key)
+            found = first_difference(recorded[key], made[key], f"{path}.{key}" if path else str(key))
+            if found is not None:
+                return found
+        return None
+    if isinstance(recorded, (list, tuple)) and isinstance(made, (list, tuple)):
+        for index, (mine, theirs) in enumerate(zip(recorded, made, strict=False)):
+            found = first_difference(mine, theirs, f"{path}[{index}]")
+            if found is not None:
+                return found
+        return f"{path}[{min(len(recorded), len(made))}]" if len(recorded) != len(made) else None
+    return None if recorded == made else (path or "(the whole request)")
+
+
+def _decision_text(value: Any, error: BaseException | None) -> str:
+    from forge.policy import Finish, Intent
+
+    if error is not None:
+        return f"to raise {type(error).__name__}: {_short(str(error))}"
+    if isinstance(value, Intent):
+        target = f"tool {value.tool!r}" if value.tool else f"a tool with {sorted(value.capabilities)}"
+        return f"to call {target} with {_short(dict(value.arguments))}"
+    if isinstance(value, Finish):
+        return f"to finish with {_short(value.answer)}"
+    return _short(value)
 
 
 def _short(value: Any) -> str:

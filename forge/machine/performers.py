@@ -7,9 +7,10 @@ action. Every call to the world goes through `Performer.call` and every retry wa
 
 - `Performer`, the live one, calls the world and records each call to the world in the
   run's `Journal` (its identity and its outcome).
-- `ReplayingPerformer` calls nothing: it answers each call from a recorded journal, in
-  order, and raises `JournalMiss` for a call that is not the one recorded there. Local code
-  (user stages, `redact`) and observers still run.
+- `ReplayingPerformer` calls nothing in the world: it answers each call from a recorded
+  journal, in order, and raises `JournalMiss` for a call that is not the one recorded
+  there. Local code (user stages, `redact`, a policy that runs as code) and observers still
+  run; a policy's decision made again is checked against the recorded one.
 - `ForkingPerformer` replays the calls before a transition (and a patched one at it), then
   performs live: a fork (`AgentLoop.fork`).
 
@@ -25,10 +26,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence, Sized
 from typing import Any, Protocol, TypeVar
 
 from forge.machine.effects import SYNCHRONOUS, AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
-from forge.machine.journal import Journal, JournalEntry, JournalMiss
+from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss, decided_as_code, same_decision
 from forge.machine.recorded import revived
 
-__all__ = ["ForkingPerformer", "Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async", "run_sync"]
+__all__ = ["ForkingPerformer", "Masking", "Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async",
+           "run_sync"]
 
 T = TypeVar("T")
 
@@ -70,6 +72,11 @@ class Performer:
                  async_sleep: Callable[[float], Any] | None = None) -> None:
         self.journal, self.sleep, self.async_sleep = journal, sleep, async_sleep
         self._run = weakref.ref(run)
+
+    def answers_decision(self) -> bool:
+        """Whether the policy's next decision is answered without running the policy (a
+        replay whose journal holds it as the world's answer): live, never."""
+        return False
 
     def where(self) -> tuple[int, int]:
         """The transition firing now (1-based) and the loop step it belongs to."""
@@ -136,17 +143,47 @@ class ReplayingPerformer(Performer):
     one recorded (another kind, name, transition, step or arguments) or the journal ended.
     """
 
-    __slots__ = ("_next", "patch", "patched", "recorded")
+    __slots__ = ("_next", "masked", "patch", "patched", "recorded")
 
     def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, patched: int | None = None,
-                 patch: Any = None) -> None:
+                 patch: Any = None, masked: Masking | None = None) -> None:
         super().__init__(journal, run, _no_sleep)
         self.recorded, self._next = recorded, 0
         self.patched, self.patch = patched, patch
+        self.masked = masked  # a call as a file written with the loop's `redact` keeps it
+
+    def answers_decision(self) -> bool:
+        expected = self.recorded[self._next] if self._next < len(self.recorded) else None
+        return expected is not None and expected.kind == "policy" and \
+            (not decided_as_code(expected) or self._next == self.patched)
+
+    def _matches(self, expected: JournalEntry, made: JournalEntry) -> bool:
+        """Whether `made` is the call `expected` records: as made, or as the loop's `redact`
+        masks it (a file keeps masked values, which the run, running code again, does not)."""
+        if expected.same_call(made):
+            return True
+        return self.masked is not None and expected.same_call(self._masked(made))
+
+    def _masked(self, made: JournalEntry) -> JournalEntry:
+        """`made` masked as `redact` masks it in a file, among the calls of its step (the
+        journal's so far and the recorded ones after it: they name the step's tool)."""
+        assert self.masked is not None
+        before = []
+        for index in range(len(self.journal) - 1, -1, -1):
+            entry = self.journal[index]
+            if entry.step != made.step:
+                break
+            before.append(entry)
+        after = []
+        for entry in self.recorded[self._next + 1:]:
+            if entry.step != made.step:
+                break
+            after.append(entry)
+        return self.masked(made, (*reversed(before), made, *after))
 
     def _answer(self, made: JournalEntry) -> JournalEntry:
         expected = self.recorded[self._next] if self._next < len(self.recorded) else None
-        if expected is None or not expected.same_call(made):
+        if expected is None or not self._matches(expected, made):
             raise ReplayStopped(JournalMiss(expected, made))
         if self._next == self.patched:  # a fork's patched call: its transition's record says so
             run: Any = self._run()
@@ -157,9 +194,48 @@ class ReplayingPerformer(Performer):
                          expected.value, expected.error, expected.messages)
         return expected
 
+    def replaying(self) -> bool:
+        """Whether calls are answered from the recorded journal now (not live)."""
+        return True
+
+    def settled(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
+        if type(effect.identity) is DecidedAsCode and self.replaying():
+            self._check_decision(effect, before, value, error)
+        else:
+            super().settled(effect, before, value, error)
+
+    def _check_decision(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
+        """A decision the policy made again, as code: it must be the recorded one (else the
+        replay diverged, `_diverged`); journaled as made."""
+        transition, step = self.where()
+        added = tuple(effect.conversation[before:]) if effect.conversation is not None else ()
+        made = JournalEntry(self.journal.run_id, transition, effect.step or step, "policy", "policy", effect.identity,
+                            value, error, added)
+        expected = self.recorded[self._next] if self._next < len(self.recorded) else None
+        if expected is None or not self._matches(expected, made) or not self._same_decision(expected, made):
+            self._diverged(expected, made)
+            return
+        self._next += 1
+        self.journal.add(transition, made.step, "policy", "policy", effect.identity, value, error, added)
+
+    def _same_decision(self, expected: JournalEntry, made: JournalEntry) -> bool:
+        codec = self.journal.codec
+        if same_decision(expected, made.value, made.error, codec):
+            return True
+        if self.masked is None:
+            return False
+        masked = self._masked(made)
+        return same_decision(expected, masked.value, masked.error, codec)
+
+    def _diverged(self, expected: JournalEntry | None, made: JournalEntry) -> None:
+        """The run made `made` where the journal records `expected`: a replay stops."""
+        raise ReplayStopped(JournalMiss(expected, made))
+
     def call(self, effect: Call) -> Any:
         if not effect.kind:
             return self.local(effect)
+        if type(effect.identity) is DecidedAsCode:  # the policy runs again; `settled` checks its decision
+            return Performer.call(self, effect)
         transition, step = self.where()
         step = effect.step or step
         entry = self._answer(JournalEntry(self.journal.run_id, transition, step, effect.kind, effect.name,
@@ -204,11 +280,29 @@ class ForkingPerformer(ReplayingPerformer):
 
     def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, at: int | None,
                  sleep: Callable[[float], Any], async_sleep: Callable[[float], Any] | None = None,
-                 patched: int | None = None, patch: Any = None, pending: Any = None) -> None:
-        super().__init__(recorded, journal, run, patched, patch)
+                 patched: int | None = None, patch: Any = None, pending: Any = None,
+                 masked: Masking | None = None) -> None:
+        super().__init__(recorded, journal, run, patched, patch, masked)
         self.sleep, self.async_sleep, self.at = sleep, async_sleep, at
         self.went_live: int | None = None
         self.pending = pending  # a Patch for the first call of its kind at `at`, past the recorded calls
+
+    def answers_decision(self) -> bool:
+        if self.went_live is not None or (self.at is not None and not self.remaining):
+            return self.pending is not None and self.pending.kind == "policy"
+        return super().answers_decision()
+
+    def replaying(self) -> bool:
+        return self.went_live is None
+
+    def _diverged(self, expected: JournalEntry | None, made: JournalEntry) -> None:
+        """Before `at`, a divergence stops the fork as it stops a replay; with `at` None the
+        fork goes live at the decision that differs, which is journaled as made."""
+        if self.at is not None:
+            super()._diverged(expected, made)
+        self.went_live, self.recorded = made.transition, self.recorded[:self._next]
+        self.journal.add(made.transition, made.step, made.kind, made.name, made.identity, made.value, made.error,
+                         made.messages)
 
     def _live(self, made: JournalEntry | None = None) -> bool:
         if self.went_live is not None:
@@ -256,6 +350,11 @@ class ForkingPerformer(ReplayingPerformer):
             return Performer.wait(self, seconds, asynchronous)
         return super().wait(seconds, asynchronous)
 
+
+Masking = Callable[[JournalEntry, Sequence[JournalEntry]], JournalEntry]
+"""`masked(entry, step_calls)`: `entry` as a file written with the loop's `redact` keeps
+it, `step_calls` being the calls of its step with it among them
+(`forge.machine.redaction.masked_entry`)."""
 
 _ATOMS = frozenset({str, int, float, bool, bytes, type(None), complex})
 

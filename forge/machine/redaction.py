@@ -5,28 +5,33 @@ A trace's records pass their arguments, payloads and messages through the loop's
 for a replay in the same process. When a journal is written to a file (`write_trace`, a
 cassette), this makes what it keeps match: a tool's arguments and result, every decision's
 arguments (a refused or never-made call's too), an approver's fingerprint (made of the
-masked arguments) and the messages a policy added.
+masked arguments), the messages a policy added, and a model request's messages and reply.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from forge.machine.journal import JournalEntry
 from forge.machine.trace import Redact, TransitionRecord, redacted_messages
 
-__all__ = ["redacted_journal"]
+if TYPE_CHECKING:
+    from forge.policy import Intent
+
+__all__ = ["masked_entry", "redacted_journal"]
 
 
 def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None,
-                     records: Iterable[TransitionRecord] = ()) -> list[JournalEntry]:
+                     records: Iterable[TransitionRecord] = (),
+                     chosen: Callable[[Intent], str | None] | None = None) -> list[JournalEntry]:
     """`journal` with `redact` applied to what it keeps (see the module). A decision's tool
     is the one its step called, else the one it names, else the one the step's select
-    record (in `records`) names; a decision no tool can be named for is masked as tool "".
-    Hashes of masked arguments are made anew, so a replay of the masked decisions matches."""
+    record (in `records`) names, else the one `chosen(intent)` says its capabilities select;
+    a decision no tool can be named for is masked as tool "". Hashes of masked arguments
+    are made anew, so a replay of the masked decisions matches."""
     entries = list(journal)
     if redact is None:
         return entries
@@ -42,7 +47,7 @@ def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None,
     def tool_at(step: int) -> str:
         intent = decided.get(step)
         return called[step][0] if step in called else (intent.tool if intent is not None and intent.tool else None) or \
-            selected.get(step, "")
+            selected.get(step) or (chosen(intent) if chosen is not None and intent is not None else None) or ""
 
     out = []
     for entry in entries:
@@ -54,6 +59,8 @@ def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None,
             intent = entry.value
             entry = replace(entry, value=Intent(intent.capabilities, _masked(redact, tool_at(entry.step), intent.arguments),
                                                 intent.idempotency_key, tool=intent.tool, call_id=intent.call_id))
+        elif entry.kind == "model" and isinstance(entry.identity, dict):
+            entry = _masked_request(entry, redact)
         elif entry.kind == "approver" and (entry.step in called or entry.step in decided):
             name = tool_at(entry.step)
             asked = called[entry.step][1] if entry.step in called else decided[entry.step].arguments
@@ -63,6 +70,28 @@ def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None,
             entry = replace(entry, messages=tuple(redacted_messages(entry.messages, redact)))
         out.append(entry)
     return out
+
+
+def _masked_request(entry: JournalEntry, redact: Redact) -> JournalEntry:
+    """A model call with its request's messages and its reply masked as the trace masks a
+    conversation (tool calls' arguments, tool results)."""
+    request = dict(entry.identity)
+    sent = request.get("messages")
+    if isinstance(sent, list):
+        request["messages"] = redacted_messages(sent, redact)
+    value = entry.value
+    if entry.error is None and isinstance(value, dict) and isinstance(value.get("message"), dict):
+        value = {**value, "message": redacted_messages([value["message"]], redact, sent or [])[0]}
+    return replace(entry, identity=request, value=value, stored_hash=None)
+
+
+def masked_entry(entry: JournalEntry, step_calls: Sequence[JournalEntry], redact: Redact,
+                 records: Iterable[TransitionRecord] = (),
+                 chosen: Callable[[Intent], str | None] | None = None) -> JournalEntry:
+    """`entry` as `redacted_journal` masks it, given the calls of its step (`entry` among
+    them, by identity): how a replay compares a call it made with one a masked file keeps."""
+    masked = redacted_journal(step_calls, redact, records, chosen)
+    return masked[next(i for i, call in enumerate(step_calls) if call is entry)]
 
 
 def _masked(redact: Redact, tool: str, arguments: Any) -> Any:

@@ -62,6 +62,14 @@ class RunConfig:
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
     timeouts: Mapping[str, float] = field(default_factory=dict)  # seconds an approval state waits for its approver
+    policy_replays: str = "code"  # how a replay treats the policy: "code", "model" (a ModelPolicy) or "journal"
+
+    def __post_init__(self) -> None:
+        from forge.policy import ModelPolicy, answered_from_journal
+
+        replays = "journal" if answered_from_journal(self.policy) else \
+            "model" if isinstance(self.policy, ModelPolicy) else "code"
+        object.__setattr__(self, "policy_replays", replays)
 
 
 @dataclass(eq=False, slots=True)

@@ -25,6 +25,7 @@ from forge.errors import UsageError, WrongType
 from forge.machine.abstract import AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
 from forge.machine.effects import Call, Steps
+from forge.machine.journal import DecidedAsCode
 from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
@@ -53,7 +54,7 @@ definition written before them need not handle them (see `ActionSpec.optional`).
 
 
 def _select_tool(run: Run) -> Steps[StageOutcome]:
-    config, state, goal = run.config, run.loop_state, run.goal
+    config, state = run.config, run.loop_state
     step = state.step_count + 1
     budget = config.token_budget
     if budget is not None:  # a run that has spent its budget asks no more (a policy may stop sooner: BudgetExhausted)
@@ -61,8 +62,7 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
     try:
-        intent = yield Call(config.policy, (goal, state), "the policy", "policy", "policy",
-                            (goal, state.step_count), state.messages, step=step)
+        intent = yield from _decided(run, step)
         if not isinstance(intent, (Intent, Finish, Ask)):
             raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish or an Ask")
         if isinstance(intent, Ask) and not config.can_ask:
@@ -119,6 +119,50 @@ def _select_tool(run: Run) -> Steps[StageOutcome]:
 
 
 _NONE: Mapping[str, int] = {}
+
+
+def _decided(run: Run, step: int) -> Steps[Any]:
+    """The policy's decision, journaled as a call whose replay the policy's kind says
+    (`forge.policy`): answered from the journal (a `RecordedPolicy`, or a decision the
+    journal holds as the world's answer); the policy run as code, its decision checked on
+    replay; or, for a `ModelPolicy`, its code run with each request to the model a call."""
+    config, state, goal = run.config, run.loop_state, run.goal
+    performer = run.performer
+    if config.policy_replays == "journal" or (performer is not None and performer.answers_decision()):
+        return (yield Call(config.policy, (goal, state), "the policy", "policy", "policy", (goal, state.step_count),
+                           state.messages, step=step))
+    identity = DecidedAsCode(goal, state.step_count)
+    if config.policy_replays == "code":
+        return (yield Call(config.policy, (goal, state), "the policy", "policy", "policy", identity, state.messages,
+                           step=step))
+    policy: Any = config.policy
+    outcome: Any = None
+    failure: Exception | None = None
+    try:
+        requests = policy.requests(goal, state)
+        reply: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                request = requests.send(reply) if error is None else requests.throw(error)
+            except StopIteration as done:
+                outcome = done.value
+                break
+            try:
+                reply, error = (yield Call(policy.send, (request,), "the model", "model",
+                                           str(request.get("model") or "model"), request, step=step)), None
+            except Exception as failed:  # the policy may handle its model's failure (or let it end the run)
+                reply, error = None, failed
+    except Exception as failed:
+        failure = failed
+    return (yield Call(_outcome, (outcome, failure), "the policy", "policy", "policy", identity, None, step=step))
+
+
+def _outcome(value: Any, error: Exception | None) -> Any:
+    """What a model policy decided, or raised: its decision as a call a replay checks."""
+    if error is not None:
+        raise error
+    return value
 
 
 def _policy_failed(error: Exception, step: int) -> StageOutcome:
