@@ -517,3 +517,28 @@ def test_item_28_replay_debug_and_inspect_show_a_stored_run_whole(make, db, tmp_
     inspected = forge("inspect", "whole-run", "--db", str(db), "-o", str(page))
     assert inspected.returncode == 0, inspected.stderr
     assert f"{total} transitions" in inspected.stdout and page.exists()
+
+
+def test_a_chat_policy_s_requests_are_stored_and_a_recovered_run_asks_the_model_nothing(make, db):
+    import pickle
+
+    openai = pytest.importorskip("openai")
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    def loop(url):
+        policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=url, api_key="test", max_retries=0))
+        return AgentLoop([Tool("read", {"read"}, Recorder("the note"), optional={"n"})], policy, finished)
+
+    with ChatServer([reply(None, ("c1", "read", {"n": 1})), reply("It says: the note.")]) as server:
+        first = make(loop(server.url)).run("read it", run_id="chat-stored")
+    assert first.answer == "It says: the note."
+    with sa.create_engine(database_url(db)).connect() as connection:
+        rows = connection.execute(sa.text("select entry from forge_journal where run_id = 'chat-stored' "
+                                          "order by turn, seq")).all()
+    calls = [pickle.loads(row[0]) for row in rows]
+    assert [call.kind for call in calls] == ["model", "policy", "tool", "verify", "model", "policy", "verify"]
+    assert calls[0].identity["model"] == "test-model"
+    again = make(loop("http://127.0.0.1:9/v1")).run("read it", run_id="chat-stored")
+    assert again.answer == first.answer and again.trace == first.trace

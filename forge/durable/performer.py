@@ -10,8 +10,10 @@ so the trace comes out the same.
 
 Writes are batched to what recovery needs, two commits per loop step:
 
-- after the policy decides (with the previous step's verify): a recovered run never asks
-  the model again for a decision it made;
+- after the policy decides (with the previous step's verify), or, for a policy that asks a
+  model through forge, after each request to the model (its decision is made again from
+  the stored replies on recovery, and stored with the step's next write): a recovered run
+  never asks the model again for a decision it made;
 - after each tool attempt: a tool whose outcome was stored is never called again. A tool
   running at the crash is called again on recovery with the same idempotency key
   (`idempotency_key()`), unless it says `on_crash="ask"`: then a marker is stored before the
@@ -33,7 +35,7 @@ from typing import Any
 
 from forge.durable.database import RunsDatabase
 from forge.machine.effects import Call
-from forge.machine.journal import Journal, JournalEntry
+from forge.machine.journal import DecidedAsCode, Journal, JournalEntry
 from forge.machine.performers import Performer, Position, ReplayingPerformer
 from forge.policy import Intent
 from forge.tools import Tool
@@ -97,7 +99,7 @@ class DurablePerformer(ReplayingPerformer):
     says of it (an edited approval: the original call).
     """
 
-    __slots__ = ("_flush_settled", "_kept", "_pending", "approvals", "in_doubt", "note", "pinned", "run_id", "shown",
+    __slots__ = ("_asked_at", "_flush_settled", "_kept", "_pending", "approvals", "in_doubt", "note", "pinned", "run_id", "shown",
                  "stopping", "stored", "tools")
 
     def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
@@ -113,6 +115,7 @@ class DurablePerformer(ReplayingPerformer):
         self._kept = len(stored.calls)  # journal entries already in the database
         self._pending: list[tuple[Any, ...]] = []
         self._flush_settled = False  # under arun: store the call that is awaited once it settles
+        self._asked_at: int | None = None  # the step of the last request to a model
         self.shown = 0  # transitions fired before the latest live call began: what a follower may read
 
     @property
@@ -166,6 +169,10 @@ class DurablePerformer(ReplayingPerformer):
             self.settled(effect, 0, value, None)
         else:
             value = Performer.call(self, effect)
+        if effect.kind == "model":
+            self._asked_at = effect.step
+        elif effect.kind == "policy" and type(effect.identity) is DecidedAsCode and self._asked_at == effect.step:
+            return value  # made again from the stored requests on recovery: stored with the step's next write
         if effect.kind in ("model", "policy", "approver"):
             if inspect.isawaitable(value):
                 self._flush_settled = True
