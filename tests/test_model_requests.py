@@ -216,3 +216,14 @@ def test_a_policy_that_now_raises_where_it_decided_is_a_miss_naming_the_error():
 
     with pytest.raises(JournalMiss, match="the policy decided to raise RuntimeError: a bug in the new policy"):
         _counter(broken).replay(recorded.journal)
+
+
+def test_a_fork_from_the_divergence_goes_live_at_the_decision_that_changed():
+    recorded = _counter(_once(1)).run("count")
+    forked = _counter(_once(5)).fork(recorded, at=None)
+    assert forked.answer == 6 and forked.reason == "verified_success"
+    assert forked.journal.forked_from is not None and forked.journal.forked_from.transition == 1  # live from there
+    first = next(entry for entry in forked.journal if entry.kind == "policy")
+    assert first.value == Intent.call("inc", x=5) and isinstance(first.identity, DecidedAsCode)
+    unchanged = _counter(_once(1)).fork(recorded, at=None)
+    assert unchanged.journal.forked_from is not None and unchanged.journal.forked_from.transition == len(recorded.trace)
