@@ -11,6 +11,7 @@ import pytest
 
 from forge import AgentLoop, Finish, Intent, Tool, write_trace
 from forge.loop import trace_file_name
+from forge.machine.trace import read_journal
 from forge.testing import write_cassette
 
 SECRET = "s3cr3t-token-4711"
@@ -187,3 +188,27 @@ def test_the_trace_keeps_the_arguments_redact_returned():
     result = loop.run("send it")
     selected = next(record for record in result.trace if record.verdict == "selected")
     assert json.loads(selected.detail["arguments"]) == {"to": "ann", "token": "***"}
+
+
+def test_a_chat_cassette_written_through_redact_replays_with_the_model_gone(tmp_path):
+    openai = pytest.importorskip("openai")
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    def chat_loop(url: str) -> AgentLoop:
+        policy = ChatPolicy("m", client=openai.OpenAI(base_url=url, api_key="k", max_retries=0))
+        return AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True)], policy,
+                         lambda o: o.tool_name == "finish", redact=redact)
+
+    with ChatServer([reply(None, ("c1", "send", {"to": "ann", "token": SECRET})), reply("sent")]) as server:
+        result = chat_loop(server.url).run("send it", run_id="chat-masked")
+    path = write_cassette(tmp_path / "cassette.jsonl", result, redact=redact)
+    assert SECRET not in path.read_text()
+    models = [entry for entry in read_journal(path) if entry.kind == "model"]
+    assert models[0].value["message"]["tool_calls"][0]["function"]["arguments"] == '{"to": "ann", "token": "***"}'
+    assert models[1].identity["messages"][-1]["content"] == "sent to ann with ***"
+    sent = len(SENT)
+    replayed = chat_loop("http://127.0.0.1:9/v1").replay(path)
+    assert (replayed.reason, replayed.answer) == (result.reason, result.answer) == ("verified_success", "sent")
+    assert len(SENT) == sent
