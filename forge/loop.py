@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, duplicate_names, select_action
+from forge.agent.actions import duplicate_names
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_count, check_retry_options
@@ -38,6 +38,7 @@ from forge.machine.performers import ForkingPerformer, Masking, Performer, Repla
 from forge.machine.redaction import masked_entry, redacted_journal
 from forge.machine.run import Run, RunConfig, RunCounts
 from forge.machine.stages import Selection
+from forge.machine.stages.select_tool import chosen_tool
 from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace, write_trace
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
@@ -591,12 +592,7 @@ class AgentLoop:
 
     def _chosen_tool(self, intent: Intent) -> str | None:
         """The tool `intent` selects among this loop's tools, or None when it selects none."""
-        if intent.tool:
-            return intent.tool
-        try:
-            return select_action("(any goal)", intent.capabilities, self._config.specs).tool_name
-        except (NoMatchingTool, AmbiguousToolChoice, ValueError):
-            return None
+        return chosen_tool(intent, self._config.specs)
 
     def _masking(self, run: Run) -> Masking | None:
         """How a replay of `run` masks a call it made to compare it with one a file written

@@ -27,7 +27,7 @@ from forge.agent.observations import LoopState
 from forge.errors import ForgeError, UsageError
 
 __all__ = ["ASK", "Ask", "Finish", "Intent", "ModelPolicy", "Policy", "RecordedPolicy", "ScriptExhausted",
-           "ScriptedPolicy", "answered_from_journal"]
+           "ScriptedPolicy", "answered_from_journal", "asks_a_model"]
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -163,6 +163,13 @@ class RecordedPolicy:
 
     def __call__(self, goal: str, state: LoopState) -> Intent | Finish | Ask:
         return self.policy(goal, state)
+
+
+def asks_a_model(policy: Any) -> bool:
+    """Whether `policy` is a `ModelPolicy` (it has `requests` and `send`): checked by its
+    two methods, not `isinstance` on the protocol, which takes microseconds on every new
+    loop."""
+    return callable(getattr(policy, "requests", None)) and callable(getattr(policy, "send", None))
 
 
 def answered_from_journal(policy: Any) -> bool:

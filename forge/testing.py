@@ -127,7 +127,7 @@ def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Re
             call["messages"] = _timeless(call["messages"])
         reply = call.get("value")
         if call["kind"] == "model" and isinstance(reply, dict) and isinstance(reply.get("usage"), dict):
-            call["value"] = {**reply, "usage": {**reply["usage"], "started": None, "seconds": None}}
+            call["value"] = {**reply, "usage": _timeless_usage(reply["usage"])}
     records = (_stable(record, redact) for record in result.trace)
     return write_atomically(path, map(_line, in_file_order(records, calls)))
 
@@ -153,6 +153,11 @@ def _timeless(messages: Sequence[Any]) -> list[Any]:
     for message in messages:
         usage = message.get(USAGE_KEY) if isinstance(message, dict) else None
         if isinstance(usage, dict):
-            message = {**message, USAGE_KEY: {**usage, "started": None, "seconds": None}}
+            message = {**message, USAGE_KEY: _timeless_usage(usage)}
         out.append(message)
     return out
+
+
+def _timeless_usage(usage: Mapping[str, Any]) -> dict[str, Any]:
+    """A model call's usage without its wall-clock parts (`started`, `seconds`)."""
+    return {**usage, "started": None, "seconds": None}

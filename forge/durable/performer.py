@@ -144,7 +144,8 @@ class DurablePerformer(ReplayingPerformer):
         decision of the run's next turn."""
         if self.pinned is not None:
             return True
-        return bool(self.remaining) and self.recorded[self._next].kind == "policy"
+        expected = self._expected()
+        return expected is not None and expected.kind == "policy"
 
     def replaying(self) -> bool:
         return bool(self.remaining)

@@ -123,17 +123,8 @@ class JournalMiss(ForgeError, LookupError):
                     "records next")
         elif expected is None:
             what = f"the journal has no more calls, but the run made {made.describe()}"
-        elif expected.kind == made.kind == "policy" and not expected.differences(made):  # the same call, decided otherwise
-            what = (f"the policy decided {_decision_text(made.value, made.error)} at transition {made.transition} "
-                    f"(step {made.step}), where the journal records {_decision_text(expected.value, expected.error)}; "
-                    "a policy that is not a function of the goal and the state (a clock, a random source, the "
-                    "network, its own counter) replays from the journal when wrapped: RecordedPolicy(policy)")
         else:
-            differs = expected.differences(made)
-            what = (f"expected {expected.describe()}, but the run made {made.describe()} "
-                    f"(they differ in {', '.join(differs)})")
-            if expected.kind == made.kind == "model" and any(d.startswith("request field") for d in differs):
-                what += "; if the change is meant, record the run again"
+            what = _miss_text(expected, made)
         super().__init__(f"journal miss: {what}")
         self.expected, self.made = expected, made
 
@@ -481,6 +472,22 @@ def first_difference(recorded: Any, made: Any, path: str = "") -> str | None:
                 return found
         return f"{path}[{min(len(recorded), len(made))}]" if len(recorded) != len(made) else None
     return None if recorded == made else (path or "(the whole request)")
+
+
+def _miss_text(expected: JournalEntry, made: JournalEntry) -> str:
+    """How a call the run made differs from the recorded one due there: a decision made
+    again that is not the recorded one names both; any other call, what differs."""
+    differs = expected.differences(made)
+    if not differs and expected.kind == "policy":  # the same call, decided otherwise
+        return (f"the policy decided {_decision_text(made.value, made.error)} at transition {made.transition} "
+                f"(step {made.step}), where the journal records {_decision_text(expected.value, expected.error)}; "
+                "a policy that is not a function of the goal and the state (a clock, a random source, the "
+                "network, its own counter) replays from the journal when wrapped: RecordedPolicy(policy)")
+    what = (f"expected {expected.describe()}, but the run made {made.describe()} "
+            f"(they differ in {', '.join(differs)})")
+    if expected.kind == made.kind == "model" and any(d.startswith("request field") for d in differs):
+        what += "; if the change is meant, record the run again"
+    return what
 
 
 def _decision_text(value: Any, error: BaseException | None) -> str:

@@ -152,17 +152,26 @@ class ReplayingPerformer(Performer):
         self.patched, self.patch = patched, patch
         self.masked = masked  # a call as a file written with the loop's `redact` keeps it
 
+    def _expected(self) -> JournalEntry | None:
+        """The recorded call due next, or None when the journal is spent."""
+        return self.recorded[self._next] if self._next < len(self.recorded) else None
+
     def answers_decision(self) -> bool:
-        expected = self.recorded[self._next] if self._next < len(self.recorded) else None
+        expected = self._expected()
         return expected is not None and expected.kind == "policy" and \
             (not decided_as_code(expected) or self._next == self.patched)
 
-    def _matches(self, expected: JournalEntry, made: JournalEntry) -> bool:
-        """Whether `made` is the call `expected` records: as made, or as the loop's `redact`
-        masks it (a file keeps masked values, which the run, running code again, does not)."""
-        if expected.same_call(made):
-            return True
-        return self.masked is not None and expected.same_call(self._masked(made))
+    def _matches(self, expected: JournalEntry, made: JournalEntry, decided: bool = False) -> bool:
+        """Whether `made` is the call `expected` records (`decided`: and the same decision),
+        as made or as the loop's `redact` masks it (a file keeps masked values, which the
+        run, running code again, does not)."""
+        codec = self.journal.codec
+
+        def fits(entry: JournalEntry) -> bool:
+            return expected.same_call(entry) and \
+                (not decided or same_decision(expected, entry.value, entry.error, codec))
+
+        return fits(made) or (self.masked is not None and fits(self._masked(made)))
 
     def _masked(self, made: JournalEntry) -> JournalEntry:
         """`made` masked as `redact` masks it in a file, among the calls of its step (the
@@ -182,7 +191,7 @@ class ReplayingPerformer(Performer):
         return self.masked(made, (*reversed(before), made, *after))
 
     def _answer(self, made: JournalEntry) -> JournalEntry:
-        expected = self.recorded[self._next] if self._next < len(self.recorded) else None
+        expected = self._expected()
         if expected is None or not self._matches(expected, made):
             raise ReplayStopped(JournalMiss(expected, made))
         if self._next == self.patched:  # a fork's patched call: its transition's record says so
@@ -211,21 +220,12 @@ class ReplayingPerformer(Performer):
         added = tuple(effect.conversation[before:]) if effect.conversation is not None else ()
         made = JournalEntry(self.journal.run_id, transition, effect.step or step, "policy", "policy", effect.identity,
                             value, error, added)
-        expected = self.recorded[self._next] if self._next < len(self.recorded) else None
-        if expected is None or not self._matches(expected, made) or not self._same_decision(expected, made):
+        expected = self._expected()
+        if expected is None or not self._matches(expected, made, decided=True):
             self._diverged(expected, made)
             return
         self._next += 1
-        self.journal.add(transition, made.step, "policy", "policy", effect.identity, value, error, added)
-
-    def _same_decision(self, expected: JournalEntry, made: JournalEntry) -> bool:
-        codec = self.journal.codec
-        if same_decision(expected, made.value, made.error, codec):
-            return True
-        if self.masked is None:
-            return False
-        masked = self._masked(made)
-        return same_decision(expected, masked.value, masked.error, codec)
+        self.journal.append(made)
 
     def _diverged(self, expected: JournalEntry | None, made: JournalEntry) -> None:
         """The run made `made` where the journal records `expected`: a replay stops."""
@@ -301,8 +301,7 @@ class ForkingPerformer(ReplayingPerformer):
         if self.at is not None:
             super()._diverged(expected, made)
         self.went_live, self.recorded = made.transition, self.recorded[:self._next]
-        self.journal.add(made.transition, made.step, made.kind, made.name, made.identity, made.value, made.error,
-                         made.messages)
+        self.journal.append(made)
 
     def _live(self, made: JournalEntry | None = None) -> bool:
         if self.went_live is not None:

@@ -62,13 +62,13 @@ class RunConfig:
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
     timeouts: Mapping[str, float] = field(default_factory=dict)  # seconds an approval state waits for its approver
-    policy_replays: str = "code"  # how a replay treats the policy: "code", "model" (a ModelPolicy) or "journal"
+    policy_replays: str = field(init=False, default="code")  # how a replay treats the policy: "code", "model"
+    # (a ModelPolicy) or "journal"; worked out once from the policy, not on every step
 
     def __post_init__(self) -> None:
-        from forge.policy import ModelPolicy, answered_from_journal
+        from forge.policy import answered_from_journal, asks_a_model
 
-        replays = "journal" if answered_from_journal(self.policy) else \
-            "model" if isinstance(self.policy, ModelPolicy) else "code"
+        replays = "journal" if answered_from_journal(self.policy) else "model" if asks_a_model(self.policy) else "code"
         object.__setattr__(self, "policy_replays", replays)
 
 

@@ -33,7 +33,7 @@ from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_te
 from forge.policy import ASK, FINISH, Ask, Finish, Intent
 from forge.usage import BudgetExhausted, usage_of
 
-__all__ = ['GUARDS', 'SPEC', 'Selection']
+__all__ = ['GUARDS', 'SPEC', 'Selection', 'chosen_tool']
 
 
 class Selection(StrEnum):
@@ -175,6 +175,17 @@ def _out_of_budget(error: BudgetExhausted, step: int, detail: dict[str, Any], co
     detail.update(tokens_used=error.used, token_budget=error.budget, next_call_at_least=error.next_at_least)
     return StageOutcome(Selection.BUDGET_EXHAUSTED, detail, counts=counts,
                         facts={"step": step, "action": None, "error": error})
+
+
+def chosen_tool(intent: Intent, specs: tuple[ToolSpec, ...]) -> str | None:
+    """The tool `intent` selects among `specs` (the one it names, else the one its
+    capabilities rank first), or None when it selects none: what select_tool would call."""
+    if intent.tool:
+        return intent.tool
+    try:
+        return _ranked(intent.capabilities, specs).tool_name
+    except (NoMatchingTool, AmbiguousToolChoice, ValueError):
+        return None
 
 
 @lru_cache(maxsize=1024)
