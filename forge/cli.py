@@ -317,14 +317,20 @@ def _replay_stored(run_id: str, db: str, turn: int | None, machine: str | None) 
 
 
 def _stored_records(run_id: str, db: str, turn: int | None) -> tuple[list[TransitionRecord], str]:
-    """A stored durable run's records: the whole run, its turns one after another and
-    numbered on (default), or one turn; and a line saying which."""
+    """A stored durable run's records: the whole run (default), or, for a run stored by an
+    earlier forge (one trace per answer), one of its turns; and a line saying which."""
     from forge.durable.runs import StoredRuns
 
     with StoredRuns(db) as runs:
         stored = runs.get(run_id)
     if not stored.turns:
-        raise UsageError(f"run {run_id!r} is {stored.status} and has no finished turn to show yet")
+        raise UsageError(f"run {run_id!r} is {stored.status} and has published no transitions yet (it does when "
+                         "it waits or ends)")
+    if not stored.legacy:
+        if turn not in (None, 1):
+            raise UsageError(f"run {run_id!r} is one run, answers and all: --turn is for runs stored by an earlier "
+                             "forge (one trace per answer)")
+        return stored.records, f"{stored.status} · the whole run: {len(stored.records)} transitions"
     count = len(stored.turns)
     if turn is not None:
         if not 1 <= turn <= count:
@@ -396,7 +402,8 @@ def _runs(args: argparse.Namespace) -> int:
             if stored.continues:
                 print(f"continues the conversation of run {stored.continues}")
             for number, turn in enumerate(stored.turns, start=1):
-                print(f"turn {number}:")
+                if stored.legacy:
+                    print(f"turn {number}:")
                 for record in turn:
                     print(describe(record))
             if stored.answer is not None:
@@ -625,7 +632,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="a .py file or module defining `loop` and `goal`, a demo scenario name, a recorded run "
                             "(RUN.jsonl, written with its journal), or with --db a RUN_ID")
     debug.add_argument("--db", help="open the stored durable run SCENARIO from this database (nothing runs again)")
-    debug.add_argument("--turn", type=_positive, help="with --db: only this turn of the run (default: the whole run)")
+    debug.add_argument("--turn", type=_positive, help="with --db, a run stored by an earlier forge: only this turn of it")
     debug.add_argument("--machine", help="with --db: definition the run ran on (default: the one its trace names)")
     debug.add_argument("--at", type=_positive, metavar="K",
                        help="with RUN.jsonl: open the recorded run positioned just before transition K")
@@ -637,7 +644,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("trace", metavar="RUN.jsonl|RUN_ID")
     replay.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
     replay.add_argument("--db", help="replay the stored durable run RUN_ID from this database")
-    replay.add_argument("--turn", type=_positive, help="with --db: only this turn of the run (default: the whole run)")
+    replay.add_argument("--turn", type=_positive, help="with --db, a run stored by an earlier forge: only this turn of it")
     replay.set_defaults(handler=_replay)
 
     runs = commands.add_parser("runs", help="list, show, answer or cancel durable runs in a database")
@@ -698,7 +705,7 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("-o", "--output", required=True, metavar="PAGE.html", help="where to write the page")
     inspect.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
     inspect.add_argument("--db", help="RUN.jsonl is the id of a durable run in this database: its page, whole")
-    inspect.add_argument("--turn", type=_positive, help="with --db: only this turn of the run")
+    inspect.add_argument("--turn", type=_positive, help="with --db, a run stored by an earlier forge: only this turn of it")
     inspect.add_argument("--against", metavar="B.jsonl",
                          help="another run of the same definition: draw both paths, mark where they diverge, "
                               "and align the timelines")

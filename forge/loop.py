@@ -20,6 +20,7 @@ from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_count, check_retry_options
 from forge.agent.stopping import StopController
 from forge.errors import UsageError, WrongType
+from forge.machine.asking import asked
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import DefinitionError, MachineDefinition, Problem
 from forge.machine.effects import AsyncNotSupported
@@ -34,7 +35,15 @@ from forge.machine.engine import (
 from forge.machine.fork import ForkPlan, Patch, RecordedRun, fork_plan, goal_of
 from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
-from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer, ReplayStopped
+from forge.machine.performers import (
+    ForkingPerformer,
+    Masking,
+    Performer,
+    ReplayingPerformer,
+    ReplayStopped,
+    run_async,
+    run_sync,
+)
 from forge.machine.redaction import masked_entry, redacted_journal
 from forge.machine.run import Run, RunConfig, RunCounts
 from forge.machine.stages import Selection
@@ -299,7 +308,8 @@ class AgentLoop:
         if redact is not None:  # what write_trace writes of the journal: masked as the records were
             journal.masking = lambda entries, records: redacted_journal(entries, redact, records)
         run = Run(goal=goal, config=self._config, state=timed_out or self.definition.initial, registry=registry,
-                  loop_state=loop_state, counts=RunCounts(messages_seen=len(loop_state.messages)),
+                  loop_state=loop_state,
+                  counts=RunCounts(messages_seen=len(loop_state.messages), steps_before=loop_state.turn_start),
                   first_message=len(loop_state.messages),
                   observers=self._observers.for_run() + observers,
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
@@ -361,8 +371,11 @@ class AgentLoop:
         self._started(run)
         engine = self.async_engine
         try:
-            while not engine.is_terminal(run):
-                await engine.aadvance(run)
+            while True:
+                while not engine.is_terminal(run):
+                    await engine.aadvance(run)
+                if not engine.needs_input(run) or not engine.answered(run, await run_async(asked(run), _performer(run))):
+                    break
         except ReplayStopped as stopped:
             raise stopped.miss from None
         return self._finish(run)
@@ -383,11 +396,15 @@ class AgentLoop:
         return DebugSession(self, run)
 
     def _complete(self, run: Run) -> None:
-        """Tell the observers the run started, and fire it to a terminal state."""
+        """Tell the observers the run started, and fire it to a terminal state where nobody
+        answers (see `forge.machine.asking`)."""
         self._started(run)
         engine = self.engine
-        while not engine.is_terminal(run):
-            engine.advance(run)
+        while True:
+            while not engine.is_terminal(run):
+                engine.advance(run)
+            if not engine.needs_input(run) or not engine.answered(run, run_sync(asked(run), _performer(run))):
+                return
 
     def _started(self, run: Run) -> None:
         """Tell the observers the run started. One that raises ends the run in fatal_error
@@ -420,7 +437,7 @@ class AgentLoop:
             raise UsageError(f"the run has not finished; it is in state {run.state!r}")
         return LoopResult(
             reason=run.state,
-            steps=run.loop_state.step_count - run.base_steps,
+            steps=run.loop_state.step_count - run.counts.steps_before,
             state=run.loop_state,
             trace=run.trace,
             error=run.error,
@@ -676,6 +693,12 @@ def _is_async(function: Any) -> bool:
     if isinstance(function, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
         return False  # a plain function that is not `async def`: no __call__ to look into
     return inspect.iscoroutinefunction(type(function).__call__)
+
+
+def _performer(run: Run) -> Performer:
+    performer = run.performer
+    assert performer is not None, "AgentLoop.start gives every run its performer"
+    return performer
 
 
 def _with_callback(observers: Iterable[LoopObserver],

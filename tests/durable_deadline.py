@@ -48,7 +48,8 @@ def main(argv: list[str]) -> int:
                 stored = [step["output"] for step in DBOS.list_workflow_steps(run_id) if step["function_name"] ==
                           "forge_deadline"]
                 print(json.dumps({"status": "finished", "reason": result.reason, "deadlines": stored,
-                                  "first": [r.trigger for r in result.trace][:1]}), flush=True)
+                                  "left_the_wait_by": [r.trigger for r in result.trace
+                                                       if r.source == "approval_required"]}), flush=True)
                 return 0
             time.sleep(0.05)
 

@@ -169,5 +169,5 @@ def test_a_run_killed_during_a_3_second_wait_and_restarted_after_it_takes_the_ti
     assert again.returncode == 0, again.stderr
     end = json.loads(again.stdout.splitlines()[-1])
     assert end["status"] == "finished" and end["reason"] == "approval_expired"
-    assert end["first"] == ["timeout"]  # the last turn began by the timeout edge
+    assert end["left_the_wait_by"] == ["timeout"]  # the run left its wait by the timeout edge, in the same trace
     assert end["deadlines"] == [waiting["deadline"]]  # one deadline, stored once: the restart did not reset it

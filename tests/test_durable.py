@@ -97,8 +97,17 @@ def test_a_run_that_needs_a_clarification_waits_and_a_chosen_tool_continues_it(m
     assert waiting.waiting.state == "clarification_required" and set(waiting.waiting.tied) == {"fast", "slow"}
     done = durable.resume("clarify", Answer.tool("slow"))
     assert done.status == "finished" and done.reason == "verified_success"
-    assert len(done.turns) == 2 and done.turns[1][0].detail["tool"] == "slow"
-    assert json.loads(done.turns[1][0].detail["arguments"]) == {"q": "x"}
+    answered = after_the_answer(done, "clarification_required")
+    assert len(done.turns) == 1 and answered[0].detail == {"answer": "tool", "tool": "slow"}
+    assert answered[1].detail["tool"] == "slow" and json.loads(answered[1].detail["arguments"]) == {"q": "x"}
+
+
+def after_the_answer(result, waited_in, number=1):
+    """The records of a durable run from its `number`-th answer on (the answer's own
+    first), checking that the run waited in `waited_in` and went on in the same trace."""
+    at = [index for index, record in enumerate(result.trace) if record.trigger == "answer"][number - 1]
+    assert result.trace[at].source == waited_in and result.trace[at].dest == "select"
+    return result.trace[at:]
 
 
 def test_an_answer_naming_a_tool_that_did_not_tie_is_refused(make):
@@ -124,7 +133,7 @@ def test_a_capability_gap_is_answered_with_one_of_the_extra_tools(make):
     with pytest.raises(AnswerRefused, match="extra_tools"):
         durable.resume("gap", Answer.add_tool("dictionary"))
     done = durable.resume("gap", Answer.add_tool("translate"))
-    assert done.reason == "verified_success" and done.turns[1][1].detail["tool"] == "translate"
+    assert done.reason == "verified_success" and after_the_answer(done, "capability_gap")[1].detail["tool"] == "translate"
 
 
 def approval_loop(write):
@@ -151,9 +160,10 @@ def test_a_rejected_call_is_told_to_the_policy_which_replans(make):
     waiting = durable.run("write a.md", run_id="reject")
     done = durable.resume("reject", Answer.reject(waiting.waiting.fingerprint))
     assert write.calls == []
-    assert done.turns[1][1].detail["approval"] == "rejected"
-    assert done.turns[1][2].detail["status"] == "retryable_error"  # told to the policy, which then finished
-    assert done.reason == "verified_success" and done.turns[1][4].source == "select"
+    answered = after_the_answer(done, "approval_required")
+    assert answered[2].detail["approval"] == "rejected"
+    assert answered[3].detail["status"] == "retryable_error"  # told to the policy, which then finished
+    assert done.reason == "verified_success" and answered[5].source == "select"
 
 
 def test_resuming_a_run_that_is_not_waiting_is_refused(make):
@@ -217,7 +227,7 @@ def test_forge_replay_opens_a_stored_run_without_running_it(make, db):
     out = subprocess.run([sys.executable, "-m", "forge", "replay", "cli-replay", "--db", str(db)],
                          input="step 4\nobs\nquit\n", capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert "the whole run: 1 turn" in out.stdout and "#1 read: ok · text" in out.stdout  # whole by default (issue 24, 28)
+    assert "the whole run: " in out.stdout and "#1 read: ok · text" in out.stdout  # whole by default (issue 24, 28)
 
 
 def test_forge_debug_steps_back_through_a_stored_run_without_running_it(make, db):
@@ -395,15 +405,15 @@ def test_item_27_list_and_show_use_one_vocabulary_and_always_show_the_goal(make,
     durable.cancel("vocabulary-queued")
 
 
-def test_item_28_a_durable_runs_summary_counts_the_steps_of_every_turn(make):
+def test_item_28_a_durable_runs_summary_counts_the_steps_before_and_after_an_answer(make):
     tools = [Tool("read", {"read"}, Recorder("text"), optional={"path"}),
              Tool("write", {"write"}, Recorder("written"), side_effect=True, optional={"path"})]
     durable = make(AgentLoop(tools, scripted(Intent.call("read", path="a.md"), Intent.call("write", path="b.md")),
                              finished, definition="approval", approver=lambda request: None))
     waiting = durable.run("copy a.md to b.md", run_id="whole-summary")
     done = durable.resume("whole-summary", Answer.approve(waiting.waiting.fingerprint))
-    steps = sum(1 for turn in done.turns for record in turn if record.source == "observe")
-    assert len(done.turns) == 2 and steps == 3
+    steps = sum(1 for record in done.trace if record.source == "observe")
+    assert len(done.turns) == 1 and steps == 3
     assert f"after {steps} steps" in done.summary
 
 
@@ -502,17 +512,17 @@ def test_item_28_replay_debug_and_inspect_show_a_stored_run_whole(make, db, tmp_
     durable = make(approval_loop(Recorder("written")))
     waiting = durable.run("write a.md", run_id="whole-run")
     done = durable.resume("whole-run", Answer.approve(waiting.waiting.fingerprint))
-    total = sum(len(turn) for turn in done.turns)
-    assert len(done.turns) == 2
+    total = len(done.trace)
+    assert len(done.turns) == 1 and after_the_answer(done, "approval_required")
     replayed = subprocess.run([sys.executable, "-m", "forge", "replay", "whole-run", "--db", str(db)],
                               input=f"step {total}\nobs\nquit\n", capture_output=True, text=True, timeout=60)
     assert replayed.returncode == 0, replayed.stderr
-    assert f"the whole run: 2 turns, {total} transitions" in replayed.stdout
+    assert f"the whole run: {total} transitions" in replayed.stdout
     observations = [line for line in replayed.stdout.splitlines() if line.startswith("#")]
     assert observations[-1].startswith("#2 finish: ok") and "a.md" not in observations[-1]  # not the write's arguments
-    one = subprocess.run([sys.executable, "-m", "forge", "debug", "whole-run", "--db", str(db), "--turn", "1"],
-                         input="quit\n", capture_output=True, text=True, timeout=60)
-    assert "turn 1 of 2" in one.stdout
+    turned = subprocess.run([sys.executable, "-m", "forge", "debug", "whole-run", "--db", str(db), "--turn", "2"],
+                            input="quit\n", capture_output=True, text=True, timeout=60)
+    assert turned.returncode == 1 and "is one run, answers and all" in turned.stderr
     page = tmp_path / "whole.html"
     inspected = forge("inspect", "whole-run", "--db", str(db), "-o", str(page))
     assert inspected.returncode == 0, inspected.stderr

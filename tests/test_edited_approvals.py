@@ -48,8 +48,9 @@ def test_the_trace_records_the_call_as_edited_with_the_original(make):
     durable = make(approval_loop())
     waiting = durable.run("pay bob", run_id="edit-2")
     done = durable.resume("edit-2", Answer.approve(waiting.waiting.fingerprint, arguments={"to": "carol", "amount": 5}))
-    first = done.turns[1][0]
-    assert first.detail["edited"] == {"tool": "send", "original": {"to": "bob", "amount": 500},
+    answered = next(record for record in done.trace if record.trigger == "answer")
+    assert answered.source == "approval_required" and answered.detail["answer"] == "approve"
+    assert answered.detail["edited"] == {"tool": "send", "original": {"to": "bob", "amount": 500},
                                       "original_fingerprint": waiting.waiting.fingerprint,
                                       "arguments": {"to": "carol", "amount": 5}}
 

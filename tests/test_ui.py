@@ -248,7 +248,7 @@ def test_a_running_run_streams_its_changes(make, ui):
     assert response.status == 200 and response.getheader("content-type").startswith("text/event-stream")
     messages = sse_messages(response)
     assert next(messages) == ("message", {"status": "running"})  # without seen=, the run as it is now first
-    page = page_when(ui["port"], "/runs/live-1", "turn 1 under way: 4 calls so far")  # decision, call, verify, decision
+    page = page_when(ui["port"], "/runs/live-1", "under way: 4 calls so far")  # decision, call, verify, decision
     assert "slow" in page[page.index('id="under-way"'):]
     RELEASE.set()
     statuses = [data["status"] for _, data in messages]  # every change, until the stream ends with the run
@@ -289,7 +289,7 @@ def test_a_running_runs_page_shows_the_transitions_its_turn_has_fired_so_far(mak
     durable = held_run(make, "live-2")
     try:
         page = page_when(ui["port"], "/runs/live-2", "5 transitions in the inspector above")  # up to the held call
-        assert "turn 1 under way: 4 calls so far" in page and 'class="forge-inspector' in page
+        assert "under way: 4 calls so far" in page and 'class="forge-inspector' in page
         data = page[page.index('id="under-way"'):]
         assert "<td>5</td><td>2</td><td>policy</td>" in data  # the held call's decision, numbered as the inspector does
         assert "call slow {&quot;n&quot;: 2}" in data  # a decision reads as the call it chose
@@ -660,7 +660,7 @@ def test_in_chromium_a_page_the_user_typed_into_says_the_run_moved_on_instead_of
 
     RELEASE.clear()
 
-    def pay_then_wait(goal, state):  # turn 1 waits to pay; turn 2 pays, then is held in slow(2)
+    def pay_then_wait(goal, state):  # waits to pay; answered, pays, then is held in slow(2)
         plan = [Intent.call("send", to="bob", amount=5), Intent.call("slow", n=2)]
         return plan[len(state.observations)] if len(state.observations) < 2 else Finish("ok")
 
@@ -669,7 +669,7 @@ def test_in_chromium_a_page_the_user_typed_into_says_the_run_moved_on_instead_of
     waiting = durable.run("pay, then wait", run_id="browser-typed")
     with StoredRuns(durable.db) as runs:  # answered without waiting for the run, which is then held
         runs.resume("browser-typed", Answer.approve(waiting.waiting.fingerprint))
-    page_when(ui["port"], "/runs/browser-typed", "turn 2 under way")
+    page_when(ui["port"], "/runs/browser-typed", "under way: ")  # answered: it pays, then is held in slow
     driver = open_browser(1280, 900)
     try:
         driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-typed?token={TOKEN}")

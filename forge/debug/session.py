@@ -11,10 +11,12 @@ from typing import Any, Protocol
 
 from forge.agent.observations import LoopState, Observation
 from forge.debug.stepper import SessionFinished, Stepper
+from forge.machine.asking import asked
 from forge.machine.definition import MachineDefinition
 from forge.machine.engine import LoopEngine
 from forge.machine.fork import Patch, RecordedRun
 from forge.machine.journal import JournalEntry
+from forge.machine.performers import run_sync
 from forge.machine.run import Run, RunSnapshot
 from forge.machine.trace import TransitionRecord
 from forge.result import LoopResult
@@ -110,7 +112,7 @@ class DebugSession(Stepper):
             self._restore()
             return self._records[self._position - 1]
         try:
-            record = self.loop.engine.fire(self._run)
+            record = self._fire()
         except KeyboardInterrupt:  # Ctrl-C inside the transition: the session stays where it was
             self._run.firing.interrupted = None
             self._restore()
@@ -123,9 +125,29 @@ class DebugSession(Stepper):
         self._calls.extend(self._run.journal[len(self._calls):])
         self._snapshots.append(self._run.snapshot())
         self._position += 1
-        if self.loop.engine.is_terminal(self._run):  # the frontier ends once: observers hear of it once
+        if self.done:  # the frontier ends once: observers hear of it once
             self._run.observers.finished(self._run, self.loop.result(self._run))
         return record
+
+    @property
+    def done(self) -> bool:
+        """True once the run is in a terminal state where nobody answers it (a fork of an
+        answered run replays the answers: each is a transition of its own)."""
+        if self._position < len(self._records):
+            return False  # a step back over an answer: the answer is ahead again
+        run, engine = self._run, self.loop.engine
+        return engine.is_terminal(run) and not (engine.needs_input(run) and run.performer is not None
+                                                 and run.performer.asks())
+
+    def _fire(self) -> TransitionRecord:
+        """The run's next transition: the one its state enables, or, waiting where a person
+        answered, the answer's (`forge.machine.asking`)."""
+        run, engine = self._run, self.loop.engine
+        if not engine.is_terminal(run):
+            return engine.fire(run)
+        assert run.performer is not None, "AgentLoop.start gives every run its performer"
+        engine.answered(run, run_sync(asked(run), run.performer))
+        return run.trace[-1]
 
     def _backward(self) -> None:
         self._position -= 1

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge.errors import ForgeError
-from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
+from forge.machine.definition import ANSWER_TRIGGER, FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["RunOverlay", "TraceMismatch", "overlay_of", "records_of", "transition_of"]
@@ -46,7 +46,8 @@ def records_of(trace: Any) -> tuple[TransitionRecord, ...]:
 def transition_of(definition: MachineDefinition, record: TransitionRecord) -> TransitionDef:
     """The definition's transition that `record` fired: same source, trigger and destination,
     and the guard that was true (or no guard); for a failing hook's record, the implicit
-    `fail` edge (index -1) from its non-terminal source.
+    `fail` edge (index -1) from its non-terminal source; for a person's answer, the implicit
+    `answer` edge (index -2) from its needs-input source.
 
     Raises:
         TraceMismatch: no such transition in `definition`.
@@ -55,6 +56,10 @@ def transition_of(definition: MachineDefinition, record: TransitionRecord) -> Tr
         names = {s.name: s for s in definition.states}
         if record.source in names and not names[record.source].terminal:
             return definition.failure_edge(record.source)
+    if record.trigger == ANSWER_TRIGGER:
+        answered = definition.answer_edge(record.source)
+        if answered is not None and answered.dest == record.dest:
+            return answered
     true_guards = {g.name for g in record.guards if g.value}
     for transition in definition.transitions:
         same_edge = (transition.source, transition.trigger, transition.dest) == (record.source, record.trigger, record.dest)
@@ -89,8 +94,10 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
                 f"but the run was in {position!r}"
             )
         edge = transition_of(definition, record)
-        if edge.index < 0:
+        if edge.index == -1:
             failures[edge.source] += 1
+        elif edge.index < 0:
+            pass  # a person's answer: the implicit edge back to the initial state
         else:
             counts[edge.index] += 1
             tool = record.detail.get("tool")

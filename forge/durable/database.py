@@ -8,7 +8,8 @@ DBOS's own (which hold the runs, their steps, events and queues).
   control plane otherwise).
 - `forge_served`: the loops each worker serves, so that `forge submit` can refuse a loop
   no live worker knows.
-- `forge_journal`: each turn's calls to the world (`forge.durable.performer`).
+- `forge_journal`: each run's calls to the world (`forge.durable.performer`; its `turn`
+  column is 1 for every run but those stored by an earlier forge, one journal per answer).
 - `forge_runs`: each run's id and goal, what the runs list searches (`forge.durable.runs`).
 - `forge_watch` and `forge_live`: the runs someone watches now, and the transitions their
   turns under way have fired so far (`forge.durable.live`).

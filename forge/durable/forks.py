@@ -4,7 +4,7 @@ A durable run's history is its journal in `forge_journal` (`forge.durable.perfor
 fork run P at transition K, the calls P made before K (and the patched call at K, see
 `forge.machine.fork`) are stored as the first rows of the new run's journal, under the new
 run's id; then the new run starts as any durable run does, with `forked_from` among its
-inputs. Its first turn replays those rows, calling nothing, and goes on live where they
+inputs. It replays those rows, calling nothing, and goes on live where they
 end, storing each call as it settles: killed at any point, it is recovered like any other
 durable run. The parent's rows are only read.
 
@@ -14,8 +14,10 @@ world are not DBOS steps (they live in forge's journal, which DBOS does not copy
 cannot change a recorded outcome, and a fork's new inputs (where it came from, the patch)
 must reach the run. So a fork is forge's own rows plus an ordinary `forge_run` workflow.
 
-Forks are made from a run's first turn: a turn after an answer depends on that answer,
-which the journal does not hold.
+A person's answers are calls of the journal like any other (`forge.machine.asking`), so a
+fork may start at any transition, after answers too, and a `Patch.answered(...)` may replace
+one. Runs stored before answers were calls of the run (one trace per answer, "turns") are
+forked from their first turn only: what came after an answer there is not in the journal.
 """
 
 from __future__ import annotations
@@ -44,15 +46,17 @@ def seed_fork(database: RunsDatabase, parent: str, turns: Sequence[Sequence[Any]
 
     Raises:
         UsageError: the parent stored no calls; `run_id` has other journal rows already.
-        PatchRefused: as `fork_plan`; also when `at` lies past the parent's first turn.
+        PatchRefused: as `fork_plan`; also when `at` lies past the first turn of a run
+            stored in the earlier form (one trace per answer).
     """
     stored = StoredTurn(database, parent, 1)
     if not stored.calls:
         raise UsageError(f"run {parent!r} has stored no calls to the world yet: there is nothing to fork")
     first = len(turns[0]) if turns else max(entry.transition for entry in stored.calls)
     if turns and len(turns) > 1 and at > first:
-        raise PatchRefused(f"cannot fork run {parent!r} at transition {at}: forks are made from a run's first turn "
-                           f"(transitions 1 to {first}); its later turns follow answers the journal does not hold")
+        raise PatchRefused(f"cannot fork run {parent!r} at transition {at}: it was stored by an earlier forge, one "
+                           f"trace per answer, so it is forked from its first (transitions 1 to {first}); its later "
+                           "ones follow answers its journal does not hold")
     plan = fork_plan(stored.calls, first, at, patch, tools, run_id=parent)
     rows = [pickle.dumps(replace(entry, run_id=run_id)) for entry in plan.replayed]
     stored_already = database.journal_of(run_id, 1)
@@ -67,7 +71,7 @@ def seed_fork(database: RunsDatabase, parent: str, turns: Sequence[Sequence[Any]
 
 def fork_input(plan: ForkPlan) -> dict[str, Any]:
     """What the forked workflow is started with (`forge_run(..., forked_from=...)`)."""
-    return {**plan.origin.to_json(), "patched": plan.patched}
+    return {**plan.origin.to_json(), "patched": plan.patched, "seeded": len(plan.replayed)}
 
 
 def origin_of(workflow_input: Any) -> ForkOrigin | None:

@@ -46,8 +46,10 @@ class DurableResult:
     `status` is `queued` (for a worker), `running`, `waiting` (see `waiting` for what for),
     `finished`, `cancelled` or `error` (the workflow itself failed: `error` says why): the
     one vocabulary `forge runs list` and `show` use too; when finished, `reason`,
-    `outcome` and `summary` are the last turn's. `turns` holds each turn's trace (a run
-    that was answered has one turn per answer), `trace` the last turn's."""
+    `outcome` and `summary` are the run's. `trace` is the run's trace, answers and all (a
+    person's answer is a transition of the run); `turns` holds it as one list, or, for a
+    run stored by an earlier forge, one trace per answer (`trace` then the last one's, and
+    `records` all of them numbered on)."""
 
     run_id: str
     status: str
@@ -63,10 +65,19 @@ class DurableResult:
     forked_from: ForkOrigin | None = None
     """Where a fork came from (`DurableLoop.fork`); None for a run that is not one."""
     state: LoopState | None = field(default=None, compare=False, repr=False)
-    """The conversation as the run left it, once it has finished or waits: what its next
-    turn goes on from (`DurableLoop.run(reply, state=result)`)."""
+    """The conversation as the run left it, once it has finished or waits: what another
+    run goes on from (`DurableLoop.run(reply, state=result)`)."""
     continues: str | None = None
     """The run whose conversation this run goes on from (`state=` a `DurableResult`)."""
+    legacy: bool = field(default=False, compare=False, repr=False)
+    """Stored by an earlier forge, one trace per answer (`turns`), whose transitions under
+    way are kept per answer too (`forge.durable.live`)."""
+
+    @property
+    def under_way(self) -> int:
+        """Under which number the transitions this run is firing now are kept while a page
+        follows it (`forge.durable.live`): 1, the run's; for a legacy run, its next trace's."""
+        return len(self.turns) + 1 if self.legacy else 1
 
     @property
     def trace(self) -> tuple[TransitionRecord, ...]:
@@ -93,7 +104,7 @@ class DurableResult:
            error: str | None = None, inputs: Any = None) -> DurableResult:
         """From DBOS's status of the workflow and the run's last published event; `inputs`
         (the workflow's stored arguments) name the loop and goal of a run that has published
-        nothing yet (killed before its first turn ended, or still queued). Its `state` is
+        nothing yet (killed before it first waited or ended, or still queued). Its `state` is
         read apart (`has_state`, `with_state`)."""
         event = dict(event or {})
         arguments = list(inputs.get("args") or ()) if isinstance(inputs, dict) else []
@@ -101,8 +112,9 @@ class DurableResult:
             event.setdefault("loop", arguments[0])
             event.setdefault("goal", arguments[1])
         if len(arguments) >= 3 and isinstance(arguments[2], dict):
-            event.setdefault("forked_from", {k: v for k, v in arguments[2].items() if k != "patched"})
-        turns = _Turns(event.get("turns", ()))
+            event.setdefault("forked_from", {k: v for k, v in arguments[2].items() if k not in ("patched", "seeded")})
+        legacy = "turns" in event  # stored by an earlier forge: one trace per answer
+        turns = _Turns(event["turns"] if legacy else [event["trace"]] if event.get("trace") else ())
         status = str(event.get("status", "queued" if workflow_status == "ENQUEUED" else "running"))
         if workflow_status == "CANCELLED":
             status = "cancelled"
@@ -116,7 +128,7 @@ class DurableResult:
         return cls(run_id, status, turns, event.get("reason"), event.get("outcome"), event.get("summary"), waiting,
                    error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"),
                    ForkOrigin.from_json(event["forked_from"]) if event.get("forked_from") else None,
-                   None, event.get("continues"))
+                   None, event.get("continues"), legacy)
 
     @property
     def has_state(self) -> bool:
@@ -504,8 +516,8 @@ class DurableLoop:
     def fork(self, source: str, /, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
         """Start a new durable run in this database that is the stored run `source` up to
         transition `at`, with `patch` replacing the outcome recorded there, then live (as
-        `AgentLoop.fork`, from `source`'s first turn); return the new run's id (`run_id`,
-        default random). Nothing `source` did before `at` is done again; `source` itself is
+        `AgentLoop.fork`: at any transition, after a person's answers too); return the new
+        run's id (`run_id`, default random). Nothing `source` did before `at` is done again; `source` itself is
         only read. The fork is a durable run like any other: crash-safe, and answered,
         waited for and shown the same way; its `DurableResult.forked_from` says where it
         came from. Forking again into the id of the same fork is the same run.
@@ -513,7 +525,8 @@ class DurableLoop:
         Raises:
             RunNotFound: (a LookupError) no run `source`.
             PatchRefused: (a ValueError) as `AgentLoop.fork`; also when `at` lies past
-                `source`'s first turn. Nothing was stored.
+                the first turn of a run stored by an earlier forge (one trace per answer).
+                Nothing was stored.
             UsageError: `run_id` names a run that is not this fork.
         """
         self.launch()

@@ -20,8 +20,12 @@ Writes are batched to what recovery needs, two commits per loop step:
   call, and a recovered run that finds the marker with no outcome after it asks a person
   whether the call ran (the run waits in `in_doubt`).
 
-Answers given to a waiting run change the next turn here too: its first decision is the
-waiting call (`pinned`), and an approver call for an answered fingerprint takes the answer.
+A run waiting for a person asks here (`forge.machine.asking`): live, the workflow waits
+for the answer (`ask`), which is stored at once as that call's outcome. On recovery a stored
+answer is the run's again, and the workflow's wait is made again too (DBOS answers it from
+what it recorded, so the run's DBOS operations come in the order they first did); an answer
+among a fork's first rows (`seeded`, copied from the run it was forked from) was never
+waited for by this workflow, and is only replayed.
 """
 
 from __future__ import annotations
@@ -35,9 +39,8 @@ from typing import Any
 
 from forge.durable.database import RunsDatabase
 from forge.machine.effects import Call
-from forge.machine.journal import DecidedAsCode, Journal, JournalEntry
-from forge.machine.performers import Performer, Position, ReplayingPerformer
-from forge.policy import Intent
+from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss
+from forge.machine.performers import Performer, Position, ReplayingPerformer, ReplayStopped
 from forge.tools import Tool
 
 __all__ = ["DurablePerformer", "InDoubt", "ProcessStopping", "StoredTurn", "idempotency_key"]
@@ -89,29 +92,34 @@ class ProcessStopping(BaseException):
     the run stays pending, for recovery."""
 
 
+Ask = Callable[[Any, Any], Any]
+"""`ask(waiting, run)`: wait for a person's answer to what `run` waits for (`Waiting`); the
+answer as the journal keeps it (`Answer.to_json()`), None when the deadline passed; under
+`arun`, a coroutine of that."""
+
+
 class DurablePerformer(ReplayingPerformer):
     """Answers the calls `stored` has (calling nothing), then performs live, storing each
     call as described in the module. `tools` are the run's tools by name (for `on_crash`);
-    `pinned` is the intent the turn's first decision is; `approvals` maps a call's
-    fingerprint to the answer a person gave; `in_doubt` asks about a call found in flight;
-    `patched` and `patch`, in a fork's first turn, mark the patched call (as
-    `ReplayingPerformer`'s do); `note` is what the record of the turn's first decision
-    says of it (an edited approval: the original call).
+    `in_doubt` asks about a call found in flight; `ask` waits for a person's answer;
+    `configure(extra_tools)` is the run's configuration with tools answers added; `patched`
+    and `patch`, in a fork, mark the patched call (as `ReplayingPerformer`'s do), and
+    `seeded` is how many of the stored calls the fork was seeded with.
     """
 
-    __slots__ = ("_asked_at", "_flush_settled", "_kept", "_pending", "approvals", "in_doubt", "note", "pinned", "run_id", "shown",
-                 "stopping", "stored", "tools")
+    __slots__ = ("_added", "_asked_at", "_flush_settled", "_kept", "_pending", "asker", "configure", "in_doubt",
+                 "run_id", "seeded", "shown", "stopping", "stored", "tools")
 
     def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
-                 sleep: Callable[[float], Any], pinned: Intent | None = None, approvals: Mapping[str, bool] | None = None,
-                 in_doubt: InDoubt | None = None, patched: int | None = None, patch: Any = None,
-                 note: Mapping[str, Any] | None = None, stopping: threading.Event | None = None) -> None:
+                 sleep: Callable[[float], Any], in_doubt: InDoubt | None = None, ask: Ask | None = None,
+                 configure: Callable[[tuple[str, ...]], Any] | None = None, patched: int | None = None,
+                 patch: Any = None, seeded: int = 0, stopping: threading.Event | None = None) -> None:
         super().__init__(stored.calls, journal, run, patched, patch)
         self.stopping = stopping or threading.Event()
         self.sleep = sleep
         self.stored, self.run_id, self.tools = stored, run_id, tools
-        self.pinned, self.approvals, self.in_doubt = pinned, dict(approvals or {}), in_doubt
-        self.note = note
+        self.in_doubt, self.asker, self.configure, self.seeded = in_doubt, ask, configure, seeded
+        self._added: tuple[str, ...] = ()
         self._kept = len(stored.calls)  # journal entries already in the database
         self._pending: list[tuple[Any, ...]] = []
         self._flush_settled = False  # under arun: store the call that is awaited once it settles
@@ -140,20 +148,31 @@ class DurablePerformer(ReplayingPerformer):
 
     def answers_decision(self) -> bool:
         """A recovered run takes every stored decision from the database (recovery resumes
-        the run; it does not test the policy), and a waiting call a person answered is the
-        decision of the run's next turn."""
-        if self.pinned is not None:
-            return True
+        the run; it does not test the policy)."""
         expected = self._expected()
         return expected is not None and expected.kind == "policy"
+
+    def asks(self) -> bool:
+        """A durable run waiting for input is always answered: by a person, or on recovery
+        by the answer stored."""
+        return self.asker is not None
+
+    def ask(self, waiting: Any) -> Any:
+        assert self.asker is not None, "asks() is True only with an asker"
+        return self.asker(waiting, self._run())
+
+    def with_tool(self, config: Any, name: str) -> Any:
+        if self.configure is None:
+            return super().with_tool(config, name)
+        self._added = (*self._added, name)
+        return self.configure(self._added)
 
     def replaying(self) -> bool:
         return bool(self.remaining)
 
     def call(self, effect: Call) -> Any:
-        if effect.kind == "policy" and self.note is not None:  # the first decision, replayed or live
-            run: Any = self._run()
-            run.firing.noted, self.note = self.note, None
+        if effect.kind == "answer" and self.remaining and self._next >= self.seeded:
+            return self._answered_again(effect)
         if not effect.kind or self.remaining:
             return super().call(effect)
         if self.stopping.is_set():
@@ -161,24 +180,33 @@ class DurablePerformer(ReplayingPerformer):
         self.shown = len(self._run().trace)  # type: ignore[union-attr]
         if effect.kind == "tool":
             return self._tool(effect)
-        value: Any
-        if effect.kind == "policy" and self.pinned is not None:
-            value, self.pinned = self.pinned, None
-            self.settled(effect, len(effect.conversation or ()), value, None)
-        elif effect.kind == "approver" and effect.identity in self.approvals:
-            value = self.approvals[effect.identity]
-            self.settled(effect, 0, value, None)
-        else:
-            value = Performer.call(self, effect)
+        value = Performer.call(self, effect)
         if effect.kind == "model":
             self._asked_at = effect.step
         elif effect.kind == "policy" and type(effect.identity) is DecidedAsCode and self._asked_at == effect.step:
             return value  # made again from the stored requests on recovery: stored with the step's next write
-        if effect.kind in ("model", "policy", "approver"):
+        if effect.kind in ("model", "policy", "approver", "answer"):
             if inspect.isawaitable(value):
                 self._flush_settled = True
             else:
                 self.flush()
+        return value
+
+    def _answered_again(self, effect: Call) -> Any:
+        """A stored answer, on recovery: the workflow's wait is made again (DBOS answers it
+        from its record), and the run takes the stored answer."""
+        transition, step = self.where()
+        made = JournalEntry(self.journal.run_id, transition, effect.step or step, effect.kind, effect.name,
+                            effect.identity)
+        expected = self._expected()
+        if expected is None or not self._matches(expected, made):
+            raise ReplayStopped(JournalMiss(expected, made))
+        self._next += 1
+        value = expected.value
+        waited = effect.fn(*effect.args)
+        if inspect.isawaitable(waited):
+            return _after(waited, value)
+        self.settled(effect, 0, value, None)
         return value
 
     def settled(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
@@ -225,6 +253,12 @@ class DurablePerformer(ReplayingPerformer):
             raise ProcessStopping(self.run_id)
         self.shown = len(self._run().trace)  # type: ignore[union-attr]
         return Performer.wait(self, seconds, asynchronous)
+
+
+async def _after(pending: Any, value: Any) -> Any:
+    """`value`, once `pending` (a wait DBOS answers from its record) is done."""
+    await pending
+    return value
 
 
 async def _keyed(pending: Any, key: str) -> Any:

@@ -42,6 +42,7 @@ from typing import Literal
 from forge.errors import ForgeError
 
 __all__ = [
+    "ANSWER_TRIGGER",
     "FAILURE_STATE",
     "FAILURE_TRIGGER",
     "PROPERTIES",
@@ -71,6 +72,10 @@ deadline; every failure verdict handled by an edge of its own."""
 
 TIMEOUT_TRIGGER = "timeout"
 """The trigger of a waiting state's deadline edge (see the module)."""
+
+ANSWER_TRIGGER = "answer"
+"""The trigger of the implicit edge from a needs-input state back to the initial state,
+taken when a person answers the run waiting there (`forge.machine.asking`)."""
 
 FAILURE_TRIGGER = "fail"
 """The implicit edge from any non-terminal state to `FAILURE_STATE`, taken when a hook
@@ -157,6 +162,14 @@ class MachineDefinition:
     def timeout_edge(self, source: str) -> TransitionDef | None:
         """The deadline edge from `source`, if it has one."""
         return next((t for t in self.outgoing(source) if t.trigger == TIMEOUT_TRIGGER), None)
+
+    def answer_edge(self, source: str) -> TransitionDef | None:
+        """The implicit `answer` edge from the needs-input state `source` to the initial
+        state (index -2: not in the file); None for a state that needs no input."""
+        state = self._by_name.get(source)
+        if state is None or state.outcome != "needs_input":
+            return None
+        return TransitionDef(-2, source, ANSWER_TRIGGER, self.initial, doc="a person answered")
 
     def failure_edge(self, source: str) -> TransitionDef:
         """The implicit `fail` edge from `source` to `fatal_error` (index -1: not in the file)."""

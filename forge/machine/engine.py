@@ -34,6 +34,7 @@ from transitions import Machine, MachineError, Transition
 from transitions.core import Condition, Event, EventData
 
 from forge.errors import ForgeError, UsageError, WrongType
+from forge.machine.asking import ANSWER_TRIGGER, UNASKED, continuation
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps
@@ -384,6 +385,7 @@ class LoopEngine:
         self._name = definition.name
         self._clock = clock
         self._terminal = {s.name: s.terminal for s in definition.states}
+        self._waiting = frozenset(s.name for s in definition.states if s.outcome == "needs_input")
         self._actions: dict[str, tuple[str, Callable[[Run], Steps[StageOutcome]]]] = {
             s.name: (f"action {s.action}", stages.actions[s.action].run) for s in definition.states if s.action
         }
@@ -425,6 +427,55 @@ class LoopEngine:
 
     def is_terminal(self, run: Run) -> bool:
         return self._terminal[run.state]
+
+    def needs_input(self, run: Run) -> bool:
+        """Whether `run` is in a terminal state whose outcome is `needs_input`: one where a
+        person may answer it and it goes on (`forge.machine.asking`)."""
+        return run.state in self._waiting
+
+    def answered(self, run: Run, asked: Any) -> bool:
+        """Go on from the waiting state `run` is in as `asked` (what `forge.machine.asking.asked`
+        returned) says: by the `answer` edge to the initial state, the answer applied; by the
+        state's `timeout` edge when the wait's deadline passed; or not at all, when nobody
+        answered (False: the run ends where it is).
+
+        Raises:
+            UsageError: a deadline passed in a state that has no timeout edge, or an answer
+                adds a tool the run's performer cannot give it.
+        """
+        if asked is UNASKED:
+            return False
+        waiting, answer = asked
+        if answer is None:
+            self.time_out(run)
+            return True
+        going_on = continuation(run, answer, waiting)
+        if going_on.added_tool is not None:
+            performer = run.performer
+            assert performer is not None, "AgentLoop.start gives every run its performer"
+            run.config = performer.with_tool(run.config, going_on.added_tool)
+        if going_on.goal is not None:
+            run.goal = going_on.goal
+            run.loop_state.turn_start = run.loop_state.step_count
+        facts = dict(going_on.facts)
+        if going_on.approvals:
+            facts["approvals"] = {**run.facts.approvals, **going_on.approvals}
+        run.fold(facts, {})
+        source = self._outside(run)
+        self._machine.set_state(self.definition.initial, model=run)
+        wanted = "transition_finished" in run.observers.wanted
+        record = self._append(run, ANSWER_TRIGGER, self.definition.initial, (), going_on.detail, source=source)
+        if wanted and record is not None:
+            run.observers.notify(run, "transition_finished", record)
+        return True
+
+    def _outside(self, run: Run) -> str:
+        """Begin a firing that no action makes (a deadline, an answer): from the state the
+        run is in, with no verdict, guards or detail yet. Returns that state."""
+        firing = run.firing
+        firing.source, firing.started, firing.recorded, firing.guard_values = run.state, self._clock(), False, {}
+        firing.verdict, firing.detail, firing.subject, firing.record = None, {}, None, None
+        return run.state
 
     def fire(self, run: Run) -> TransitionRecord:
         """Fire the one transition enabled in `run`'s current state and return its record.
@@ -471,8 +522,7 @@ class LoopEngine:
             raise UsageError(f"state {run.state!r} has no timeout edge to take")
         seconds = self.definition.state(edge.source).timeout or 0.0
         firing = run.firing
-        firing.source, firing.started, firing.recorded, firing.guard_values = run.state, self._clock(), False, {}
-        firing.verdict, firing.detail, firing.subject, firing.record = None, {}, None, None
+        self._outside(run)
         self._machine.set_state(edge.dest, model=run)
         passed = DeadlinePassed(edge.source, seconds)
         if not self._terminal[edge.dest]:

@@ -14,6 +14,11 @@ A patch's JSON form (`forge runs fork --patch FILE.json`, `Patch.from_json`) is 
     {"decision": {"tool": "name", "arguments": {...}}}   or   {"decision": {"finish": ANSWER}}
     {"verified": true}
     {"approved": true}
+    {"answered": {"kind": "approve", "value": FINGERPRINT}}   or   {"answered": null}
+
+A person's answer to a waiting run (`forge.machine.asking`) is an outcome like any other:
+`{"answered": {"kind": "text", "value": "the other reply"}}` makes the fork go on from
+another reply; `null`, as if the wait's deadline had passed.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from forge.machine.journal import ForkOrigin, JournalEntry
 __all__ = ["CALLS_OF_ACTION", "ForkPlan", "Patch", "PatchRefused", "RecordedRun", "fork_plan", "goal_of"]
 
 PATCH_KINDS = {"tool_result": "tool", "tool_error": "tool", "decision": "policy", "verified": "verify",
-               "approved": "approver"}
+               "approved": "approver", "answered": "answer"}
 """Each form of patch, and the kind of call it replaces the outcome of."""
 
 
@@ -65,7 +70,9 @@ class Patch:
     - `Patch.decision(Intent.call("tool", ...))` or `Patch.decision(Finish(answer))`: the
       policy decided that;
     - `Patch.verified(True)`: verify answered that;
-    - `Patch.approved(False)`: the approver answered that.
+    - `Patch.approved(False)`: the approver answered that;
+    - `Patch.answered(Answer.text("..."))`: a person answered the waiting run that (None:
+      nobody did before the wait's deadline).
     """
 
     form: str
@@ -112,6 +119,14 @@ class Patch:
         return cls("approved", approved)
 
     @classmethod
+    def answered(cls, answer: Any) -> Patch:
+        from forge.machine.answers import Answer
+
+        if answer is not None and not isinstance(answer, Answer):
+            raise WrongType(f"Patch.answered takes an Answer or None (the deadline passed), got {answer!r}")
+        return cls("answered", None if answer is None else answer.to_json())
+
+    @classmethod
     def from_json(cls, data: Any) -> Patch:
         """The patch a JSON object describes (see the module).
 
@@ -148,6 +163,8 @@ class Patch:
             return cls.decision(_decision_of(value))
         if form == "verified":
             return cls.verified(value)
+        if form == "answered":
+            return cls.answered(_answer_of(value))
         return cls.approved(value)
 
     def to_json(self) -> dict[str, Any]:
@@ -168,6 +185,16 @@ class Patch:
                 decision["capabilities"] = sorted(self.value.capabilities)
             return {"decision": json.loads(json.dumps(decision, default=repr))}
         return {self.form: json.loads(json.dumps(self.value, default=repr))}
+
+
+def _answer_of(value: Any) -> Any:
+    from forge.machine.answers import Answer
+
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+        raise UsageError(f"'answered' must be an answer, {{\"kind\": …, \"value\": …}}, or null; got {value!r}")
+    return Answer.from_json(value)
 
 
 def _decision_of(value: Any) -> Any:
@@ -285,7 +312,7 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
 
 
 _KIND_NAMES = {"tool": "a tool", "policy": "the policy", "verify": "verify", "approver": "the approver",
-               "model": "the model"}
+               "model": "the model", "answer": "a person"}
 
 
 def _model_decision_plan(before: tuple[JournalEntry, ...], there: Sequence[JournalEntry], patch: Patch,

@@ -23,13 +23,16 @@ number fired (so it stands before that transition's record)::
     {"v": 3, "type": "call", "run_id": "3f2a…", "transition": 4, "step": 2, "kind": "tool",
      "name": "read_file", "args_sha256": "9c1e…", "value": {"text": "…"}}
 
-- `kind` is `model`, `policy`, `tool`, `verify`, `approver` or `wait`; `name` is the tool's
-  name for a tool attempt, the model's for a model request, and the kind otherwise.
+- `kind` is `model`, `policy`, `tool`, `verify`, `approver`, `wait` or `answer`; `name` is
+  the tool's name for a tool attempt, the model's for a model request, the waiting state's
+  for a person's answer, and the kind otherwise.
 - `args_sha256` is the SHA-256 of the canonical JSON (sorted keys, no spaces) of what the
   call was asked: a tool's arguments; for the policy `[goal, observations seen]`; for verify
   the observation's sequence; for the approver the call's fingerprint; for a wait its
-  seconds. Values without a canonical form hash their `repr`. (Kept small in memory: a run
-  holds a few entries per step.)
+  seconds; for an answer the question (`Waiting.identity`), whose value is the answer
+  (`Answer.to_json()`), or null when the wait's deadline passed. Values without a
+  canonical form hash their `repr`. (Kept small in memory: a run holds a few entries per
+  step.)
 - Exactly one of `value` (what it returned) and `error` (what it raised:
   `{"type": "module:QualName", "kind": …, "message": …, "args": […], "attributes": {…}}`,
   see `forge.machine.recorded`: reading it imports nothing) is present.
@@ -77,7 +80,7 @@ __all__ = [
     "same_decision",
 ]
 
-JOURNAL_KINDS = ("model", "policy", "tool", "verify", "approver", "wait")
+JOURNAL_KINDS = ("model", "policy", "tool", "verify", "approver", "wait", "answer")
 """The kinds of call a journal records, in the order a step usually makes them."""
 
 class DecidedAsCode(NamedTuple):

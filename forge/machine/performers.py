@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence, Sized
 from typing import Any, Protocol, TypeVar
 
+from forge.errors import UsageError
 from forge.machine.effects import SYNCHRONOUS, AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss, decided_as_code, same_decision
 from forge.machine.recorded import revived
@@ -77,6 +78,32 @@ class Performer:
         """Whether the policy's next decision is answered without running the policy (a
         replay whose journal holds it as the world's answer): live, never."""
         return False
+
+    def asks(self) -> bool:
+        """Whether someone answers a run waiting in a needs-input state here (then `ask` is
+        called, as a call of kind `answer`): live in memory nobody does, and the run ends
+        in that state (`forge.machine.asking`)."""
+        return False
+
+    def ask(self, waiting: Any) -> Any:
+        """The answer to `waiting` (`Answer.to_json()`), or None when its deadline passed;
+        what a performer that `asks` waits for. Never called on this one.
+
+        Raises:
+            UsageError: always: nobody answers a live run in memory.
+        """
+        raise UsageError(f"nobody answers a run waiting in {waiting.state} here: it ends there")
+
+    def with_tool(self, config: Any, name: str) -> Any:
+        """The run's configuration with the tool `name` added, for an answer that adds it
+        (`Answer.add_tool`).
+
+        Raises:
+            UsageError: this performer has no such tool to give (only a durable loop's
+                `extra_tools` can be added).
+        """
+        raise UsageError(f"an answer adds the tool {name!r}, which only a durable loop that has it among its "
+                         "extra_tools can give a run")
 
     def where(self) -> tuple[int, int]:
         """The transition firing now (1-based) and the loop step it belongs to."""
@@ -155,6 +182,11 @@ class ReplayingPerformer(Performer):
     def _expected(self) -> JournalEntry | None:
         """The recorded call due next, or None when the journal is spent."""
         return self.recorded[self._next] if self._next < len(self.recorded) else None
+
+    def asks(self) -> bool:
+        """A replayed run waiting where the recorded one was answered takes that answer."""
+        expected = self._expected()
+        return expected is not None and expected.kind == "answer"
 
     def answers_decision(self) -> bool:
         expected = self._expected()
@@ -291,6 +323,12 @@ class ForkingPerformer(ReplayingPerformer):
         if self.went_live is not None or (self.at is not None and not self.remaining):
             return self.pending is not None and self.pending.kind == "policy"
         return super().answers_decision()
+
+    def asks(self) -> bool:
+        """Before the fork goes live, as a replay; live, only a pending answer patch answers."""
+        if self.went_live is not None or (self.at is not None and not self.remaining):
+            return self.pending is not None and self.pending.kind == "answer"
+        return super().asks()
 
     def replaying(self) -> bool:
         return self.went_live is None

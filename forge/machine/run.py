@@ -77,7 +77,8 @@ class RunFacts:
     """What the run's stages have decided so far: the loop step, the call under way (its
     intent and the action chosen for it), that call's outcome (`status`, `payload`), the
     stop decision, the error that ended the run, if any, and the policy's question to the
-    user when it asked one."""
+    user when it asked one; and what a person's answers decided (the next decision, the
+    calls approved or rejected)."""
 
     step: int = 0
     intent: Intent | None = None
@@ -89,6 +90,8 @@ class RunFacts:
     question: str | None = None
     repeat_of: int | None = None  # the step that ran the side effect this call was answered with (until recorded)
     ran: Mapping[str, int] = field(default_factory=dict)  # idempotency key → the step that ran it, in this run
+    pinned: Intent | None = None  # the next decision, made by a person's answer (`forge.machine.asking`)
+    approvals: Mapping[str, bool] = field(default_factory=dict)  # a call's fingerprint → a person's answer
 
     def copy(self) -> RunFacts:
         return replace(self)
@@ -97,13 +100,15 @@ class RunFacts:
 @dataclass(eq=False, slots=True)
 class RunCounts:
     """What a run counts for its result: retries of transient tool errors, side effects run
-    and replayed from the idempotency registry, and how many of the conversation's messages
-    the trace already holds."""
+    and replayed from the idempotency registry, how many of the conversation's messages
+    the trace already holds, and how many steps the conversation had taken when the run
+    began (its own are counted from there, whatever turns answers start)."""
 
     retries: int = 0
     side_effects_run: int = 0
     side_effects_replayed: int = 0
     messages_seen: int = 0
+    steps_before: int = 0
 
     def copy(self) -> RunCounts:
         return replace(self)
@@ -200,7 +205,8 @@ class Run:
         whatever the stages produced."""
         return RunSnapshot(self.state, self.facts.copy(), self.counts.copy(), self.firing.copy(),
                            self.loop_state.step_count,
-                           self.loop_state.terminal, len(self.trace), len(self.loop_state.messages), len(self.journal))
+                           self.loop_state.terminal, len(self.trace), len(self.loop_state.messages), len(self.journal),
+                           self.goal, self.loop_state.turn_start, self.config)
 
     def restore(self, snapshot: RunSnapshot, history: Sequence[Observation], actions: Sequence[str],
                 conversation: Sequence[dict[str, Any]], records: Sequence[TransitionRecord],
@@ -210,6 +216,7 @@ class Run:
         `conversation`, `records`, `calls`): the cost is what one step changed."""
         self.state, self.facts, self.counts, self.firing = (snapshot.state, snapshot.facts.copy(),
                                                             snapshot.counts.copy(), snapshot.firing.copy())
+        self.goal, self.loop_state.turn_start, self.config = snapshot.goal, snapshot.turn_start, snapshot.config
         self.loop_state.move_to(snapshot.observations, snapshot.messages, snapshot.terminal, history, actions,
                                 conversation)
         self.trace.move_to(snapshot.transitions, records)
@@ -238,3 +245,6 @@ class RunSnapshot:
     transitions: int
     messages: int
     calls: int
+    goal: str  # a person's answer may change these three (`forge.machine.asking`)
+    turn_start: int
+    config: RunConfig

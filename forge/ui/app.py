@@ -400,16 +400,17 @@ def _inspector(records: list[Any], running: bool = False) -> str:
 
 
 def _live(runs: StoredRuns, stored: Any) -> str:
-    """A running run: the inspector over its finished turns and what its turn under way has
-    fired so far (stored while the page follows it), and that turn's calls so far."""
+    """A running run: the inspector over what it has fired so far (stored while the page
+    follows it; until then, what it published when it last waited), and its calls so far.
+    A run stored by an earlier forge shows its finished turns, then its turn under way."""
     from html import escape
 
     from forge.machine.trace import summary
 
-    turn = len(stored.turns) + 1
-    before = stored.records
-    records = [*before, *(replace(record, sequence=len(before) + n)
-                          for n, record in enumerate(runs.fired_so_far(stored.run_id, turn), start=1))]
+    turn = stored.under_way
+    so_far = runs.fired_so_far(stored.run_id, turn)
+    before = stored.records if stored.legacy or not so_far else []  # the run's own: the whole run so far
+    records = [*before, *(replace(record, sequence=len(before) + n) for n, record in enumerate(so_far, start=1))]
     try:
         calls = runs.under_way(stored.run_id, turn)
     except ForgeError as error:
@@ -427,12 +428,14 @@ def _live(runs: StoredRuns, stored: Any) -> str:
             return f"ask: {summary(value.question, 180)}"
         return summary(value, 200)
 
+    offset = len(before) if stored.legacy else 0  # a legacy turn numbers its calls from its own start
     rows = "".join(
-        f"<tr><td>{len(before) + call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td>"
+        f"<tr><td>{offset + call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td>"
         f"<td>{escape(call.name)}</td><td>{escape(outcome(call))}</td></tr>" for call in calls)
-    fired = len(records) - len(before)
+    fired = len(records) - offset
     return (_inspector(records, running=True) +
-            f'<section class="box" id="under-way"><h3>turn {turn} under way: {len(calls)} calls so far, '
+            f'<section class="box" id="under-way"><h3>{f"turn {turn} " if stored.legacy else ""}under way: '
+            f'{len(calls)} calls so far, '
             f'{fired} transitions in the inspector above</h3>'
             "<table><thead><tr><th>transition</th><th>step</th><th>call</th><th>name</th><th>outcome</th></tr>"
             f"</thead><tbody>{rows}</tbody></table></section>")
@@ -443,7 +446,7 @@ def _moment(runs: StoredRuns, stored: Any) -> str:
     calls and transitions its turn under way has stored. A page is given the digest it was
     made at, and its events route tells it of the first change after that one, so no change
     between making the page and listening for changes goes unseen."""
-    turn = len(stored.turns) + 1
+    turn = stored.under_way
     shown = (stored.status, turn, stored.answers, *runs.database.so_far(stored.run_id, turn))
     return hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
 

@@ -129,7 +129,9 @@ def _request_approval(run: Run) -> Steps[StageOutcome]:
     seconds = config.timeouts.get(run.state)
     approver = config.approver if seconds is None else _Within(config.approver, seconds)
     try:
-        answer = yield Call(approver, (request,), "the approver", "approver", "approver", fingerprint)
+        answer = facts.approvals.get(fingerprint)  # a person's answer to this exact call (`forge.machine.asking`)
+        if answer is None:
+            answer = yield Call(approver, (request,), "the approver", "approver", "approver", fingerprint)
     except ApprovalTimedOut as late:
         return StageOutcome(Approval.TIMED_OUT, {"tool": tool.name, "approval": "timed out", "status": "retryable_error",
                                                  "error": f"ApprovalTimedOut: {late}"},

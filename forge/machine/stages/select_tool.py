@@ -54,6 +54,16 @@ definition written before them need not handle them (see `ActionSpec.optional`).
 
 
 def _select_tool(run: Run) -> Steps[StageOutcome]:
+    return _selected(run) if run.facts.pinned is None else _pinned(run)
+
+
+def _pinned(run: Run) -> Steps[StageOutcome]:
+    """The decision a person's answer made (`forge.machine.asking`), taken once."""
+    outcome = yield from _selected(run)
+    return replace(outcome, facts={**outcome.facts, "pinned": None})
+
+
+def _selected(run: Run) -> Steps[StageOutcome]:
     config, state = run.config, run.loop_state
     step = state.step_count + 1
     budget = config.token_budget
@@ -122,10 +132,13 @@ _NONE: Mapping[str, int] = {}
 
 
 def _decided(run: Run, step: int) -> Steps[Any]:
-    """The policy's decision, journaled as a call whose replay the policy's kind says
+    """The policy's decision (or the one a person's answer made, calling nothing),
+    journaled as a call whose replay the policy's kind says
     (`forge.policy`): answered from the journal (a `RecordedPolicy`, or a decision the
     journal holds as the world's answer); the policy run as code, its decision checked on
     replay; or, for a `ModelPolicy`, its code run with each request to the model a call."""
+    if run.facts.pinned is not None:
+        return run.facts.pinned
     config, state, goal = run.config, run.loop_state, run.goal
     performer = run.performer
     if config.policy_replays == "journal" or (performer is not None and performer.answers_decision()):

@@ -1,0 +1,239 @@
+"""What a run waiting for a person waits for (`Waiting`), and the answers that continue it
+(`Answer`).
+
+A run that reaches a needs-input state (`clarification_required`, `capability_gap`,
+`approval_required`, `input_required`, a definition's own) asks its performer for an answer
+(`forge.machine.asking`); a durable run that finds a call in doubt after a crash asks in
+`in_doubt`. `Waiting` says what it needs and an `Answer` gives it; both are plain JSON-able
+values, so any process (another worker, `forge runs resume`, `forge ui`) can read the
+question and answer it, and the answer is a call of the run's journal like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from forge.errors import UsageError
+
+__all__ = ["Answer", "AnswerRefused", "Waiting", "WAITING_STATES"]
+
+WAITING_STATES = ("clarification_required", "capability_gap", "approval_required", "input_required", "in_doubt")
+
+
+class AnswerRefused(UsageError):
+    """An answer that does not fit what the run waits for (another call's fingerprint, a
+    tool the loop does not have, a run that is not waiting); nothing was sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """What a waiting run needs: `state` (one of WAITING_STATES, or a definition's own
+    needs-input state), the `tool` and
+    `arguments` of the call in question, the call's `fingerprint` (approvals are bound to
+    it), the tools that `tied` for a clarification or the `capabilities` no tool offers."""
+
+    state: str
+    tool: str | None = None
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    fingerprint: str | None = None
+    tied: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()
+    key: str | None = None
+    asked: int = 0
+    """Which of the run's questions this is (1, 2, …): an answer is bound to it, so an answer
+    meant for one question never answers the next."""
+    prompt: str | None = None
+    """The policy's own question to the user (`forge.Ask`), when the run waits in
+    `input_required`."""
+    deadline: float | None = None
+    """When the wait ends (seconds since the epoch) and the state's timeout edge is taken,
+    for a state with a `timeout`; None: it waits until answered."""
+    contract: Mapping[str, Any] | None = None
+    """The waiting call's tool's contract (`required`, `optional`, `schema`), so that any
+    process can check edited arguments before it sends them."""
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What the question is, as the journal's answer call is known by it: everything but
+        its number among the run's questions and its deadline (a moment, which a replay or a
+        recovery does not make again)."""
+        return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
+                "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
+                "prompt": self.prompt}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
+                "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
+                "key": self.key, "asked": self.asked, "prompt": self.prompt, "deadline": self.deadline,
+                "contract": None if self.contract is None else dict(self.contract)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Waiting:
+        return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),
+                   tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"),
+                   int(data.get("asked") or 0), data.get("prompt"), data.get("deadline"), data.get("contract"))
+
+    @property
+    def question(self) -> str:
+        """The question a person is asked, in one line."""
+        if self.state == "input_required":
+            return f"{self.prompt} (answer: Answer.text(REPLY))"
+        if self.state == "clarification_required":
+            return f"which tool should run? {' or '.join(self.tied)} (answer: Answer.tool(NAME))"
+        if self.state == "capability_gap":
+            wanted = self.tool or ", ".join(self.capabilities)
+            return f"no tool for {wanted}: add one (Answer.add_tool(NAME)) or name another (Answer.tool(NAME))"
+        if self.state == "approval_required":
+            return (f"approve {self.tool} {dict(self.arguments)} (fingerprint {self.fingerprint})? "
+                    "(Answer.approve(FINGERPRINT) or Answer.reject(FINGERPRINT))")
+        if self.state == "in_doubt":
+            return (f"{self.tool} {dict(self.arguments)} was running when the process died (key {self.key}): did "
+                    "it run? (Answer.did_run(RESULT) or Answer.run_again())")
+        about = f" about {self.tool} {dict(self.arguments)}" if self.tool else ""
+        return f"the run waits in {self.state}{about}: answer with {' or '.join(self.answers)}"
+
+    @property
+    def answers(self) -> tuple[str, ...]:
+        """The kinds of answer that fit: the built-in states' own; for a definition's own
+        needs-input state, text (the next turn's goal), and when it waits on a call, a tool
+        to run it with, or (its fingerprint) an approval or a rejection."""
+        fixed = {"clarification_required": ("tool",), "capability_gap": ("tool", "add_tool"),
+                 "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again"),
+                 "input_required": ("text",)}.get(self.state)
+        if fixed is not None:
+            return fixed
+        return ("text", *(("tool",) if self.tool else ()), *(("approve", "reject") if self.fingerprint else ()))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer to a waiting run. Make one with the class methods; `kind` and `value` are
+    what is stored."""
+
+    kind: str
+    value: Any = None
+    question: int = 0
+    """The question it answers (`Waiting.asked`), set by `resume` from what the run waits for."""
+    arguments: Mapping[str, Any] | None = None
+    """An approval's edited arguments: the call runs with these instead (see `approve`)."""
+
+    @classmethod
+    def tool(cls, name: str) -> Answer:
+        """Run the waiting call with this tool (a clarification, or a capability gap)."""
+        return cls("tool", name)
+
+    @classmethod
+    def add_tool(cls, name: str) -> Answer:
+        """Give the run this tool, one of the DurableLoop's `extra_tools` (a capability gap)."""
+        return cls("add_tool", name)
+
+    @classmethod
+    def approve(cls, fingerprint: str, arguments: Mapping[str, Any] | None = None) -> Answer:
+        """Approve the waiting call whose fingerprint this is; it runs next. With
+        `arguments`, approve it edited: it runs with these arguments instead, once, under
+        the idempotency key of the edited call, and the trace records it as edited, with the
+        original arguments. They are checked against the tool's contract before the answer
+        is sent.
+
+        Raises:
+            AnswerRefused: `arguments` is not a mapping of names to values.
+        """
+        if arguments is not None:
+            if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
+                raise AnswerRefused(f"edited arguments must be a mapping of argument names to values, got "
+                                    f"{arguments!r:.200}")
+            arguments = dict(arguments)
+        return cls("approve", fingerprint, arguments=arguments)
+
+    @classmethod
+    def reject(cls, fingerprint: str) -> Answer:
+        """Reject the waiting call; the policy is told and replans."""
+        return cls("reject", fingerprint)
+
+    @classmethod
+    def text(cls, reply: str) -> Answer:
+        """The user's reply to the policy's question (a run waiting in `input_required`): the
+        goal of the conversation's next turn.
+
+        Raises:
+            AnswerRefused: `reply` is not a non-blank string.
+        """
+        if not isinstance(reply, str) or not reply.strip():
+            raise AnswerRefused(f"a text answer must be a non-blank string, got {reply!r:.100}")
+        return cls("text", reply)
+
+    @classmethod
+    def did_run(cls, result: Any = None) -> Answer:
+        """The call in doubt did run, and returned `result`: it is not called again."""
+        return cls("did_run", result)
+
+    @classmethod
+    def run_again(cls) -> Answer:
+        """The call in doubt did not run (or may safely run again): call it again."""
+        return cls("run_again")
+
+    def to_json(self) -> dict[str, Any]:
+        data = {"kind": self.kind, "value": self.value, "question": self.question}
+        if self.arguments is not None:
+            data["arguments"] = dict(self.arguments)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Answer:
+        return cls(str(data["kind"]), data.get("value"), int(data.get("question") or 0), data.get("arguments"))
+
+    def to(self, waiting: Waiting) -> Answer:
+        """This answer, bound to the question `waiting` asks."""
+        return Answer(self.kind, self.value, waiting.asked, self.arguments)
+
+    def check(self, waiting: Waiting, tools: set[str], extra_tools: set[str]) -> None:
+        """Refuse an answer that does not fit `waiting`: another question's (bound to an
+        earlier one), another kind, another call's fingerprint, a tool the loop lacks.
+
+        Raises:
+            AnswerRefused: naming what the run waits for and what was wrong.
+        """
+        if self.question and waiting.asked and self.question != waiting.asked:
+            raise AnswerRefused(f"that answer was for question {self.question}; the run no longer waits for it "
+                                f"(it waits on question {waiting.asked}: {waiting.question})")
+        allowed = waiting.answers
+        if self.kind not in allowed:
+            raise AnswerRefused(f"the run waits in {waiting.state}; answer with {' or '.join(allowed)}, not {self.kind}")
+        if self.kind == "text" and (not isinstance(self.value, str) or not self.value.strip()):
+            raise AnswerRefused(f"a text answer must be a non-blank string, got {self.value!r:.100}")
+        if self.kind == "tool" and self.value not in tools | extra_tools:
+            raise AnswerRefused(f"the loop has no tool named {self.value!r}; its tools are {', '.join(sorted(tools))}")
+        if self.kind == "tool" and waiting.tied and self.value not in waiting.tied:
+            raise AnswerRefused(f"{self.value!r} is not one of the tools that tied: {', '.join(waiting.tied)}")
+        if self.kind == "add_tool" and self.value not in extra_tools:
+            known = ", ".join(sorted(extra_tools)) or "none"
+            raise AnswerRefused(f"{self.value!r} is not one of the DurableLoop's extra_tools ({known})")
+        if self.kind in ("approve", "reject") and self.value != waiting.fingerprint:
+            raise AnswerRefused(f"the run waits for an approval of {waiting.tool} with fingerprint "
+                                f"{waiting.fingerprint}, not {self.value!r}: an approval is bound to the exact call")
+        if self.arguments is not None:
+            self._check_edit(waiting)
+
+    def _check_edit(self, waiting: Waiting) -> None:
+        """Refuse edited arguments the waiting call's tool would refuse (its contract), or
+        edited arguments on anything but an approval."""
+        from forge.agent.execution import ArgumentContractError, ToolContract, check_arguments
+
+        if self.kind != "approve":
+            raise AnswerRefused("only an approval carries edited arguments")
+        if waiting.contract is None or waiting.tool is None:
+            raise AnswerRefused(f"run waits on {waiting.tool}, whose contract it did not store: it cannot check "
+                                "edited arguments; approve or reject the call as it is")
+        contract = ToolContract(waiting.tool, frozenset(waiting.contract.get("required") or ()), _no_handler,
+                                frozenset(waiting.contract.get("optional") or ()), waiting.contract.get("schema"))
+        try:
+            check_arguments(contract, self.arguments or {})
+        except ArgumentContractError as error:
+            raise AnswerRefused(f"the edited arguments break {waiting.tool}'s contract: {error}; nothing was "
+                                "sent") from None
+
+
+def _no_handler(**arguments: Any) -> None:
+    """A contract's handler, never called: edited arguments are only checked."""
