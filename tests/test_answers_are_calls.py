@@ -195,3 +195,23 @@ def test_the_debugger_steps_through_a_fork_of_an_answered_run_answers_and_all():
         session.back()
     assert session.state == "approval_required" and not session.done  # waiting, the answer ahead
     assert session.step().trigger == "answer" and session.state == "select"
+
+
+def hide_paths(tool, field, value):
+    return {**value, "path": "***"} if field == "arguments" and isinstance(value, dict) and "path" in value else value
+
+
+def test_a_file_written_through_redact_masks_the_answers_call_and_edited_arguments(tmp_path):
+    loop = two_writes()[0].replace(redact=hide_paths)
+
+    def edit(waiting):
+        return Answer.approve(waiting.fingerprint, arguments={"path": "secret.md"})
+
+    recorded = loop.run("write two files", performer=answered_by(edit, approve))
+    path = tmp_path / "run.jsonl"
+    write_trace(recorded.trace, path, journal=recorded.journal)
+    text = path.read_text()
+    assert "secret.md" not in text and "1.md" not in text and "2.md" not in text
+    replayed = loop.replay(path)
+    assert [(r.source, r.trigger, r.dest) for r in replayed.trace] == \
+        [(r.source, r.trigger, r.dest) for r in recorded.trace]

@@ -120,9 +120,23 @@ def continuation(run: Run, answer: Answer, waiting: Waiting) -> Continuation:
     if answer.kind == "approve" and answer.arguments is not None:
         tool = pinned.tool or waiting.tool or ""
         pinned = Intent(frozenset(), dict(answer.arguments), tool=tool, call_id=pinned.call_id)
-        detail["edited"] = {"tool": tool, "original": dict(waiting.arguments),
-                            "original_fingerprint": waiting.fingerprint, "arguments": dict(answer.arguments)}
+        detail["edited"] = {"tool": tool, "original": _shown(run, tool, waiting.arguments),
+                            "original_fingerprint": waiting.fingerprint,
+                            "arguments": _shown(run, tool, answer.arguments)}
         approvals[request_fingerprint(tool, pinned.arguments)] = True
     elif answer.kind in ("approve", "reject"):
         approvals[str(answer.value)] = answer.kind == "approve"
     return Continuation({**cleared, "pinned": pinned}, detail, approvals=approvals)
+
+
+def _shown(run: Run, tool: str, arguments: Mapping[str, Any]) -> Any:
+    """Arguments as the trace may keep them: through the loop's `redact`, as every call's
+    are (one that fails keeps nothing of them, saying so)."""
+    redact = run.config.redact
+    if redact is None:
+        return dict(arguments)
+    try:
+        return redact(tool, "arguments", dict(arguments))
+    except Exception as error:
+        return f"<not shown: redact raised {type(error).__name__}>"
+

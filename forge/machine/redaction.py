@@ -5,7 +5,10 @@ A trace's records pass their arguments, payloads and messages through the loop's
 for a replay in the same process. When a journal is written to a file (`write_trace`, a
 cassette), this makes what it keeps match: a tool's arguments and result, every decision's
 arguments (a refused or never-made call's too), an approver's fingerprint (made of the
-masked arguments), the messages a policy added, and a model request's messages and reply.
+masked arguments), the messages a policy added, a model request's messages and reply, and
+a person's answer about a call (its arguments and an approval's edited ones; the
+fingerprint it is bound to stays the call's own, a hash, which a replay running the policy
+again as code makes again from the real arguments).
 """
 
 from __future__ import annotations
@@ -66,10 +69,24 @@ def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None,
             asked = called[entry.step][1] if entry.step in called else decided[entry.step].arguments
             with contextlib.suppress(NotFingerprintable):  # then the call was refused before it was asked
                 entry = replace(entry, identity=request_fingerprint(name, _masked(redact, name, asked)))
+        elif entry.kind == "answer" and isinstance(entry.identity, dict) and entry.identity.get("tool"):
+            entry = _masked_answer(entry, redact)
         if entry.messages:
             entry = replace(entry, messages=tuple(redacted_messages(entry.messages, redact)))
         out.append(entry)
     return out
+
+
+def _masked_answer(entry: JournalEntry, redact: Redact) -> JournalEntry:
+    """A person's answer about a call (`forge.machine.asking`) with the call's arguments
+    masked, in the question and in an approval's edited arguments (its fingerprint kept:
+    see the module)."""
+    tool = str(entry.identity["tool"])
+    identity = {**entry.identity, "arguments": _masked(redact, tool, entry.identity.get("arguments") or {})}
+    value = entry.value
+    if isinstance(value, dict) and isinstance(value.get("arguments"), dict):
+        value = {**value, "arguments": _masked(redact, tool, value["arguments"])}
+    return replace(entry, identity=identity, value=value, stored_hash=None)
 
 
 def _masked_request(entry: JournalEntry, redact: Redact) -> JournalEntry:
