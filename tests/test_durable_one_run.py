@@ -129,3 +129,22 @@ def test_an_async_durable_run_answered_twice_is_one_run_too(make, db):
     assert [r.source for r in done.trace if r.trigger == "answer"] == ["approval_required"] * 2
     assert [entry.kind for _, entry in stored_calls(db, "async-twice")].count("answer") == 2
     assert write.calls == [{"path": "1.md"}, {"path": "2.md"}]
+
+
+def test_a_durable_fork_replays_its_parents_keyed_call_as_its_own(make):
+    charge = Recorder("charged", "charged again")
+
+    def policy(goal, state):
+        if not state.observations:
+            return Intent.call("charge", cents=5).keyed("fork-order-1")
+        return Intent.call("charge", cents=6) if len(state.observations) == 1 else Finish("done")
+
+    durable = make(AgentLoop([Tool("charge", {"charge"}, charge, side_effect=True, optional={"cents"})], policy,
+                             lambda o: o.tool_name == "finish"))
+    parent = durable.run("charge twice", run_id="keyed-parent")
+    second = [r.sequence for r in parent.trace if r.source == "execute"][1]
+    forked = durable.wait(durable.fork("keyed-parent", at=second, run_id="keyed-fork"), timeout=60)
+    first_call = next(r for r in forked.trace if r.source == "execute")
+    assert first_call.detail["replayed"] is False  # the parent's keyed call is the fork's own, replayed as made
+    assert first_call.detail == next(r for r in parent.trace if r.source == "execute").detail
+    assert charge.calls == [{"cents": 5}, {"cents": 6}, {"cents": 6}]

@@ -234,9 +234,11 @@ class _Workflow:
         self.trace = [record.to_json() for record in result.trace]
         self.tokens = result.usage.total_tokens
 
-    def _performer(self, ask: Callable[[Waiting, Any], Any]) -> Callable[[Journal, Run], DurablePerformer]:
+    def _performer(self, ask: Callable[[Waiting, Any], Any], registry: StoredRegistry
+                   ) -> Callable[[Journal, Run], DurablePerformer]:
         """What makes the run's performer: its stored journal, replayed as far as it goes,
-        then live; `ask` waits for a person's answer."""
+        then live; `ask` waits for a person's answer; `registry` is told while it replays (a
+        fork's parent's keyed calls are then the fork's own)."""
         stored = StoredTurn(self.durable.database, self.run_id, 1)
         forked = self.forked_from
 
@@ -248,6 +250,7 @@ class _Workflow:
                 seeded=int(forked.get("seeded") or 0) if forked else 0, stopping=HOST.stopping)
             if forked is not None:
                 journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
+            registry.replaying = lambda: performer.remaining > 0
             HOST.turns.started(performer)
             self.performer = performer
             return performer
@@ -260,16 +263,18 @@ class _Workflow:
 
     def _run(self) -> LoopResult:
         try:
+            registry = self._registry()
             result = self.durable.loop.run(self.goal, state=self.conversation.get("state"), run_id=self.run_id,
-                                           registry=self._registry(), performer=self._performer(self._ask))
+                                           registry=registry, performer=self._performer(self._ask, registry))
         finally:
             HOST.turns.ended(self.run_id, 1)
         return self._ended(result)
 
     async def _arun(self) -> LoopResult:
         try:
+            registry = self._registry()
             result = await self.durable.loop.arun(self.goal, state=self.conversation.get("state"), run_id=self.run_id,
-                                                  registry=self._registry(), performer=self._performer(self._aask))
+                                                  registry=registry, performer=self._performer(self._aask, registry))
         finally:
             HOST.turns.ended(self.run_id, 1)
         return self._ended(result)
