@@ -20,7 +20,6 @@ from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_count, check_retry_options
 from forge.agent.stopping import StopController
 from forge.errors import UsageError, WrongType
-from forge.machine.asking import asked
 from forge.machine.catalog import Stage, StageCatalog
 from forge.machine.definition import DefinitionError, MachineDefinition, Problem
 from forge.machine.effects import AsyncNotSupported
@@ -35,15 +34,7 @@ from forge.machine.engine import (
 from forge.machine.fork import ForkPlan, Patch, RecordedRun, fork_plan, goal_of
 from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
 from forge.machine.loader import catalog_of, load_definition
-from forge.machine.performers import (
-    ForkingPerformer,
-    Masking,
-    Performer,
-    ReplayingPerformer,
-    ReplayStopped,
-    run_async,
-    run_sync,
-)
+from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer, ReplayStopped
 from forge.machine.redaction import masked_entry, redacted_journal
 from forge.machine.run import Run, RunConfig, RunCounts
 from forge.machine.stages import Selection
@@ -374,7 +365,7 @@ class AgentLoop:
             while True:
                 while not engine.is_terminal(run):
                     await engine.aadvance(run)
-                if not engine.needs_input(run) or not engine.answered(run, await run_async(asked(run), _performer(run))):
+                if not await engine.aanswer(run):
                     break
         except ReplayStopped as stopped:
             raise stopped.miss from None
@@ -403,7 +394,7 @@ class AgentLoop:
         while True:
             while not engine.is_terminal(run):
                 engine.advance(run)
-            if not engine.needs_input(run) or not engine.answered(run, run_sync(asked(run), _performer(run))):
+            if not engine.answer(run):
                 return
 
     def _started(self, run: Run) -> None:
@@ -693,12 +684,6 @@ def _is_async(function: Any) -> bool:
     if isinstance(function, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
         return False  # a plain function that is not `async def`: no __call__ to look into
     return inspect.iscoroutinefunction(type(function).__call__)
-
-
-def _performer(run: Run) -> Performer:
-    performer = run.performer
-    assert performer is not None, "AgentLoop.start gives every run its performer"
-    return performer
 
 
 def _with_callback(observers: Iterable[LoopObserver],

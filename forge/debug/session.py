@@ -11,12 +11,10 @@ from typing import Any, Protocol
 
 from forge.agent.observations import LoopState, Observation
 from forge.debug.stepper import SessionFinished, Stepper
-from forge.machine.asking import asked
 from forge.machine.definition import MachineDefinition
 from forge.machine.engine import LoopEngine
 from forge.machine.fork import Patch, RecordedRun
 from forge.machine.journal import JournalEntry
-from forge.machine.performers import run_sync
 from forge.machine.run import Run, RunSnapshot
 from forge.machine.trace import TransitionRecord
 from forge.result import LoopResult
@@ -135,9 +133,8 @@ class DebugSession(Stepper):
         answered run replays the answers: each is a transition of its own)."""
         if self._position < len(self._records):
             return False  # a step back over an answer: the answer is ahead again
-        run, engine = self._run, self.loop.engine
-        return engine.is_terminal(run) and not (engine.needs_input(run) and run.performer is not None
-                                                 and run.performer.asks())
+        engine = self.loop.engine
+        return engine.is_terminal(self._run) and not engine.awaits_answer(self._run)
 
     def _fire(self) -> TransitionRecord:
         """The run's next transition: the one its state enables, or, waiting where a person
@@ -145,8 +142,7 @@ class DebugSession(Stepper):
         run, engine = self._run, self.loop.engine
         if not engine.is_terminal(run):
             return engine.fire(run)
-        assert run.performer is not None, "AgentLoop.start gives every run its performer"
-        engine.answered(run, run_sync(asked(run), run.performer))
+        engine.answer(run)
         return run.trace[-1]
 
     def _backward(self) -> None:

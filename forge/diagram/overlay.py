@@ -96,9 +96,7 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
         edge = transition_of(definition, record)
         if edge.index == -1:
             failures[edge.source] += 1
-        elif edge.index < 0:
-            pass  # a person's answer: the implicit edge back to the initial state
-        else:
+        elif edge.index >= 0:  # not a person's answer: the implicit edge back to the initial state
             counts[edge.index] += 1
             tool = record.detail.get("tool")
             if isinstance(tool, str) and "status" in record.detail:  # a call: the tool ran on this edge

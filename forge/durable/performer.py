@@ -39,8 +39,8 @@ from typing import Any
 
 from forge.durable.database import RunsDatabase
 from forge.machine.effects import Call
-from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss
-from forge.machine.performers import Performer, Position, ReplayingPerformer, ReplayStopped
+from forge.machine.journal import DecidedAsCode, Journal, JournalEntry
+from forge.machine.performers import Performer, Position, ReplayingPerformer
 from forge.tools import Tool
 
 __all__ = ["DurablePerformer", "InDoubt", "ProcessStopping", "StoredTurn", "idempotency_key"]
@@ -196,13 +196,8 @@ class DurablePerformer(ReplayingPerformer):
         """A stored answer, on recovery: the workflow's wait is made again (DBOS answers it
         from its record), and the run takes the stored answer."""
         transition, step = self.where()
-        made = JournalEntry(self.journal.run_id, transition, effect.step or step, effect.kind, effect.name,
-                            effect.identity)
-        expected = self._expected()
-        if expected is None or not self._matches(expected, made):
-            raise ReplayStopped(JournalMiss(expected, made))
-        self._next += 1
-        value = expected.value
+        value = self._take(JournalEntry(self.journal.run_id, transition, effect.step or step, effect.kind,
+                                        effect.name, effect.identity)).value
         waited = effect.fn(*effect.args)
         if inspect.isawaitable(waited):
             return _after(waited, value)

@@ -34,7 +34,7 @@ from transitions import Machine, MachineError, Transition
 from transitions.core import Condition, Event, EventData
 
 from forge.errors import ForgeError, UsageError, WrongType
-from forge.machine.asking import ANSWER_TRIGGER, UNASKED, continuation
+from forge.machine.asking import ANSWER_TRIGGER, UNASKED, asked, continuation
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps
@@ -428,10 +428,20 @@ class LoopEngine:
     def is_terminal(self, run: Run) -> bool:
         return self._terminal[run.state]
 
-    def needs_input(self, run: Run) -> bool:
-        """Whether `run` is in a terminal state whose outcome is `needs_input`: one where a
-        person may answer it and it goes on (`forge.machine.asking`)."""
-        return run.state in self._waiting
+    def awaits_answer(self, run: Run) -> bool:
+        """Whether `run` waits in a needs-input state where its performer has someone to
+        answer it (`Performer.asks`): then `answer` goes on from there."""
+        performer = run.performer
+        return run.state in self._waiting and performer is not None and performer.asks()
+
+    def answer(self, run: Run) -> bool:
+        """Ask `run`'s performer for an answer to what the run waits for and go on by it
+        (`answered`); False, doing nothing, when the run does not wait for one or nobody
+        answers it there. Raises as `answered`."""
+        if run.state not in self._waiting:
+            return False
+        assert run.performer is not None, "AgentLoop.start gives every run its performer"
+        return self.answered(run, run_sync(asked(run), run.performer))
 
     def answered(self, run: Run, asked: Any) -> bool:
         """Go on from the waiting state `run` is in as `asked` (what `forge.machine.asking.asked`
@@ -601,8 +611,6 @@ class LoopEngine:
         trace = run.trace
         if firing.patched is not None:  # a fork's patched outcome: the record says so
             detail, firing.patched = {**detail, "patched": firing.patched}, None
-        if firing.noted is not None:  # a durable run's edited approval: the record says so
-            detail, firing.noted = {**detail, **firing.noted}, None
         trace.add(run.facts.step, source, trigger, dest, guards, firing.verdict, self._clock() - firing.started, detail,
                   _wall_clock() - trace.started_at, firing.subject)
         firing.recorded = True
@@ -673,6 +681,16 @@ class AsyncLoopEngine(LoopEngine):
 
     def advance(self, run: Run) -> None:
         raise WrongType("an AsyncLoopEngine advances with `await engine.aadvance(run)`")
+
+    def answer(self, run: Run) -> bool:
+        raise WrongType("an AsyncLoopEngine asks with `await engine.aanswer(run)`")
+
+    async def aanswer(self, run: Run) -> bool:
+        """`answer`, awaited (an async performer's wait for a person)."""
+        if run.state not in self._waiting:
+            return False
+        assert run.performer is not None, "AgentLoop.start gives every run its performer"
+        return self.answered(run, await run_async(asked(run), run.performer))
 
     async def aadvance(self, run: Run) -> None:
         """`afire`, without making the record when nobody asked for one (what `arun()` uses)."""

@@ -223,6 +223,20 @@ class ReplayingPerformer(Performer):
         return self.masked(made, (*reversed(before), made, *after))
 
     def _answer(self, made: JournalEntry) -> JournalEntry:
+        """The recorded call `made` stands for, taken and journaled again."""
+        expected = self._take(made)
+        self.journal.add(made.transition, made.step, made.kind, made.name,
+                         made.identity if made.identity is not None else expected.identity,
+                         expected.value, expected.error, expected.messages)
+        return expected
+
+    def _take(self, made: JournalEntry) -> JournalEntry:
+        """The recorded call due next, which `made` must be: taken (a fork's patched one
+        marks its transition's record), not yet journaled.
+
+        Raises:
+            ReplayStopped: `made` is not that call, or the journal is spent.
+        """
         expected = self._expected()
         if expected is None or not self._matches(expected, made):
             raise ReplayStopped(JournalMiss(expected, made))
@@ -230,9 +244,6 @@ class ReplayingPerformer(Performer):
             run: Any = self._run()
             run.firing.patched = self.patch
         self._next += 1
-        self.journal.add(made.transition, made.step, made.kind, made.name,
-                         made.identity if made.identity is not None else expected.identity,
-                         expected.value, expected.error, expected.messages)
         return expected
 
     def replaying(self) -> bool:

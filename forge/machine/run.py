@@ -134,7 +134,6 @@ class Firing:
     record: TransitionRecord | None = None
     interrupted: BaseException | None = None
     patched: Mapping[str, Any] | None = None
-    noted: Mapping[str, Any] | None = None  # what a performer adds to this firing's record (an edited approval)
 
     def copy(self) -> Firing:
         """This firing, less its interrupt (which belongs to the moment it was raised)."""
