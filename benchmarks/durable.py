@@ -33,7 +33,7 @@ from typing import Annotated, Any, TypedDict
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from forge import AgentLoop, Finish, Intent, Tool
+from forge import AgentLoop, Finish, Intent, Limits, Tool
 
 TEXT = "x" * 64
 RUN = f"bench-{os.getpid()}"
@@ -57,7 +57,7 @@ def make_loop(steps: int) -> AgentLoop:
 
     tools = [Tool("read", {"read"}, read, required={"n"}),
              Tool("write", {"write"}, write, required={"n"}, side_effect=True)]
-    return AgentLoop(tools, policy, lambda o: o.tool_name == "finish", max_steps=steps + 1, repeat_limit=steps + 1)
+    return AgentLoop(tools, policy, lambda o: o.tool_name == "finish", max_steps=steps + 1, limits=Limits(repeat_limit=steps + 1))
 
 
 def in_memory(steps: int, repeats: int) -> float:

@@ -21,12 +21,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from loop_overhead import NEVER_REPEAT, TOOLS, _handler, make_policy
 from targets import against
 
-from forge import AgentLoop, Tool
+from forge import AgentLoop, Limits, Tool
 
 
 def _loop(steps: int) -> AgentLoop:
     tools = [Tool(f"tool{i}", {f"cap{i}", "common"}, _handler, required={"path"}) for i in range(TOOLS)]
-    return AgentLoop(tools, make_policy(), verify=lambda obs: False, max_steps=steps, repeat_limit=NEVER_REPEAT)
+    return AgentLoop(tools, make_policy(), verify=lambda obs: False, max_steps=steps, limits=Limits(repeat_limit=NEVER_REPEAT))
 
 
 def trace_bytes(steps: int) -> tuple[float, float]:

@@ -30,7 +30,7 @@ from typing import Any
 from targets import against
 from transitions import Machine
 
-from forge import AgentLoop, Intent, LoopState, Tool, load_definition
+from forge import AgentLoop, Intent, Limits, LoopState, Tool, load_definition
 from forge.agent.actions import ToolSpec, select_action
 from forge.agent.execution import ToolContract, execute_tool
 from forge.agent.retry import run_with_retry
@@ -156,7 +156,7 @@ def forge_loop(steps: int, verify_at: int | None = None, handler: Callable[..., 
     tools = [Tool(f"tool{i}", {f"cap{i}", "common"}, handler, required={"path"}) for i in range(TOOLS)]
     return AgentLoop(
         tools, make_policy(), verify=lambda obs: obs.sequence == verify_at,
-        max_steps=steps, repeat_limit=NEVER_REPEAT,
+        max_steps=steps, limits=Limits(repeat_limit=NEVER_REPEAT),
     )
 
 

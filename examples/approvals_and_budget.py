@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from forge import AgentLoop, ApprovalRequest, Intent, LoopState, Stage, StageOutcome, Tool, TransitionCallbacks
+from forge import AgentLoop, ApprovalRequest, Hooks, Intent, LoopState, Stage, StageOutcome, Tool, TransitionCallbacks
 from forge.machine.run import Run
 
 COSTS = {"read_file": 1, "write_file": 5}
@@ -59,7 +59,8 @@ def main() -> None:
         definition=Path(__file__).with_name("budgeted_approval.toml"),
         stages=STAGES,
         approver=approver,
-        callbacks=TransitionCallbacks.of(on_enter={"approve": lambda event: print(f"  approve? {event.model.action.tool_name}")}),
+        hooks=Hooks(callbacks=TransitionCallbacks.of(
+            on_enter={"approve": lambda event: print(f"  approve? {event.model.action.tool_name}")})),
     )
     result = loop.run("copy todo.md to done.md")
     spent = [r.detail["spent"] for r in result.trace if r.source == "budget"]

@@ -21,7 +21,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from forge import AgentLoop, Finish, Intent, Patch, Tool
+from forge import AgentLoop, Finish, Hooks, Intent, Patch, Tool
 from forge.durable import Answer, DurableLoop, idempotency_key, shutdown
 from forge.observe import LoopObserver
 
@@ -78,7 +78,7 @@ def main() -> None:
                      planner, verify=lambda observation: observation.tool_name == "finish",
                      definition="approval" if args.approvals else "single_agent",
                      approver=(lambda request: None) if args.approvals else None,  # None: ask a person
-                     observers=[KillAt(args.kill_at)] if args.kill_at else [])
+                     hooks=Hooks(observers=[KillAt(args.kill_at)] if args.kill_at else []))
     durable = DurableLoop(loop, name="filing", db=args.db)
     if args.fork_from:
         patch = Patch.from_json(json.loads(args.patch)) if args.patch else None

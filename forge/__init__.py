@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     )
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
+    from forge.options import Clocks, Hooks, Limits, Retry
     from forge.policy import Ask, Finish, Intent, ModelPolicy, Policy, RecordedPolicy, ScriptedPolicy, ScriptExhausted
     from forge.result import LoopResult
     from forge.tools import Tool, tool
@@ -55,6 +56,10 @@ _WHERE: dict[str, str] = {
     "TransientToolError": "forge.agent.retry",
     "LoopResult": "forge.result",
     "AgentLoop": "forge.loop",
+    "Limits": "forge.options",
+    "Retry": "forge.options",
+    "Clocks": "forge.options",
+    "Hooks": "forge.options",
     "Stage": "forge.machine.catalog",
     "StageOutcome": "forge.machine.outcome",
     "DefinitionError": "forge.machine.definition",
@@ -110,6 +115,10 @@ _WHERE: dict[str, str] = {
 __all__ = [
     # building and running a loop
     "AgentLoop",
+    "Limits",
+    "Retry",
+    "Clocks",
+    "Hooks",
     "IdempotencyRegistry",
     "AsyncNotSupported",
     # extending the machine: user stages, transitions callbacks, approvals

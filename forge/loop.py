@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from forge.agent.actions import duplicate_names
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
-from forge.agent.retry import check_count, check_retry_options
+from forge.agent.retry import check_count
 from forge.agent.stopping import StopController
 from forge.errors import UsageError, WrongType
 from forge.machine.catalog import Stage, StageCatalog
@@ -39,9 +39,10 @@ from forge.machine.redaction import masked_entry, redacted_journal
 from forge.machine.run import Run, RunConfig, RunCounts
 from forge.machine.stages import Selection
 from forge.machine.stages.select_tool import chosen_tool
-from forge.machine.trace import Redact, Trace, TransitionRecord, read_journal, read_trace, write_trace
+from forge.machine.trace import Trace, TransitionRecord, read_journal, read_trace, write_trace
 from forge.observe import LoopObserver, Observers, TransitionCallback
 from forge.observe.log import LoggingObserver
+from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
 from forge.policy import Intent, Policy
 from forge.result import LoopResult
 from forge.tools import Tool
@@ -63,37 +64,29 @@ class AgentLoop:
     final answer); `verify(observation) -> bool` or `verify(observation, state) -> bool` is
     the external acceptance check, the only way a run ends in `verified_success` (anything
     but a bool is an error, never success). `max_steps=8` allows at most eight steps (tool
-    calls and answers) per run; `repeat_limit` stops a run whose last call has been made
-    that many times: by default identical calls (the same tool with the same arguments, or
-    the same answer) count, with `repeat_by="tool"` any use of the same tool does;
-    `max_attempts` bounds the retries of a transient tool error within one step. Each run gets its own idempotency registry, so
-    an identical side effect runs once per run; pass `registry` to share one across runs and
-    loops, so that a side effect done once stays done. `definition` is a built-in name, a file path or
-    a loaded `MachineDefinition` (default: the shipped `single_agent` loop).
+    calls and answers) per run. `definition` is a built-in name, a file path or a loaded
+    `MachineDefinition` (default: the shipped `single_agent` loop); `stages` adds user
+    stages it may name (`{"audit": Stage(...)}`); `approver(request) -> True | False | None`
+    answers the `request_approval` stage of `machines/approval.toml`. Each run gets its own
+    idempotency registry, so an identical side effect runs once per run; pass `registry` to
+    share one across runs and loops, so that a side effect done once stays done.
 
-    `base_delay`, `max_delay`, `deadline`, `clock` and `random` shape the bounded retry of
-    transient tool errors, exactly as `run_with_retry` does (by default it does not wait);
-    `sleep` waits under `run()`, `async_sleep` (default `asyncio.sleep`) under `arun()`.
-
-    `stages` adds user stages the definition may name (`{"audit": Stage(...)}`); `callbacks`
-    attaches ordinary transitions callbacks (`TransitionCallbacks`); `approver(request) ->
-    True | False | None` answers the `request_approval` stage of `machines/approval.toml`.
-    `observers` are told of every run, transition and tool attempt (`forge.observe`); a
-    `LoggingObserver` on the logger `forge` is always first. `redact(tool, field, value)`
-    sees every call's arguments (`field` "arguments") and observation's payload ("payload")
-    before the trace keeps a capped summary of what it returns (see `forge.machine.trace`).
-    `token_budget` bounds the tokens of a run's model calls (`forge.usage`): the run ends
-    in `budget_exhausted` before a call that would go past it (a policy that calls a model,
-    as `ChatPolicy`, is given the budget through its `with_token_budget`; any other policy's
-    run stops once the usage its messages record reaches it).
-    Every call a run makes to the world is in its `result.journal` (`forge.machine.journal`);
-    `codec` (a `JournalCodec`) writes the values JSON cannot hold when a journal is written
-    to a file, and reads them back for `replay`.
+    The rest comes in four values (`forge.options`): `limits` (`Limits`: the repeat limit,
+    and a `token_budget` for the run's model calls: the run ends in `budget_exhausted`
+    before a call that would go past it), `retry` (`Retry`: bounded retry of transient tool
+    errors, exactly as `run_with_retry`; by default it does not wait), `clocks` (`Clocks`:
+    the time, waiting and chance a run uses) and `hooks` (`Hooks`: observers told of every
+    run, transition and tool attempt, after a `LoggingObserver` on the logger `forge`;
+    transitions callbacks; `redact`, which sees every call's arguments and observation's
+    payload before the trace keeps them; the journal's `codec`). The flat names of an
+    earlier forge (`repeat_limit=`, `observers=`, …) are taken with a DeprecationWarning.
+    Every call a run makes to the world is in its `result.journal` (`forge.machine.journal`).
 
     Raises:
         ValueError: no tools, duplicate tool names, a non-Tool in `tools`, a non-callable
             policy, verify or approver, a limit below 1, malformed stages or callbacks, or a
             definition that asks for approvals without an approver.
+        TypeError: an unknown keyword argument, or a group given as something else.
         FileNotFoundError, DefinitionError: the definition cannot be found or loaded, or
             `forge check` would find an error in it (nondeterminism, a verdict no transition
             handles, a state with no way out, a cycle the step budget cannot end, …).
@@ -105,35 +98,28 @@ class AgentLoop:
         policy: Policy,
         verify: Callable[[Observation], bool],
         max_steps: int = 8,
-        repeat_limit: int = 3,
-        max_attempts: int = 3,
         *,
-        registry: IdempotencyRegistry | None = None,
         definition: str | Path | MachineDefinition = "single_agent",
-        base_delay: float = 0.0,
-        max_delay: float = 30.0,
-        deadline: float | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        async_sleep: Callable[[float], Any] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        random: Callable[[], float] | None = None,
         stages: Mapping[str, Stage] | StageCatalog | None = None,
-        callbacks: TransitionCallbacks | None = None,
-        observers: Iterable[LoopObserver] = (),
         approver: Callable[..., Any] | None = None,
-        repeat_by: str = "call",
-        redact: Redact | None = None,
-        codec: JournalCodec | None = None,
-        token_budget: int | None = None,
+        registry: IdempotencyRegistry | None = None,
+        limits: Limits | None = None,
+        retry: Retry | None = None,
+        clocks: Clocks | None = None,
+        hooks: Hooks | None = None,
+        **flat: Any,
     ) -> None:
-        self._options: dict[str, Any] = {
-            "policy": policy, "verify": verify, "max_steps": max_steps, "repeat_limit": repeat_limit,
-            "max_attempts": max_attempts, "registry": registry, "definition": definition, "base_delay": base_delay,
-            "max_delay": max_delay, "deadline": deadline, "sleep": sleep, "async_sleep": async_sleep, "clock": clock,
-            "random": random, "stages": stages, "callbacks": callbacks, "observers": tuple(observers),
-            "approver": approver, "repeat_by": repeat_by, "redact": redact, "codec": codec,
-            "token_budget": token_budget,
-        }
+        options = grouped({"limits": limits, "retry": retry, "clocks": clocks, "hooks": hooks}, flat)
+        self._made(tools, policy, verify, max_steps, definition, stages, approver, registry, options)
+
+    def _made(self, tools: Iterable[Tool], policy: Policy, verify: Callable[[Observation], bool], max_steps: int,
+              definition: str | Path | MachineDefinition, stages: Mapping[str, Stage] | StageCatalog | None,
+              approver: Callable[..., Any] | None, registry: IdempotencyRegistry | None, options: Grouped) -> None:
+        self._given: dict[str, Any] = {"policy": policy, "verify": verify, "max_steps": max_steps,
+                                       "definition": definition, "stages": stages, "approver": approver,
+                                       "registry": registry}
+        self.options = options
+        limits, hooks = options.limits, options.hooks
         tools = tuple(tools)
         if not tools:
             raise UsageError("AgentLoop needs at least one tool")
@@ -148,35 +134,27 @@ class AgentLoop:
         with_tools = getattr(policy, "with_tools", None)
         if callable(with_tools):  # a policy that offers the tools to a model (ChatPolicy) is given them
             policy = with_tools(tools)
-        if token_budget is not None:
-            check_count("token_budget", token_budget)
+        if limits.token_budget is not None:
             with_budget = getattr(policy, "with_token_budget", None)
             if callable(with_budget):  # a policy that calls a model stops before a call that would exceed it
-                policy = with_budget(token_budget)
+                policy = with_budget(limits.token_budget)
         if not callable(verify):
             raise UsageError("verify must be callable as verify(observation) -> bool")
-        if repeat_by not in ("call", "tool"):
-            raise UsageError(f"repeat_by must be 'call' or 'tool', got {repeat_by!r}")
-        if redact is not None and not callable(redact):
-            raise UsageError("redact must be callable as redact(tool, field, value) -> value")
-        if codec is not None and not (callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))):
-            raise UsageError("codec must have encode(value) -> JSON data and decode(data) -> value")
         if approver is not None and not callable(approver):
             raise UsageError("approver must be callable as approver(request) -> True | False | None")
         check_count("max_steps", max_steps)
-        check_count("repeat_limit", repeat_limit)
-        check_retry_options(max_attempts, base_delay, max_delay, deadline)
-        retry_options: dict[str, Any] = {"base_delay": base_delay, "max_delay": max_delay, "deadline": deadline}
-        if random is not None:
-            retry_options["random"] = random
+        retry_options: dict[str, Any] = {"base_delay": options.retry.base_delay, "max_delay": options.retry.max_delay,
+                                         "deadline": options.retry.deadline}
+        if options.clocks.random is not None:
+            retry_options["random"] = options.clocks.random
         self.tools = tools
-        self.max_steps, self.repeat_limit, self.max_attempts = max_steps, repeat_limit, max_attempts
+        self.max_steps, self.repeat_limit, self.max_attempts = max_steps, limits.repeat_limit, options.retry.max_attempts
         self.registry = registry
-        self.codec = codec
+        self.codec: JournalCodec | None = hooks.codec
         self.stages = catalog_of(stages)
-        self.callbacks = callbacks if callbacks is not None else NO_CALLBACKS
+        self.callbacks = hooks.callbacks if hooks.callbacks is not None else NO_CALLBACKS
         if not isinstance(self.callbacks, TransitionCallbacks):
-            raise UsageError(f"callbacks must be a forge TransitionCallbacks, got {type(callbacks).__name__}")
+            raise UsageError(f"callbacks must be a forge TransitionCallbacks, got {type(hooks.callbacks).__name__}")
         self.definition = (
             definition if isinstance(definition, MachineDefinition) else load_definition(definition, self.stages)
         )
@@ -196,7 +174,7 @@ class AgentLoop:
                 self.definition.path,
                 tuple(Problem(f.entry, f"{f.message} (run `forge check` for the full report)", f.code) for f in errors),
             )
-        if token_budget is not None and not self._handles(Selection.BUDGET_EXHAUSTED):
+        if limits.token_budget is not None and not self._handles(Selection.BUDGET_EXHAUSTED):
             raise UsageError(f"definition {self.definition.name!r} has no budget_exhausted edge, so it cannot stop a run "
                              "at its token_budget: add a transition from the policy's state guarded by "
                              "token_budget_exhausted (as machines/single_agent.toml has)")
@@ -212,25 +190,26 @@ class AgentLoop:
             )
             if function is not None and _is_async(function)
         )
-        extra: tuple[LoopObserver, ...] = self._options["observers"]  # the iterable, taken once above
+        extra: tuple[LoopObserver, ...] = hooks.observers
         self._observers = Observers((LoggingObserver(), *extra)) if extra else _default_observers()
+        clocks = options.clocks
         self._config = RunConfig(
             tools={tool.name: tool for tool in tools},
             specs=tuple(tool.spec for tool in tools),
             policy=policy,
             verify=verify,
-            controller=StopController(max_steps=max_steps, repeat_limit=repeat_limit),
-            max_attempts=max_attempts,
+            controller=StopController(max_steps=max_steps, repeat_limit=limits.repeat_limit),
+            max_attempts=options.retry.max_attempts,
             retry_options=retry_options,
-            sleep=sleep,
-            async_sleep=async_sleep,
-            clock=clock,
+            sleep=clocks.sleep,
+            async_sleep=clocks.async_sleep,
+            clock=clocks.clock,
             approver=approver,
             verify_takes_state=_takes_state(verify),
-            repeat_by=repeat_by,
-            redact=redact,
+            repeat_by=limits.repeat_by,
+            redact=hooks.redact,
             machine=self.definition.name,
-            token_budget=token_budget,
+            token_budget=limits.token_budget,
             can_ask=self._handles(Selection.ASKED),
             timeouts={s.name: s.timeout for s in self.definition.states if s.timeout is not None and not s.terminal},
         )
@@ -243,23 +222,29 @@ class AgentLoop:
     @property
     def policy(self) -> Policy:
         """The policy this loop was given (before `with_tools` saw its tools)."""
-        return self._options["policy"]  # type: ignore[no-any-return]
+        return self._given["policy"]  # type: ignore[no-any-return]
 
     def replace(self, **changes: Any) -> AgentLoop:
         """A new loop with the same arguments as this one except `changes` (any of
-        `__init__`'s, by name): how a durable run wraps the policy, tools and verify of a
-        loop in checkpointed steps. The policy is the one this loop was given (before a
-        `with_tools` hook saw the tools), so a new tool list reaches it too.
+        `__init__`'s, by name; a flat name of an earlier forge changes that field of its
+        group, with a DeprecationWarning): how a durable run wraps the policy, tools and
+        verify of a loop in checkpointed steps. The policy is the one this loop was given
+        (before a `with_tools` hook saw the tools), so a new tool list reaches it too.
 
         Raises:
             TypeError: a change names no argument of AgentLoop.
             ValueError, DefinitionError: as `AgentLoop(...)`.
         """
-        unknown = set(changes) - {"tools", *self._options}
+        tools = changes.pop("tools", self.tools)
+        given = {name: changes.pop(name) for name in list(changes) if name in self._given}
+        groups = {name: changes.pop(name) for name in list(changes) if name in GROUPS}
+        unknown = set(changes) - set(FLAT_NAMES)
         if unknown:
             raise WrongType(f"AgentLoop.replace() got unknown arguments: {', '.join(sorted(unknown))}")
-        tools = changes.pop("tools", self.tools)
-        return AgentLoop(tools, **{**self._options, **changes})
+        options = grouped(groups, changes, self.options)
+        made = AgentLoop.__new__(AgentLoop)
+        made._made(tools, **{**self._given, **given}, options=options)
+        return made
 
     @property
     def async_engine(self) -> AsyncLoopEngine:
@@ -300,11 +285,11 @@ class AgentLoop:
             journal.masking = lambda entries, records: redacted_journal(entries, redact, records)
         run = Run(goal=goal, config=self._config, state=timed_out or self.definition.initial, registry=registry,
                   loop_state=loop_state,
-                  counts=RunCounts(messages_seen=len(loop_state.messages), steps_before=loop_state.turn_start),
-                  first_message=len(loop_state.messages),
+                  counts=RunCounts(messages_seen=len(loop_state.messages), steps_before=loop_state.turn_start,
+                                   first_message=len(loop_state.messages)),
                   observers=self._observers.for_run() + observers,
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
-                              redact=self._config.redact), journal=journal, timed_out=timed_out is not None)
+                              redact=self._config.redact), journal=journal)
         config = self._config
         run.performer = (performer(journal, run) if performer is not None
                          else Performer(journal, run, config.sleep, config.async_sleep))
@@ -401,13 +386,14 @@ class AgentLoop:
         """Tell the observers the run started. One that raises ends the run in fatal_error
         before any transition (the `fail` edge from the initial state, naming it), as a
         failing observer does inside a transition; the caller is not the one to hear of it.
-        A run started by a deadline that passed (`timed_out`) then takes its timeout edge."""
+        A run started anywhere but the initial state was started by a deadline that passed
+        (`timed_out`): it then takes that state's timeout edge."""
         try:
             run.observers.notify(run, "run_started")
         except Exception as error:
             self.engine.fail_outside(run, error)
             return
-        if run.timed_out:
+        if run.state != self.definition.initial:
             self.engine.time_out(run)
 
     def _finish(self, run: Run) -> LoopResult:

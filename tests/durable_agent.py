@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from forge import AgentLoop, Finish, Intent, Tool, TransientToolError
+from forge import AgentLoop, Clocks, Finish, Hooks, Intent, Limits, Tool, TransientToolError
 from forge.durable import DurableLoop, idempotency_key, shutdown
 from forge.observe import LoopObserver
 
@@ -113,7 +113,8 @@ def make_loop(ledger: Ledger, goal_items: tuple[str, ...] = ITEMS, ask: bool = F
              on_crash="ask" if ask else "retry"),
     ]
     approver = (lambda request: None) if definition != "single_agent" else None
-    return AgentLoop(tools, planner, verify, max_steps=12, repeat_limit=3, sleep=lambda s: None, definition=definition,
+    return AgentLoop(tools, planner, verify, max_steps=12, limits=Limits(repeat_limit=3),
+                     clocks=Clocks(sleep=lambda s: None), definition=definition,
                      approver=approver)
 
 
@@ -146,7 +147,7 @@ def main(argv: list[str]) -> int:
     ledger = Ledger(Path(args.ledger), crash_in_write)
     loop = make_loop(ledger, ask=args.ask, definition="approval" if args.approvals else "single_agent")
     if args.crash_at and not args.in_tool:
-        loop = loop.replace(observers=[CrashAt(args.crash_at)])
+        loop = loop.replace(hooks=Hooks(observers=[CrashAt(args.crash_at)]))
     durable = DurableLoop(loop, name="filing", db=args.db)
     if args.mode == "worker":
         from forge.durable.worker import work

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from durable_agent import CrashAt  # beside this file: SIGKILL as transition N begins
 
-from forge import AgentLoop, Finish, Intent, LoopState, Patch, tool
+from forge import AgentLoop, Finish, Hooks, Intent, LoopState, Patch, tool
 from forge.durable import DurableLoop, shutdown
 
 STEPS = 20
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     loop = make_loop(Path(args.db + ".calls"))
     if args.crash_at:
-        loop = loop.replace(observers=[CrashAt(args.crash_at)])
+        loop = loop.replace(hooks=Hooks(observers=[CrashAt(args.crash_at)]))
     durable = DurableLoop(loop, name="counter", db=args.db)
     if args.mode == "worker":
         from forge.durable.worker import work

@@ -4,7 +4,7 @@ repetition by call, a strict verify, conversations."""
 import pytest
 from builders import Recorder, intent, scripted_loop, tool
 
-from forge import AgentLoop, Finish, Intent, LoopState, ScriptedPolicy, Tool, ToolError
+from forge import AgentLoop, Finish, Intent, Limits, LoopState, ScriptedPolicy, Tool, ToolError
 from forge.diagram import diagram_text
 
 
@@ -99,10 +99,10 @@ def test_the_same_call_three_times_is_repetition():
 def test_repeat_by_tool_keeps_the_per_tool_count():
     touch = Tool("touch", {"touch"}, Recorder(), required={"path"})
     policy = ScriptedPolicy([Intent.call("touch", path=p) for p in "abc"])
-    result = AgentLoop([touch], policy, verify=lambda o: False, repeat_by="tool").run("goal")
+    result = AgentLoop([touch], policy, verify=lambda o: False, limits=Limits(repeat_by="tool")).run("goal")
     assert (result.reason, result.steps) == ("repeated_action", 3)
     with pytest.raises(ValueError, match="repeat_by must be 'call' or 'tool'"):
-        AgentLoop([touch], policy, verify=lambda o: False, repeat_by="name")
+        AgentLoop([touch], policy, verify=lambda o: False, limits=Limits(repeat_by="name"))
 
 
 def test_the_same_wrong_answer_three_times_is_repetition():

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from forge import AgentLoop, Finish, Intent, Patch, Tool
+from forge import AgentLoop, Finish, Hooks, Intent, Patch, Tool
 from forge.machine.answers import Answer
 from forge.machine.fork import PatchRefused
 from forge.machine.performers import Performer
@@ -202,7 +202,7 @@ def hide_paths(tool, field, value):
 
 
 def test_a_file_written_through_redact_masks_the_answers_call_and_edited_arguments(tmp_path):
-    loop = two_writes()[0].replace(redact=hide_paths)
+    loop = two_writes()[0].replace(hooks=Hooks(redact=hide_paths))
 
     def edit(waiting):
         return Answer.approve(waiting.fingerprint, arguments={"path": "secret.md"})

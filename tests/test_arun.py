@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from builders import Recorder, intent, scripted_loop, tool
 
-from forge import AgentLoop, AsyncNotSupported, Intent, ScriptedPolicy, Stage, Tool, TransientToolError
+from forge import AgentLoop, AsyncNotSupported, Clocks, Hooks, Intent, Retry, ScriptedPolicy, Stage, Tool, TransientToolError
 
 
 async def aread(path: str) -> str:
@@ -110,8 +110,9 @@ def test_async_retries_wait_with_the_async_sleep():
         return attempts()
 
     loop = scripted_loop([tool("a", handler=flaky)], [intent("a")], verify=lambda o: True,
-                         base_delay=1.0, random=lambda: 0.5, async_sleep=asleep,
-                         sleep=lambda s: pytest.fail("arun must not block in time.sleep"))
+                         retry=Retry(base_delay=1.0),
+                         clocks=Clocks(random=lambda: 0.5, async_sleep=asleep,
+                                       sleep=lambda s: pytest.fail("arun must not block in time.sleep")))
     result = asyncio.run(loop.arun("goal"))
     assert result.reason == "verified_success" and result.retries == 2
     assert waits == [2.0, 1.0]
@@ -191,7 +192,8 @@ def test_async_user_stages_callbacks_and_approvers_are_awaited():
                    stops_in={"over_budget": "budget_exceeded"})
     budgeted = Path(__file__).parent / "definitions" / "budgeted.toml"
     loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True, definition=budgeted,
-                         stages={"check_budget": budget}, callbacks=TransitionCallbacks.of(on_enter={"verify": on_enter}))
+                         stages={"check_budget": budget},
+                         hooks=Hooks(callbacks=TransitionCallbacks.of(on_enter={"verify": on_enter})))
     assert asyncio.run(loop.arun("goal")).reason == "verified_success"
     assert entered == ["verify"]
     with pytest.raises(AsyncNotSupported, match="stage 'check_budget'"):
@@ -208,7 +210,7 @@ def test_an_async_callback_under_run_fails_the_run_naming_it():
         return None
 
     loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True,
-                         callbacks=TransitionCallbacks.of(on_enter={"verify": on_enter}))
+                         hooks=Hooks(callbacks=TransitionCallbacks.of(on_enter={"verify": on_enter})))
     result = loop.run("goal")
     assert result.reason == "fatal_error" and isinstance(result.error, AsyncNotSupported)
     assert result.trace[-1].detail["failed"].startswith("on_enter verify")
@@ -240,7 +242,7 @@ def test_an_async_run_tells_observers_of_each_tool_attempt():
             attempts.append(attempt)
 
     loop = scripted_loop([tool("a", handler=Recorder(TransientToolError("503"), "ok"))], [intent("a")],
-                         verify=lambda o: True, base_delay=0.0, async_sleep=_no_wait)
+                         verify=lambda o: True, retry=Retry(base_delay=0.0), clocks=Clocks(async_sleep=_no_wait))
     result = asyncio.run(loop.arun("goal", observers=[Attempts()]))
     assert result.reason == "verified_success" and len(attempts) == 2
 

@@ -14,7 +14,7 @@ import miss_param_tasks as tasks  # noqa: E402
 from builders import tool as make_tool  # noqa: E402
 from chat_server import ChatServer, reply  # noqa: E402
 
-from forge import AgentLoop, Ask, Finish, Intent, ScriptedPolicy, Usage, tool  # noqa: E402
+from forge import AgentLoop, Ask, Finish, Intent, Limits, ScriptedPolicy, Usage, tool  # noqa: E402
 from forge.check import check_definition  # noqa: E402
 from forge.errors import UsageError  # noqa: E402
 from forge.llm import ChatPolicy  # noqa: E402
@@ -212,7 +212,7 @@ def test_the_budget_stops_a_chat_run_before_the_call_that_would_exceed_it():
                                                                                     "completion_tokens": 10}}
              for n in range(6)]
     with ChatServer(calls) as server:
-        result = AgentLoop([lookup], chat(server), answered, token_budget=329).run("weather everywhere")
+        result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=329)).run("weather everywhere")
     assert result.reason == "budget_exhausted" and result.outcome == "failure"
     assert len(server.requests) == 2  # 220 used, and a third call costs at least 110 more: 330 > 329
     assert result.usage.total_tokens == 220
@@ -225,7 +225,7 @@ def test_the_budget_stops_exactly_at_it():
                                                                                     "completion_tokens": 10}}
              for n in range(6)]
     with ChatServer(calls) as server:
-        result = AgentLoop([lookup], chat(server), answered, token_budget=330).run("weather everywhere")
+        result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=330)).run("weather everywhere")
     assert result.reason == "budget_exhausted"
     assert (len(server.requests), result.usage.total_tokens) == (3, 330)
 
@@ -236,7 +236,7 @@ def test_a_policy_without_a_model_of_its_own_stops_once_its_messages_reach_the_b
                                                                                "completion_tokens": 0}})
         return Intent.call("lookup", city=f"c{len(state.observations)}")
 
-    result = AgentLoop([lookup], policy, answered, token_budget=120).run("weather")
+    result = AgentLoop([lookup], policy, answered, limits=Limits(token_budget=120)).run("weather")
     assert result.reason == "budget_exhausted" and result.usage.total_tokens == 150 and result.steps == 3
 
 
@@ -244,12 +244,12 @@ def test_a_token_budget_needs_a_definition_that_can_stop_at_it(tmp_path):
     path = tmp_path / "older.toml"
     path.write_text(written_before_asking())
     with pytest.raises(UsageError, match="no budget_exhausted edge"):
-        AgentLoop([lookup], ScriptedPolicy([]), answered, definition=path, token_budget=10)
+        AgentLoop([lookup], ScriptedPolicy([]), answered, definition=path, limits=Limits(token_budget=10))
 
 
 def test_a_budget_below_one_is_refused():
     with pytest.raises(UsageError, match="token_budget"):
-        AgentLoop([lookup], ScriptedPolicy([]), answered, token_budget=0)
+        AgentLoop([lookup], ScriptedPolicy([]), answered, limits=Limits(token_budget=0))
 
 
 def test_the_budget_stops_an_async_run_the_same_way():
@@ -257,7 +257,7 @@ def test_the_budget_stops_an_async_run_the_same_way():
                                                                                     "completion_tokens": 10}}
              for n in range(6)]
     with ChatServer(calls) as server:
-        result = asyncio.run(AgentLoop([lookup], chat(server), answered, token_budget=330).arun("weather"))
+        result = asyncio.run(AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=330)).arun("weather"))
     assert (result.reason, len(server.requests)) == ("budget_exhausted", 3)
 
 
@@ -303,7 +303,7 @@ def test_both_shipped_definitions_wait_on_a_question_and_stop_at_the_budget(defi
     options = {"definition": definition, "approver": (lambda request: True) if definition == "approval" else None}
     asked = AgentLoop([lookup], ScriptedPolicy([Ask("Which city?")]), answered, **options).run("weather")
     assert (asked.reason, asked.question) == ("input_required", "Which city?")
-    spent = AgentLoop([lookup], spending, answered, token_budget=10, **options).run("weather")
+    spent = AgentLoop([lookup], spending, answered, limits=Limits(token_budget=10), **options).run("weather")
     assert (spent.reason, spent.steps) == ("budget_exhausted", 1)
 
 
@@ -314,7 +314,7 @@ def test_the_budget_counts_every_turn_of_a_conversation():
                          "_usage": {"prompt_tokens": 100, "completion_tokens": 10}},
                      reply(None, ("c2", "lookup", {"city": "Oslo"})) | {
                          "_usage": {"prompt_tokens": 120, "completion_tokens": 10}}]) as server:
-        loop = AgentLoop([lookup], chat(server), answered, token_budget=150)
+        loop = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=150))
         first = loop.run("weather?")
         assert first.reason == "input_required"
         second = loop.run("Oslo", state=first.state)
@@ -340,6 +340,6 @@ def test_a_prompt_that_alone_would_pass_the_budget_is_not_sent_when_it_can_be_co
 
     with ChatServer([reply("never sent")]) as server:
         policy = chat(server, count_tokens=count_tokens)
-        result = AgentLoop([lookup], policy, answered, token_budget=20).run("weather " * 40)
+        result = AgentLoop([lookup], policy, answered, limits=Limits(token_budget=20)).run("weather " * 40)
     assert result.reason == "budget_exhausted" and server.requests == []
     assert result.trace[-1].detail["next_call_at_least"] > 20

@@ -75,7 +75,7 @@ def test_a_replay_that_diverges_fails_naming_the_diverging_call_and_can_be_rerec
     with ChatServer(_script()) as server:
         assert _pytest(project, server.url, out).returncode == 0
     source = project / "test_notes_agent.py"
-    source.write_text(source.read_text().replace("redact=redact)", "redact=redact, max_steps=1)"))
+    source.write_text(source.read_text().replace("hooks=Hooks(redact=redact))", "hooks=Hooks(redact=redact), max_steps=1)"))
     diverged = _pytest(project, "http://127.0.0.1:9/v1", out)
     assert diverged.returncode == 1
     assert "the run diverged from its cassette" in diverged.stdout
@@ -94,7 +94,7 @@ def test_forge_record_all_records_again_and_rerecord_from_divergence_goes_live_f
     with ChatServer([reply("the note is empty")]) as server:
         source = project / "test_notes_agent.py"
         source.write_text(source.read_text().replace("@tool\n", "@tool(side_effect=True)\n").replace(
-            "redact=redact)", "redact=redact, definition='approval', approver=lambda request: True)"))
+            "hooks=Hooks(redact=redact))", "hooks=Hooks(redact=redact), definition='approval', approver=lambda request: True)"))
         again = _pytest(project, server.url, out, "--forge-rerecord-from-divergence")
         assert again.returncode == 0, again.stdout + again.stderr
         assert len(server.requests) == 1  # the first decision replayed; only the one after the divergence asked
@@ -112,7 +112,7 @@ def test_a_replay_that_makes_another_call_fails_with_the_call_expected_against_t
         assert _pytest(project, server.url, out).returncode == 0
     source = project / "test_notes_agent.py"
     source.write_text(source.read_text().replace("@tool\n", "@tool(side_effect=True)\n").replace(
-        "redact=redact)", "redact=redact, definition='approval', approver=lambda request: True)"))
+        "hooks=Hooks(redact=redact))", "hooks=Hooks(redact=redact), definition='approval', approver=lambda request: True)"))
     diverged = _pytest(project, "http://127.0.0.1:9/v1", out)
     assert diverged.returncode == 1
     assert "journal miss: expected tool 'read_note' at transition 2 (step 1) with sha256" in diverged.stdout

@@ -7,7 +7,7 @@ from builders import Recorder, intent, scripted_loop, tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from forge import PermanentToolError, TransientToolError
+from forge import Limits, PermanentToolError, Retry, TransientToolError
 from forge.check import Severity, check_definition
 from forge.check.bounds import ABSTRACT_MODELS, explore
 from forge.machine.loader import load_definition
@@ -112,7 +112,7 @@ def test_real_runs_never_take_more_transitions_than_the_bound(script, max_steps,
     intents = [intent(name, path="p", **({"sudo": True} if kind == "contract" else {})) for name, kind, _ in script]
     accept = iter([ok for _, _, ok in script])
     loop = scripted_loop(tools, intents, verify=lambda o: next(accept, False), max_steps=max_steps,
-                         repeat_limit=repeat_limit, max_attempts=1)
+                         limits=Limits(repeat_limit=repeat_limit), retry=Retry(max_attempts=1))
     assert len(loop.run("goal").trace) <= bound
 
 

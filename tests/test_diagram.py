@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from builders import Recorder, intent, scripted_loop, tool
 
-from forge import TransientToolError, load_definition, write_trace
+from forge import Limits, Retry, TransientToolError, load_definition, write_trace
 from forge.diagram import (
     GraphvizNotInstalled,
     TraceMismatch,
@@ -48,7 +48,7 @@ def parse_label(label):
 def known_run(tmp_path=None):
     flaky = Recorder(*[TransientToolError("503")] * 2)
     loop = scripted_loop([tool("fetch", handler=flaky), tool("read")], [intent("fetch"), intent("read")],
-                         verify=lambda o: o.tool_name == "read", max_attempts=2)
+                         verify=lambda o: o.tool_name == "read", retry=Retry(max_attempts=2))
     return loop.run("goal")
 
 
@@ -130,7 +130,7 @@ def test_overlay_of_a_trace_from_another_machine_is_refused():
 
 def test_overlay_works_for_a_ten_thousand_step_run():
     loop = scripted_loop([tool(f"t{i}") for i in range(4)], [intent(f"t{i % 4}") for i in range(10_000)],
-                         max_steps=10_000, repeat_limit=10**6)
+                         max_steps=10_000, limits=Limits(repeat_limit=10**6))
     result = loop.run("long")
     overlay = overlay_of(load_definition(), result)
     assert overlay.transitions == 40_000

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from builders import intent, scripted_loop, tool
 
-from forge import DefinitionError, NoTransitionEnabled, RunFinished, load_definition
+from forge import DefinitionError, Limits, NoTransitionEnabled, RunFinished, load_definition
 from forge.machine.engine import LoopEngine, engine_for
 
 FORGE = Path(__file__).resolve().parents[1] / "forge"
@@ -76,7 +76,7 @@ def test_two_enabled_transitions_raise_instead_of_first_match():
 
 def test_no_enabled_transition_raises_naming_the_verdict():
     engine = LoopEngine(load_definition(BROKEN / "unhandled_verdict.toml"))
-    run = scripted_loop([tool("a")], [intent("a")] * 5, repeat_limit=1).start("goal")
+    run = scripted_loop([tool("a")], [intent("a")] * 5, limits=Limits(repeat_limit=1)).start("goal")
     for _ in range(3):
         engine.fire(run)
     with pytest.raises(NoTransitionEnabled, match="verdict 'repeated_action': no transition enabled"):
@@ -211,7 +211,7 @@ def test_one_loop_serves_sixteen_threads_with_independent_results():
         return Intent({"count"}, {"n": state.step_count + 1}) if state.step_count < wanted else Intent({"done"})
 
     loop = AgentLoop([tool("count", required={"n"}, handler=lambda n: n), tool("done")], policy,
-                     verify=lambda o: o.tool_name == "done", max_steps=20, repeat_limit=20)
+                     verify=lambda o: o.tool_name == "done", max_steps=20, limits=Limits(repeat_limit=20))
     results: dict[int, list] = {}
     barrier = threading.Barrier(16)
 

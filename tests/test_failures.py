@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from builders import intent, scripted_loop, tool
 
-from forge import AgentLoop, LoopObserver, ScriptedPolicy, Stage, TransitionCallbacks, read_trace, write_trace
+from forge import AgentLoop, Hooks, LoopObserver, ScriptedPolicy, Stage, TransitionCallbacks, read_trace, write_trace
 from forge.diagram import diagram_text
 from forge.machine.stages import BUILTIN_STAGES
 
@@ -62,7 +62,7 @@ def _raiser(event):
     (TransitionCallbacks.of(after={"call": _raiser}), "observe", "after call"),
 ])
 def test_a_user_callback_that_raises_ends_in_fatal_error_named_in_the_trace(callbacks, state, hook):
-    loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True, callbacks=callbacks)
+    loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True, hooks=Hooks(callbacks=callbacks))
     result = loop.run("goal")
     _assert_failed(result, state, hook)
     if state == "observe":  # it failed after the state changed: that transition is recorded first
@@ -89,7 +89,8 @@ def test_an_observer_failing_while_told_of_a_failure_is_noted_on_the_error():
             raise RuntimeError("and me")
 
     result = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True,
-                           callbacks=TransitionCallbacks.of(before={"call": _raiser})).run("goal", observers=[Noisy()])
+                           hooks=Hooks(callbacks=TransitionCallbacks.of(before={"call": _raiser}))).run(
+        "goal", observers=[Noisy()])
     assert isinstance(result.error, Boom)
     assert any("and me" in note for note in result.error.__notes__)
 
@@ -99,7 +100,7 @@ def test_a_failed_run_still_draws_replays_and_round_trips(tmp_path):
     from forge.machine.loader import load_definition
 
     result = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True,
-                           callbacks=TransitionCallbacks.of(on_enter={"observe": _raiser})).run("goal")
+                           hooks=Hooks(callbacks=TransitionCallbacks.of(on_enter={"observe": _raiser}))).run("goal")
     path = write_trace(result.trace, tmp_path / "run.jsonl")
     assert read_trace(path) == result.trace
     dot = diagram_text("single_agent", "dot", result.trace)

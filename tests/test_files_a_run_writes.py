@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from forge import AgentLoop, Finish, Intent, Tool, write_trace
+from forge import AgentLoop, Finish, Hooks, Intent, Tool, write_trace
 from forge.loop import trace_file_name
 from forge.machine.trace import read_journal
 from forge.testing import write_cassette
@@ -51,7 +51,7 @@ def test_no_file_a_run_writes_holds_a_value_redact_masks(tmp_path, monkeypatch, 
     monkeypatch.setenv("FORGE_TRACE_DIR", str(tmp_path / "kept"))
     loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True, repeatable=True)],
                      decide, lambda o: o.tool_name == "finish", definition="approval",
-                     approver=lambda *call: approves, redact=redact)
+                     approver=lambda *call: approves, hooks=Hooks(redact=redact))
     result = loop.run("send it", run_id="redacted")
     assert result.reason == "verified_success"
     assert any(SECRET in repr(entry.value) for entry in result.journal)  # the run itself saw it
@@ -76,7 +76,7 @@ def test_no_file_a_chat_run_writes_holds_a_value_redact_masks(tmp_path, monkeypa
         policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k"))
         loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True)], policy,
                          lambda o: o.tool_name == "finish", definition="approval", approver=lambda *call: False,
-                         redact=redact)
+                         hooks=Hooks(redact=redact))
         result = loop.run("send it", run_id="chat-redacted")
     write_trace(result.trace, tmp_path / "out" / "run.jsonl", journal=result.journal)
     write_cassette(tmp_path / "out" / "cassette.jsonl", result, redact=redact)
@@ -184,7 +184,7 @@ def test_the_trace_keeps_the_arguments_redact_returned():
     import json
 
     loop = AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True, repeatable=True)],
-                     decide, lambda o: o.tool_name == "finish", redact=redact)
+                     decide, lambda o: o.tool_name == "finish", hooks=Hooks(redact=redact))
     result = loop.run("send it")
     selected = next(record for record in result.trace if record.verdict == "selected")
     assert json.loads(selected.detail["arguments"]) == {"to": "ann", "token": "***"}
@@ -199,7 +199,7 @@ def test_a_chat_cassette_written_through_redact_replays_with_the_model_gone(tmp_
     def chat_loop(url: str) -> AgentLoop:
         policy = ChatPolicy("m", client=openai.OpenAI(base_url=url, api_key="k", max_retries=0))
         return AgentLoop([Tool("send", {"send"}, send, required={"to", "token"}, side_effect=True)], policy,
-                         lambda o: o.tool_name == "finish", redact=redact)
+                         lambda o: o.tool_name == "finish", hooks=Hooks(redact=redact))
 
     with ChatServer([reply(None, ("c1", "send", {"to": "ann", "token": SECRET})), reply("sent")]) as server:
         result = chat_loop(server.url).run("send it", run_id="chat-masked")

@@ -22,6 +22,7 @@ from forge import (
 )
 from forge.machine.fork import PatchRefused
 from forge.machine.journal import JournalMiss
+from forge.options import Hooks, Limits, Retry
 
 
 class Counting:
@@ -227,7 +228,7 @@ def test_a_fork_whose_definition_makes_other_calls_before_k_stops_with_a_journal
         calls.append(n)
         return n
 
-    changed = AgentLoop([count], other, verify=lambda o: True, max_steps=20, repeat_limit=99)
+    changed = AgentLoop([count], other, verify=lambda o: True, max_steps=20, limits=Limits(repeat_limit=99))
     # same calls, but the run's limits make it stop sooner: the journal is not spent when it ends
     short = changed.replace(max_steps=2)
     with pytest.raises(JournalMiss):
@@ -278,7 +279,7 @@ def _flaky_loop(calls: list[int], flaky: bool, max_attempts: int) -> AgentLoop:
         return n
 
     return AgentLoop([count], Counting(6), verify=lambda o: isinstance(o.payload, Finish), max_steps=20,
-                     max_attempts=max_attempts)
+                     retry=Retry(max_attempts=max_attempts))
 
 
 def test_a_fork_from_the_divergence_replays_while_the_calls_match_then_goes_live():
@@ -316,7 +317,7 @@ def test_trace_messages_pass_through_redact():
         return "***" if field == "payload" and isinstance(value, str) and "abc" in value else value
 
     stub = Stub("plain", {"plain"}, ["ok"])
-    result = AgentLoop([stub.tool], chatty, verify=lambda o: True, redact=redact, max_steps=3).run("go")
+    result = AgentLoop([stub.tool], chatty, verify=lambda o: True, hooks=Hooks(redact=redact), max_steps=3).run("go")
     assert "abc" not in str([record.detail for record in result.trace])
     assert '"key": "***"' in str(result.trace[0].detail["messages"])
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from forge import DefinitionError, load_definition
+from forge import DefinitionError, Limits, load_definition
 from forge.check import check_definition
 from forge.cli import main as forge_main
 
@@ -194,8 +194,12 @@ def test_error_text_in_traces_is_capped(tmp_path):
 def test_a_bad_number_is_refused_naming_the_parameter(option, value):
     from builders import intent, scripted_loop, tool
 
+    from forge.options import FLAT_NAMES, GROUPS
+
     with pytest.raises(ValueError, match=option if option not in ("base_delay", "max_delay") else "delays"):
-        scripted_loop([tool("a")], [intent("a")], **{option: value})
+        group = FLAT_NAMES.get(option)
+        scripted_loop([tool("a")], [intent("a")], **({option: value} if group is None
+                                                     else {group: GROUPS[group](**{option: value})}))
 
 
 # 12. odd capabilities, argument names and messages are contract errors, not crashes
@@ -332,7 +336,7 @@ def test_the_summary_names_tied_tools_and_a_misspelled_argument():
     assert "x, y tie for the intent's capabilities" in tie.summary
     reader = Tool("read", {"read"}, Recorder(), required={"path"})
     typo = AgentLoop([reader], ScriptedPolicy([Intent.call("read", pth="a.md")] * 2), verify=lambda o: True,
-                     max_steps=2, repeat_limit=5).run("goal")
+                     max_steps=2, limits=Limits(repeat_limit=5)).run("goal")
     assert typo.reason == "step_budget_exhausted" and typo.error is None
     assert "the last call, read, failed" in typo.summary and "missing: path; unexpected: pth" in typo.summary
 
@@ -528,7 +532,7 @@ def test_stepping_back_and_forward_in_a_long_session_touches_one_observation(mon
     from forge.agent.observations import LoopState
 
     loop = AgentLoop([tool("a", required={"n"})], lambda goal, state: Intent({"a"}, {"n": state.step_count}),
-                     verify=lambda o: False, max_steps=1000, repeat_limit=10)
+                     verify=lambda o: False, max_steps=1000, limits=Limits(repeat_limit=10))
     session = loop.debug("goal")
     session.continue_()
     assert session.loop_state.step_count == 1000

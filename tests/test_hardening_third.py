@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from forge import AgentLoop, Finish, Intent, ScriptedPolicy, tool
+from forge import AgentLoop, Finish, Hooks, Intent, Limits, ScriptedPolicy, tool
 
 
 @tool
@@ -196,7 +196,7 @@ def test_item_14_an_observer_raising_in_run_started_ends_the_run_in_fatal_error(
         pass
 
     for run in (lambda loop: loop.run("go"), lambda loop: asyncio.run(loop.arun("go"))):
-        result = run(_finishing_loop(lambda o: True).replace(observers=[Breaks()]))
+        result = run(_finishing_loop(lambda o: True).replace(hooks=Hooks(observers=[Breaks()])))
         assert result.reason == "fatal_error" and str(result.error) == "started broke"
         assert (result.trace[-1].trigger, result.trace[-1].detail["failed"]) == ("fail", "observer Breaks.run_started")
 
@@ -210,7 +210,7 @@ def test_item_14_an_observer_raising_in_run_finished_is_logged_and_the_run_keeps
         pass
 
     for run in (lambda loop: loop.run("go"), lambda loop: asyncio.run(loop.arun("go"))):
-        result = run(_finishing_loop(lambda o: True).replace(observers=[Breaks()]))
+        result = run(_finishing_loop(lambda o: True).replace(hooks=Hooks(observers=[Breaks()])))
         assert result.reason == "verified_success"
     assert "observer Breaks.run_finished raised; the run had ended in verified_success" in caplog.text
     assert "finished broke" in caplog.text
@@ -225,7 +225,7 @@ def test_item_22_repetition_counts_the_calls_of_this_turn_only():
     def policy(goal: str, state: Any) -> Any:
         return Intent.call("now") if state.step_count == state.turn_start else Finish("it is 12:00")
 
-    loop = AgentLoop([now], policy, lambda o: isinstance(o.payload, Finish), repeat_limit=2)
+    loop = AgentLoop([now], policy, lambda o: isinstance(o.payload, Finish), limits=Limits(repeat_limit=2))
     first = loop.run("what time is it?")
     second = loop.run("and now?", state=first.state)
     third = loop.run("and now?", state=second.state)
@@ -574,7 +574,7 @@ def test_item_1_a_secret_redact_masks_never_reaches_the_trace_or_the_inspector_p
 
     with ChatServer([reply(None, ("c1", "login", {"user": "ada", "token": "s3cr3t-t0ken"})), reply("signed in")]) as server:
         policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k"))
-        result = AgentLoop([login], policy, lambda o: isinstance(o.payload, Finish), redact=redact).run("sign in")
+        result = AgentLoop([login], policy, lambda o: isinstance(o.payload, Finish), hooks=Hooks(redact=redact)).run("sign in")
     assert result.reason == "verified_success"
     assert "s3cr3t-t0ken" not in str([record.detail for record in result.trace])
     assert "s3cr3t-t0ken" not in html(result)

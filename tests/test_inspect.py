@@ -10,7 +10,7 @@ import pytest
 from builders import Recorder, intent, scripted_loop, tool
 
 import forge.inspect.page as page
-from forge import read_trace, write_trace
+from forge import Limits, read_trace, write_trace
 from forge.errors import UsageError
 from forge.inspect import html, page_data
 from forge.machine.loader import load_definition
@@ -113,7 +113,7 @@ def test_ten_thousand_transitions_make_a_page_under_five_megabytes_even_with_lon
 
     loop = scripted_loop([tool(f"t{i}", handler=echo, required={"n", "text"}) for i in range(3)],
                          [intent(f"t{i % 3}", n=i, text=f"{i}" + "x" * 5000) for i in range(2500)],
-                         max_steps=2500, repeat_limit=2500)
+                         max_steps=2500, limits=Limits(repeat_limit=2500))
     result = loop.run("goal")
     assert len(result.trace) == 10_000
     size = len(html(result).encode("utf-8"))

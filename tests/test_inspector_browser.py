@@ -9,6 +9,7 @@ from builders import intent, scripted_loop, tool
 
 from forge.demo import run_demo
 from forge.inspect import write
+from forge.options import Limits
 
 REASON = why_no_browser()
 if REASON is not None:
@@ -170,7 +171,7 @@ def test_a_ten_thousand_transition_page_opens_and_draws_only_the_visible_rows(dr
     from selenium.webdriver.common.keys import Keys
 
     loop = scripted_loop([tool(f"t{i}", required={"n"}) for i in range(3)],
-                         [intent(f"t{i % 3}", n=i) for i in range(2500)], max_steps=2500, repeat_limit=2500)
+                         [intent(f"t{i % 3}", n=i) for i in range(2500)], max_steps=2500, limits=Limits(repeat_limit=2500))
     result = loop.run("goal")
     page = write(result, tmp_path / "big.html")
     load(driver, page)

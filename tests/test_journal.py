@@ -9,7 +9,19 @@ from typing import Any
 import pytest
 from builders import Recorder, tool
 
-from forge import AgentLoop, Finish, Intent, RecordedPolicy, Tool, TransientToolError, read_trace, write_trace
+from forge import (
+    AgentLoop,
+    Clocks,
+    Finish,
+    Hooks,
+    Intent,
+    RecordedPolicy,
+    Retry,
+    Tool,
+    TransientToolError,
+    read_trace,
+    write_trace,
+)
 from forge.machine.journal import JournalEncodeError, JournalMiss
 from forge.machine.trace import read_journal
 
@@ -84,11 +96,13 @@ def test_a_replay_with_every_part_raising_makes_the_same_trace_and_journal():
 
 def test_a_replay_does_not_wait_between_retries():
     waited: list[float] = []
-    recorded = _recorded_loop(base_delay=0.5, sleep=waited.append, random=lambda: 1.0).run("fetch and write")
+    recorded = _recorded_loop(retry=Retry(base_delay=0.5),
+                              clocks=Clocks(sleep=waited.append, random=lambda: 1.0)).run("fetch and write")
     assert len(waited) == 1
     (wait,) = [entry for entry in recorded.journal if entry.kind == "wait"]
     assert (wait.transition, wait.identity) == (3, waited[0])  # select, approve, execute
-    _unreachable(_recorded_loop(base_delay=0.5, sleep=waited.append, random=lambda: 1.0)).replay(recorded.journal)
+    _unreachable(_recorded_loop(retry=Retry(base_delay=0.5),
+                                clocks=Clocks(sleep=waited.append, random=lambda: 1.0))).replay(recorded.journal)
     assert len(waited) == 1
 
 
@@ -166,15 +180,15 @@ def test_a_value_json_cannot_hold_is_refused_naming_the_call_unless_the_loop_has
     with pytest.raises(JournalEncodeError, match=r"tool 'locate' at transition 2 .* returned a Point.* codec"):
         write_trace(plain.trace, tmp_path / "plain.jsonl", journal=plain.journal)
     assert not (tmp_path / "plain.jsonl").exists()
-    coded = make(codec=PointCodec()).run("locate")
+    coded = make(hooks=Hooks(codec=PointCodec())).run("locate")
     path = write_trace(coded.trace, tmp_path / "coded.jsonl", journal=coded.journal)
     assert read_journal(path, PointCodec())[1].value == Point(3)
-    assert make(codec=PointCodec()).replay(path).trace == coded.trace
+    assert make(hooks=Hooks(codec=PointCodec())).replay(path).trace == coded.trace
 
 
 def test_a_codec_without_encode_and_decode_is_refused():
     with pytest.raises(ValueError, match="codec must have encode"):
-        AgentLoop([tool("a")], Chatty([Finish(1)]), verify=lambda o: True, codec=object())  # type: ignore[arg-type]
+        AgentLoop([tool("a")], Chatty([Finish(1)]), verify=lambda o: True, hooks=Hooks(codec=object()))  # type: ignore[arg-type]
 
 
 def test_an_async_run_journals_what_a_sync_run_does():

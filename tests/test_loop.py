@@ -14,6 +14,7 @@ from forge import (
 from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool
 from forge.agent.execution import ArgumentContractError
 from forge.agent.runner import run_agent
+from forge.options import Clocks, Limits, Retry
 
 
 def test_verified_observation_ends_in_verified_success():
@@ -29,7 +30,7 @@ def test_unverified_runs_end_when_the_step_budget_is_spent():
 
 
 def test_repeating_the_same_tool_ends_in_repeated_action():
-    loop = scripted_loop([tool("a")], [intent("a")] * 5, repeat_limit=2)
+    loop = scripted_loop([tool("a")], [intent("a")] * 5, limits=Limits(repeat_limit=2))
     assert loop.run("goal").reason == "repeated_action"
 
 
@@ -50,7 +51,7 @@ def test_no_fitting_tool_ends_in_capability_gap():
 def test_transient_error_after_retry_budget_is_retryable_and_the_loop_replans():
     flaky = Recorder(*[TransientToolError("503")] * 3)
     loop = scripted_loop([tool("fetch", handler=flaky), tool("other")], [intent("fetch"), intent("other")],
-                         verify=lambda o: o.tool_name == "other", max_attempts=3)
+                         verify=lambda o: o.tool_name == "other", retry=Retry(max_attempts=3))
     result = loop.run("goal")
     assert [o.status for o in result.state.observations] == ["retryable_error", "ok"]
     assert len(flaky.calls) == 3
@@ -212,7 +213,7 @@ def test_machine_driven_loop_agrees_with_run_agent(script, max_steps, repeat_lim
     tools = [tool(name, handler=handlers[name]) for name in "abc"]
     loop = scripted_loop(tools, [intent(action) for action, _, _ in script],
                          verify=lambda o: o.payload in verified_outputs,
-                         max_steps=max_steps, repeat_limit=repeat_limit)
+                         max_steps=max_steps, limits=Limits(repeat_limit=repeat_limit))
     actual = loop.run("goal")
 
     assert (actual.reason, actual.steps) == (expected.reason, expected.steps)
@@ -248,8 +249,9 @@ def test_each_run_gets_its_own_registry_by_default():
 def test_trace_counts_the_attempts_a_deadline_allowed():
     flaky = Recorder(*[TransientToolError("503", retry_after=1.0)] * 5)
     clock = iter(range(100)).__next__
-    loop = scripted_loop([tool("fetch", handler=flaky)], [intent("fetch")], max_steps=1, max_attempts=5,
-                         deadline=2.5, sleep=lambda s: None, clock=lambda: float(clock()))
+    loop = scripted_loop([tool("fetch", handler=flaky)], [intent("fetch")], max_steps=1,
+                         retry=Retry(max_attempts=5, deadline=2.5),
+                         clocks=Clocks(sleep=lambda s: None, clock=lambda: float(clock())))
     result = loop.run("goal")
     execute = next(r for r in result.trace if r.source == "execute")
     assert execute.detail["attempts"] == len(flaky.calls) < 5

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the mcp extra is a test dependency: python3 tasks.py test installs it")
 
-from forge import AgentLoop, ArgumentContractError, Intent, ScriptedPolicy, ToolError
+from forge import AgentLoop, ArgumentContractError, Intent, Limits, ScriptedPolicy, ToolError
 from forge.cli import main as forge_main
 from forge.mcp import MCPError, MCPServer
 
@@ -127,7 +127,7 @@ def test_an_identical_side_effecting_mcp_call_reaches_the_server_once(tmp_path):
     server, ledger = _ledger_server(tmp_path)
     with server:
         loop = AgentLoop(server.tools(), ScriptedPolicy([Intent.call("add", a=2, b=2)] * 2),
-                         verify=lambda o: o.sequence == 2, repeat_limit=5)
+                         verify=lambda o: o.sequence == 2, limits=Limits(repeat_limit=5))
         result = loop.run("add twice")
     assert (result.side_effects_run, result.side_effects_replayed) == (1, 1)
     assert len(_ledger(ledger)) == 1

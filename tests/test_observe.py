@@ -5,7 +5,7 @@ import logging
 
 from builders import intent, scripted_loop, tool
 
-from forge import LoggingObserver, LoopObserver, ToolAttempt, TransientToolError
+from forge import Clocks, Hooks, LoggingObserver, LoopObserver, Retry, ToolAttempt, TransientToolError
 
 
 class Story(LoopObserver):
@@ -60,7 +60,7 @@ class _Flaky:
 
 def test_run_tells_observers_every_transition_and_attempt_in_order():
     story = Story()
-    _flaky_loop(observers=[story]).run("goal")
+    _flaky_loop(hooks=Hooks(observers=[story])).run("goal")
     assert story.events == EXPECTED
 
 
@@ -72,7 +72,7 @@ def test_arun_tells_the_same_story():
 
 def test_debug_tells_the_same_story_once_even_when_stepping_back():
     story = Story()
-    session = _flaky_loop(observers=[story]).debug("goal")
+    session = _flaky_loop(hooks=Hooks(observers=[story])).debug("goal")
     session.continue_()
     session.back()
     session.step()
@@ -86,14 +86,15 @@ def test_tool_attempts_carry_the_delay_before_them():
         def tool_attempt(self, run, attempt):
             attempts.append(attempt)
 
-    _flaky_loop(base_delay=0.5, random=lambda: 1.0, sleep=lambda s: None).run("goal", observers=[Attempts()])
+    _flaky_loop(retry=Retry(base_delay=0.5),
+                clocks=Clocks(random=lambda: 1.0, sleep=lambda s: None)).run("goal", observers=[Attempts()])
     assert [(a.number, a.delay_before) for a in attempts] == [(1, 0.0), (2, 0.5)]
     assert isinstance(attempts[0].error, TransientToolError) and attempts[1].error is None
 
 
 def test_on_transition_is_an_observer_among_others():
     story, seen = Story(), []
-    _flaky_loop(observers=[story]).run("goal", on_transition=lambda record: seen.append(record.sequence))
+    _flaky_loop(hooks=Hooks(observers=[story])).run("goal", on_transition=lambda record: seen.append(record.sequence))
     assert seen == [1, 2, 3, 4]
 
 
@@ -101,7 +102,7 @@ def test_an_object_with_no_observer_hooks_is_refused():
     import pytest
 
     with pytest.raises(TypeError, match="is not a LoopObserver"):
-        _flaky_loop(observers=[object()])
+        _flaky_loop(hooks=Hooks(observers=[object()]))
 
 
 def test_logging_says_run_start_and_end_at_info_and_each_transition_at_debug(caplog):
@@ -121,7 +122,7 @@ def test_forge_configures_no_logging_of_its_own():
 
 def test_a_logging_observer_can_use_another_logger(caplog):
     caplog.set_level(logging.INFO, logger="myapp.agent")
-    _flaky_loop(observers=[LoggingObserver(logging.getLogger("myapp.agent"))]).run("goal")
+    _flaky_loop(hooks=Hooks(observers=[LoggingObserver(logging.getLogger("myapp.agent"))])).run("goal")
     assert sum(r.name == "myapp.agent" for r in caplog.records) == 2
 
 

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from forge import TransitionCallbacks
+from forge import Hooks, TransitionCallbacks
 from forge.demo.scenarios import build_scenario
 from forge.observe.otel import OpenTelemetryObserver
 
@@ -65,7 +65,7 @@ def test_a_failing_hook_is_recorded_on_its_span_with_error_status(spans):
         raise RuntimeError("callback broke")
 
     loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True,
-                         callbacks=TransitionCallbacks.of(before={"call": broken}))
+                         hooks=Hooks(callbacks=TransitionCallbacks.of(before={"call": broken})))
     result = loop.run("goal", observers=[OpenTelemetryObserver(tracer)])
     assert result.reason == "fatal_error"
     failed = next(s for s in exporter.get_finished_spans() if s.attributes.get("forge.failed"))
@@ -134,7 +134,7 @@ def _chat_run(telemetry, **observer):
                      reply("Oslo is sunny.") | {"_usage": {"prompt_tokens": 60, "completion_tokens": 4}}]) as server:
         policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test"), system="Be brief.")
         loop = AgentLoop([lookup], policy, lambda o: o.tool_name == "finish",
-                         redact=lambda tool, field, value: "***" if field == "arguments" else value)
+                         hooks=Hooks(redact=lambda tool, field, value: "***" if field == "arguments" else value))
         result = loop.run("weather in Oslo?", observers=[OpenTelemetryObserver(tracer, meter=meter, **observer)])
     return result, exporter.get_finished_spans(), reader
 

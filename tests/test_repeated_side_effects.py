@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from forge import AgentLoop, Finish, Intent, PermanentToolError, Tool, TransientToolError
+from forge import AgentLoop, Finish, Intent, PermanentToolError, Retry, Tool, TransientToolError
 
 
 def reboot_loop(repeatable: bool, seen: list, handler_calls: list, fail_first: bool = False) -> AgentLoop:
@@ -80,7 +80,7 @@ def test_a_side_effect_whose_only_attempt_failed_is_not_counted_as_run(error):
 
     loop = AgentLoop([Tool("write", {"write"}, write, required={"text"}, side_effect=True)],
                      lambda goal, state: Intent.call("write", text="x") if not state.observations else Finish("no"),
-                     lambda o: o.tool_name == "finish", max_attempts=1)
+                     lambda o: o.tool_name == "finish", retry=Retry(max_attempts=1))
     result = loop.run("write")
     assert result.side_effects_run == 0
 

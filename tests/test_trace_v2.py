@@ -6,7 +6,7 @@ import time
 import pytest
 from builders import Recorder, intent, scripted_loop, tool
 
-from forge import TransientToolError, read_trace, write_trace
+from forge import Clocks, Hooks, Retry, TransientToolError, read_trace, write_trace
 from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, TraceFormatError, summary
 
 
@@ -66,7 +66,7 @@ def test_an_error_payload_is_summarised_as_its_type_and_message():
 def test_each_attempt_of_a_retried_tool_is_recorded_with_its_error_and_the_wait_before_it():
     handler = Recorder(TransientToolError("busy"), TransientToolError("still busy"), "ok")
     loop = scripted_loop([tool("a", handler=handler)], [intent("a")], verify=lambda o: True,
-                         base_delay=0.5, random=lambda: 1.0, sleep=lambda s: None)
+                         retry=Retry(base_delay=0.5), clocks=Clocks(random=lambda: 1.0, sleep=lambda s: None))
     execute = loop.run("goal").trace[1]
     assert execute.detail["attempts"] == 3
     tries = execute.detail["tries"]
@@ -103,7 +103,7 @@ def test_redact_sees_arguments_and_payloads_and_the_trace_keeps_what_it_returns(
 
     loop = scripted_loop([tool("a", handler=Recorder("secret result"), required={"token", "page"})],
                          [intent("a", token="s3cr3t", page=2)],
-                         verify=lambda o: True, redact=redact)
+                         verify=lambda o: True, hooks=Hooks(redact=redact))
     result = loop.run("goal")
     lines = "".join(json.dumps(r.to_json()) for r in result.trace)
     assert "s3cr3t" not in lines and "secret result" not in lines
@@ -117,7 +117,7 @@ def test_a_redact_that_raises_on_arguments_ends_the_run_naming_it():
     def redact(tool_name, field, value):
         raise RuntimeError("vault locked")
 
-    loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True, redact=redact)
+    loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True, hooks=Hooks(redact=redact))
     result = loop.run("goal")
     assert result.reason == "fatal_error"
     assert result.trace[-1].detail["failed"] == "redact" and "vault locked" in result.trace[-1].detail["error"]
@@ -129,14 +129,15 @@ def test_a_payload_that_redact_cannot_handle_is_not_shown():
             raise RuntimeError("vault locked")
         return value
 
-    loop = scripted_loop([tool("a", handler=Recorder("secret"))], [intent("a")], verify=lambda o: True, redact=redact)
+    loop = scripted_loop([tool("a", handler=Recorder("secret"))], [intent("a")], verify=lambda o: True,
+                         hooks=Hooks(redact=redact))
     payload = next(r for r in loop.run("goal").trace if "payload" in r.detail).detail["payload"]
     assert payload.startswith("<not shown: redact raised RuntimeError: vault locked")
 
 
 def test_a_redact_that_is_not_callable_is_refused():
     with pytest.raises(ValueError, match="redact must be callable"):
-        scripted_loop([tool("a")], [intent("a")], redact="mask")
+        scripted_loop([tool("a")], [intent("a")], hooks=Hooks(redact="mask"))
 
 
 def test_v2_round_trips_run_id_time_arguments_and_payload(tmp_path):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from forge import AgentLoop, Finish, Intent, Tool
+from forge import AgentLoop, Finish, Hooks, Intent, Tool
 
 
 def counter_loop(async_read: bool = False) -> tuple[AgentLoop, dict]:
@@ -64,7 +64,7 @@ def test_a_value_that_cannot_be_copied_is_kept_as_it_is():
     lock = threading.Lock()
     loop = AgentLoop([Tool("lock", handler=lambda: lock)],
                      lambda goal, state: Finish("x") if state.observations else Intent.call("lock"),
-                     lambda o: o.tool_name == "finish", codec=_Codec())
+                     lambda o: o.tool_name == "finish", hooks=Hooks(codec=_Codec()))
     assert loop.run("lock").state.observations[0].payload is lock
 
 

@@ -20,6 +20,7 @@ transition no script reaches within the search's bound is named with why.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import keyword
 import re
@@ -37,7 +38,8 @@ from forge.machine.stages import BUILTIN_STAGES
 __all__ = ["LIMITS", "Forced", "Generated", "Unforced", "force", "write_tests"]
 
 LIMITS: dict[str, Any] = {"max_steps": 3, "repeat_limit": 2, "max_attempts": 2}
-"""The loop options every generated test runs with."""
+"""The loop's limits every generated test runs with (as `AgentLoop` arguments: `max_steps`,
+and the others inside `Limits` and `Retry`, see `_options`)."""
 
 TOKENS = 100
 """The token budget of a definition that can stop at one, and what a "spend" move costs."""
@@ -138,7 +140,7 @@ class _Harness:
                  for name, capabilities in _TOOLS]
         self.loop = AgentLoop(tools, self._policy, self._verify, definition=self.definition,
                               approver=self._approver if _asks_approval(self.definition) else None,
-                              **_limits(self.definition))
+                              **_options(self.definition))
 
     def run(self, moves: Sequence[Move]) -> tuple[Any, bool]:
         """The run of `moves`, and whether it asked for more."""
@@ -217,8 +219,23 @@ def _budgeted(definition: MachineDefinition) -> bool:
                and BUILTIN_STAGES.guards[t.guard].verdict == "budget_exhausted" for t in definition.transitions)
 
 
-def _limits(definition: MachineDefinition) -> dict[str, Any]:
-    return {**LIMITS, "token_budget": TOKENS} if _budgeted(definition) else dict(LIMITS)
+def _options(definition: MachineDefinition) -> dict[str, Any]:
+    """The AgentLoop arguments a generated test's loop takes (`LIMITS`, grouped)."""
+    from forge.options import Limits, Retry
+
+    return {"max_steps": LIMITS["max_steps"],
+            "limits": Limits(LIMITS["repeat_limit"], token_budget=TOKENS if _budgeted(definition) else None),
+            "retry": Retry(LIMITS["max_attempts"])}
+
+
+def _code(value: Any) -> str:
+    """`value` as the code a test file makes it with: a grouped value by its fields that are
+    not their defaults."""
+    if not dataclasses.is_dataclass(value):
+        return repr(value)
+    given = ", ".join(f"{each.name}={getattr(value, each.name)!r}" for each in dataclasses.fields(value)
+                      if getattr(value, each.name) != each.default)
+    return f"{type(value).__name__}({given})"
 
 
 def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 60_000
@@ -271,8 +288,8 @@ def write_tests(definition: MachineDefinition, targets: Sequence[Edge], folder: 
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"test_cover_{_identifier(definition.name)}.py"
     approver = _asks_approval(definition)
-    limits = _limits(definition)
-    parts = [_HEADER.format(name=definition.name, reference=reference, limits=", ".join(f"{k}={v}" for k, v in
+    limits = _options(definition)
+    parts = [_HEADER.format(name=definition.name, reference=reference, limits=", ".join(f"{k}={_code(v)}" for k, v in
                                                                                       limits.items()))]
     seen: set[str] = set()
     for item in forced:
@@ -293,7 +310,7 @@ stub tools that return or raise in turn, and scripted verify and approver answer
 loop with {limits}. Regenerate rather than edit.
 """
 
-from forge import AgentLoop, Ask, Finish, Intent, ScriptedPolicy
+from forge import AgentLoop, Ask, Finish, Intent, Limits, Retry, ScriptedPolicy
 from forge.cover import took
 from forge.cover.stubs import Answers, Spending, Stub
 
@@ -311,7 +328,7 @@ def _test(name: str, item: Forced, reference: str, approver: bool, limits: dict[
     if script.spent:
         policy = f"Spending({policy}, at={list(script.spent)!r}, tokens={TOKENS})"
     approval = f", approver=Answers(\"the approver\", {list(script.approvals)!r})" if approver else ""
-    options = ", ".join(f"{k}={v}" for k, v in limits.items())
+    options = ", ".join(f"{k}={_code(v)}" for k, v in limits.items())
     guard = f", {edge.guard!r}" if edge.guard else ""
     return f'''def test_{name}():
     """{edge}"""

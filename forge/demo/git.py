@@ -25,6 +25,7 @@ from forge.agent.observations import LoopState, Observation
 from forge.demo.workspace import Workspace
 from forge.errors import MissingFile
 from forge.loop import AgentLoop
+from forge.options import Limits
 from forge.policy import Intent
 from forge.tools import Tool
 
@@ -102,4 +103,4 @@ def build_git_loop(repo: Path, git_tools: list[Tool]) -> AgentLoop:
     workspace = Workspace(repo)
     list_notes = Tool("list_notes", {"list_notes"}, lambda folder: workspace.list_notes(folder), required={"folder"})
     return AgentLoop([list_notes, *git_tools], GitPlanner(str(repo)),
-                     repository_verifier(repo, workspace.list_notes("notes")), max_steps=8, repeat_limit=3)
+                     repository_verifier(repo, workspace.list_notes("notes")), max_steps=8, limits=Limits(repeat_limit=3))

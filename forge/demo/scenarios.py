@@ -27,6 +27,7 @@ from forge.demo.tools import analyse_tool, file_tools
 from forge.demo.workspace import Workspace
 from forge.errors import UsageError
 from forge.loop import AgentLoop
+from forge.options import Limits, Retry
 from forge.policy import Policy
 from forge.tools import Tool
 
@@ -141,8 +142,8 @@ def build_scenario(name: str, root: str | Path, policy: Policy | None = None) ->
     planner = policy if policy is not None else IndexPlanner(folder="notes", index_path=spec.index_path)
     loop = AgentLoop(
         tools, planner, index_verifier(workspace, "notes", spec.index_path),
-        max_steps=12, repeat_limit=5, max_attempts=3,
-        base_delay=0.05, max_delay=0.2,  # caps the service's Retry-After: 1 so the demo stays quick
+        max_steps=12, limits=Limits(repeat_limit=5),
+        retry=Retry(max_attempts=3, base_delay=0.05, max_delay=0.2),  # caps the service's Retry-After: 1 so the demo stays quick
     )
     goal = f"index every note in notes/ into {spec.index_path} with its title and word count"
     return Scenario(name, spec.description, spec.expected, loop, goal, workspace, service)

@@ -101,14 +101,16 @@ class RunFacts:
 class RunCounts:
     """What a run counts for its result: retries of transient tool errors, side effects run
     and replayed from the idempotency registry, how many of the conversation's messages
-    the trace already holds, and how many steps the conversation had taken when the run
-    began (its own are counted from there, whatever turns answers start)."""
+    the trace already holds, how many steps the conversation had taken when the run
+    began (its own are counted from there, whatever turns answers start), and where its
+    messages start in the conversation's (its usage is theirs)."""
 
     retries: int = 0
     side_effects_run: int = 0
     side_effects_replayed: int = 0
     messages_seen: int = 0
     steps_before: int = 0
+    first_message: int = 0  # where this run's messages start in a conversation's (its usage is theirs)
 
     def copy(self) -> RunCounts:
         return replace(self)
@@ -156,8 +158,6 @@ class Run:
     facts: RunFacts = field(default_factory=RunFacts)
     counts: RunCounts = field(default_factory=RunCounts)
     firing: Firing = field(default_factory=Firing)
-    first_message: int = 0  # where this run's messages start in a conversation's (its usage is theirs)
-    timed_out: bool = False  # it starts in a waiting state whose deadline passed, and takes its timeout edge first
 
     # read-only views by the names observers, callbacks and tools have used
     step = property(lambda self: self.facts.step)
@@ -176,6 +176,7 @@ class Run:
     record = property(lambda self: self.firing.record)
     source = property(lambda self: self.firing.source)
     machine = property(lambda self: self.config.machine)
+    first_message = property(lambda self: self.counts.first_message)
     base_steps = property(lambda self: self.loop_state.turn_start)
 
     @property

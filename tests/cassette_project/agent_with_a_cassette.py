@@ -9,7 +9,7 @@ import os
 import openai
 import pytest
 
-from forge import AgentLoop, Finish, tool
+from forge import AgentLoop, Finish, Hooks, tool
 from forge.llm import ChatPolicy
 
 
@@ -39,7 +39,7 @@ def untimed(detail):
 def test_the_agent_reads_the_note(cassette):
     policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=os.environ["CHAT_URL"], api_key="k",
                                                            max_retries=0, timeout=5))
-    loop = AgentLoop([read_note], policy, lambda o: isinstance(o.payload, Finish), redact=redact)
+    loop = AgentLoop([read_note], policy, lambda o: isinstance(o.payload, Finish), hooks=Hooks(redact=redact))
     result = cassette.run(loop, "what is in todo.md?")
     with open(os.environ["CASSETTE_OUT"], "a") as out:
         out.write(json.dumps({"recorded": cassette.recorded, "reason": result.reason,

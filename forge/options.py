@@ -1,0 +1,174 @@
+"""The grouped values an `AgentLoop` takes beside its tools, policy and verify.
+
+    AgentLoop(tools, policy, verify, max_steps=8,
+              limits=Limits(repeat_limit=2, token_budget=10_000),
+              retry=Retry(max_attempts=5, base_delay=0.5),
+              hooks=Hooks(observers=[...], redact=mask))
+
+Twenty-odd keyword arguments read as one flat list where nobody can see which belong
+together; these four values say it: what bounds a run (`Limits`), how a transient tool error
+is retried (`Retry`), where time and chance come from (`Clocks`, what a test replaces), and
+what user code is told of or may change (`Hooks`). Each checks itself when made, naming the
+field that is wrong, so a bad value is refused where it is written.
+
+The flat names (`AgentLoop(repeat_limit=2)`, …) still work for one release, with a
+`DeprecationWarning` naming the value they now belong to (`grouped`).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from forge.agent.retry import check_count, check_retry_options
+from forge.errors import UsageError, WrongType
+
+__all__ = ["FLAT_NAMES", "GROUPS", "Clocks", "Grouped", "Hooks", "Limits", "Retry", "grouped"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What bounds a run besides `max_steps`: `repeat_limit` stops a run whose last call has
+    been made that many times (identical calls count, or with `repeat_by="tool"` any use of
+    the same tool); `token_budget` bounds the tokens of its model calls (`forge.usage`).
+
+    Raises:
+        ValueError: a limit that is not a whole number >= 1, or `repeat_by` other than
+            "call" or "tool".
+    """
+
+    repeat_limit: int = 3
+    repeat_by: str = "call"
+    token_budget: int | None = None
+
+    def __post_init__(self) -> None:
+        check_count("repeat_limit", self.repeat_limit)
+        if self.repeat_by not in ("call", "tool"):
+            raise UsageError(f"repeat_by must be 'call' or 'tool', got {self.repeat_by!r}")
+        if self.token_budget is not None:
+            check_count("token_budget", self.token_budget)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How a transient tool error is retried within one step, exactly as `run_with_retry`
+    does: at most `max_attempts` attempts, waiting an exponential backoff from `base_delay`
+    capped at `max_delay` (by default it does not wait), and none past `deadline` seconds.
+
+    Raises:
+        ValueError: `max_attempts` below 1, a negative or infinite delay, or a deadline
+            that is not a finite number > 0.
+    """
+
+    max_attempts: int = 3
+    base_delay: float = 0.0
+    max_delay: float = 30.0
+    deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        check_retry_options(self.max_attempts, self.base_delay, self.max_delay, self.deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class Clocks:
+    """Where a run's time and chance come from: `clock` reads the time, `sleep` waits under
+    `run()`, `async_sleep` (default `asyncio.sleep`) under `arun()`, `random` jitters the
+    retry backoff (default `random.random`). A test replaces them to run without waiting.
+
+    Raises:
+        TypeError: one of them is not callable.
+    """
+
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Any] = time.sleep
+    async_sleep: Callable[[float], Any] | None = None
+    random: Callable[[], float] | None = None
+
+    def __post_init__(self) -> None:
+        for each in fields(self):
+            value = getattr(self, each.name)
+            if value is not None and not callable(value):
+                raise WrongType(f"Clocks({each.name}=...) must be callable, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Hooks:
+    """What user code is told of, or may change, as a run goes: `observers` are told of every
+    run, transition and tool attempt (`forge.observe`); `callbacks` attaches ordinary
+    transitions callbacks (`TransitionCallbacks`); `redact(tool, field, value)` sees every
+    call's arguments and observation's payload before the trace keeps them; `codec` (a
+    `JournalCodec`) writes the values JSON cannot hold when a journal is written to a file.
+
+    Raises:
+        ValueError: a `redact` that is not callable, or a `codec` without encode and decode.
+    """
+
+    observers: tuple[Any, ...] = ()
+    callbacks: Any = None
+    redact: Callable[[str, str, Any], Any] | None = None
+    codec: Any = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "observers", tuple(self.observers))
+        if self.redact is not None and not callable(self.redact):
+            raise UsageError("redact must be callable as redact(tool, field, value) -> value")
+        codec = self.codec
+        if codec is not None and not (callable(getattr(codec, "encode", None))
+                                      and callable(getattr(codec, "decode", None))):
+            raise UsageError("codec must have encode(value) -> JSON data and decode(data) -> value")
+
+
+GROUPS: Mapping[str, type] = {"limits": Limits, "retry": Retry, "clocks": Clocks, "hooks": Hooks}
+"""Each grouped argument of AgentLoop and the value it takes."""
+
+FLAT_NAMES: Mapping[str, str] = {each.name: group for group, kind in GROUPS.items() for each in fields(kind)}
+"""The group each flat name of an earlier forge now belongs to."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """The four values a loop was given, with defaults for those it was not."""
+
+    limits: Limits = field(default_factory=Limits)
+    retry: Retry = field(default_factory=Retry)
+    clocks: Clocks = field(default_factory=Clocks)
+    hooks: Hooks = field(default_factory=Hooks)
+
+
+def grouped(given: Mapping[str, Any], flat: Mapping[str, Any], base: Grouped | None = None,
+            stacklevel: int = 3) -> Grouped:
+    """`base` (default: every value's defaults) with the values `given` by group name (None:
+    keep base's) and the flat names of an earlier forge in `flat` changed in their groups,
+    each flat name warned about.
+
+    Raises:
+        TypeError: a name that is neither a group nor a flat name, or a group given as
+            something other than its value.
+        ValueError: a flat name given together with its group (which one counts would be
+            a guess), or a value its group refuses.
+    """
+    base = base if base is not None else Grouped()
+    values: dict[str, Any] = {}
+    for name, kind in GROUPS.items():
+        value = given.get(name)
+        if value is not None and not isinstance(value, kind):
+            raise WrongType(f"AgentLoop({name}=...) takes a forge.{kind.__name__}, got {type(value).__name__}")
+        values[name] = value
+    moved: dict[str, dict[str, Any]] = {}
+    for name, value in flat.items():
+        group = FLAT_NAMES.get(name)
+        if group is None:
+            raise WrongType(f"AgentLoop() got an unexpected keyword argument {name!r}")
+        if values[group] is not None:
+            raise UsageError(f"AgentLoop got both {group}= and {name}=: pass {name} inside "
+                             f"{GROUPS[group].__name__}(...)")
+        moved.setdefault(group, {})[name] = value
+    for group, names in moved.items():
+        shown = ", ".join(f"{name}=..." for name in names)
+        warnings.warn(f"AgentLoop({shown}) is deprecated: pass {group}={GROUPS[group].__name__}({shown})",
+                      DeprecationWarning, stacklevel=stacklevel)
+        values[group] = replace(getattr(base, group), **names)
+    return Grouped(**{name: getattr(base, name) if value is None else value for name, value in values.items()})
