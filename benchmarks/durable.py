@@ -192,11 +192,9 @@ def _writes(statement: str) -> bool:
 
 
 def forge_child(db: str, steps: int, repeats: int) -> dict[str, Any]:
-    from forge.durable import DurableLoop
-
     commits = Commits()
     commits.sqlalchemy()
-    durable = DurableLoop(make_loop(steps), name="bench", db=db)
+    durable = make_loop(steps).durable(name="bench", db=db)
     durable.launch()
     durable.run("warm up", run_id=f"{RUN}-warm-up")
 

@@ -26,7 +26,8 @@ from forge import AgentLoop, Limits, Tool
 
 def _loop(steps: int) -> AgentLoop:
     tools = [Tool(f"tool{i}", {f"cap{i}", "common"}, _handler, required={"path"}) for i in range(TOOLS)]
-    return AgentLoop(tools, make_policy(), verify=lambda obs: False, max_steps=steps, limits=Limits(repeat_limit=NEVER_REPEAT))
+    return AgentLoop(tools, make_policy(), verify=lambda obs: False, max_steps=steps,
+                     limits=Limits(repeat_limit=NEVER_REPEAT))
 
 
 def trace_bytes(steps: int) -> tuple[float, float]:
@@ -71,6 +72,17 @@ def step_time_at(total: int, windows: tuple[int, ...], width: int = 500) -> dict
     return {w: (stamps[w + width // 2] - stamps[w - width // 2]) / width for w in windows}
 
 
+def compile_forge() -> None:
+    """Write forge's bytecode, as installing a wheel does (pip compiles what it installs):
+    this machine sets PYTHONDONTWRITEBYTECODE, so a source checkout would otherwise compile
+    every module on every import while transitions, installed, reads its bytecode."""
+    import compileall
+
+    import forge
+
+    compileall.compile_dir(str(Path(forge.__file__).parent), quiet=1)
+
+
 def import_time(statement: str, repeats: int) -> float:
     """Best seconds to run `statement` in a fresh interpreter, less the interpreter's own start."""
     code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
@@ -104,13 +116,23 @@ def main() -> None:
     print(f"per step at step 1,000 {early * 1e6:6.2f} us, at step {late:,} {later * 1e6:6.2f} us (gc on): "
           f"ratio {later / early:5.2f}x {against(later / early, 1.2)}")
 
+    compile_forge()
     transitions = import_time("import transitions", repeats)
     forge_import = import_time("import forge", repeats)
+    agent_loop = import_time("from forge import AgentLoop", repeats)
     loop_import = import_time("from forge import AgentLoop, Intent, Tool", repeats)
+    first_loop = import_time("from forge import AgentLoop, Intent, Tool; "
+                             "AgentLoop([Tool('t', {'t'}, lambda: 1)], lambda g, s: Intent.call('t'), bool)", repeats)
+    machine = import_time("from transitions import Machine; Machine(states=['a', 'b'], initial='a')", repeats)
     print(f"import transitions {transitions * 1e3:6.1f} ms  import forge {forge_import * 1e3:6.1f} ms: ratio "
           f"{forge_import / transitions:5.2f}x {against(forge_import / transitions, 2)}")
+    print(f"from forge import AgentLoop {agent_loop * 1e3:6.1f} ms against import transitions: "
+          f"ratio {agent_loop / transitions:5.2f}x {against(agent_loop / transitions, 3)}")
     print(f"from forge import AgentLoop, Intent, Tool {loop_import * 1e3:6.1f} ms against import transitions: "
           f"ratio {loop_import / transitions:5.2f}x {against(loop_import / transitions, 2)}")
+    print(f"the first AgentLoop built (its engine imported then) {first_loop * 1e3:6.1f} ms against the first "
+          f"transitions Machine {machine * 1e3:6.1f} ms: ratio {first_loop / machine:5.2f}x "
+          f"{against(first_loop / machine, 8)}")
 
     dot = shutil.which("dot")
     forge_cli = Path(sys.executable).with_name("forge")

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from targets import against
 
 from forge import AgentLoop, Finish, Intent, tool
-from forge.durable import DurableLoop, launch, shutdown
+from forge.durable import launch, shutdown
 from forge.durable.runs import StoredRuns
 
 
@@ -87,7 +87,7 @@ def live_latency(db: str) -> tuple[float, float]:
         connection.request("GET", feed, headers={"Host": f"127.0.0.1:{port}"})
         return connection.getresponse()
 
-    durable = DurableLoop(loop, name="ui-bench", db=db)
+    durable = loop.durable(name="ui-bench", db=db)
     try:
         durable.start("wait", run_id="live-bench")
         shown = page()

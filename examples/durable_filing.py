@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from forge import AgentLoop, Finish, Hooks, Intent, Patch, Tool
-from forge.durable import Answer, DurableLoop, idempotency_key, shutdown
+from forge.durable import Answer, idempotency_key, shutdown
 from forge.observe import LoopObserver
 
 ITEMS = ("alpha", "beta", "gamma")
@@ -79,7 +79,7 @@ def main() -> None:
                      definition="approval" if args.approvals else "single_agent",
                      approver=(lambda request: None) if args.approvals else None,  # None: ask a person
                      hooks=Hooks(observers=[KillAt(args.kill_at)] if args.kill_at else []))
-    durable = DurableLoop(loop, name="filing", db=args.db)
+    durable = loop.durable(name="filing", db=args.db)
     if args.fork_from:
         patch = Patch.from_json(json.loads(args.patch)) if args.patch else None
         result = durable.wait(durable.fork(args.fork_from, at=args.at, patch=patch, run_id=args.run_id))

@@ -323,7 +323,7 @@ def _stored_records(run_id: str, db: str, turn: int | None) -> tuple[list[Transi
 
     with StoredRuns(db) as runs:
         stored = runs.get(run_id)
-    if not stored.turns:
+    if not stored.traces:
         raise UsageError(f"run {run_id!r} is {stored.status} and has published no transitions yet (it does when "
                          "it waits or ends)")
     if not stored.legacy:
@@ -331,11 +331,11 @@ def _stored_records(run_id: str, db: str, turn: int | None) -> tuple[list[Transi
             raise UsageError(f"run {run_id!r} is one run, answers and all: --turn is for runs stored by an earlier "
                              "forge (one trace per answer)")
         return stored.records, f"{stored.status} · the whole run: {len(stored.records)} transitions"
-    count = len(stored.turns)
+    count = len(stored.traces)
     if turn is not None:
         if not 1 <= turn <= count:
             raise UsageError(f"run {run_id!r} has turns 1 to {count}, not {turn}")
-        return list(stored.turns[turn - 1]), f"{stored.status} · turn {turn} of {count}"
+        return list(stored.traces[turn - 1]), f"{stored.status} · turn {turn} of {count}"
     renumbered = stored.records
     turns = f"{count} turns" if count != 1 else "1 turn"
     return renumbered, f"{stored.status} · the whole run: {turns}, {len(renumbered)} transitions"
@@ -401,10 +401,10 @@ def _runs(args: argparse.Namespace) -> int:
                       (f", patched: {stored.forked_from.patch}" if stored.forked_from.patch else ""))
             if stored.continues:
                 print(f"continues the conversation of run {stored.continues}")
-            for number, turn in enumerate(stored.turns, start=1):
+            for number, trace in enumerate(stored.traces, start=1):
                 if stored.legacy:
                     print(f"turn {number}:")
-                for record in turn:
+                for record in trace:
                     print(describe(record))
             if stored.answer is not None:
                 print(f"answer: {stored.answer}")
@@ -433,7 +433,7 @@ def _runs(args: argparse.Namespace) -> int:
         hint = ("" if server is not None else
                 f"no forge worker is live, so the run goes on only in the program that started it, if it is still "
                 f"running: start a worker (forge worker --db {args.db} --loops MODULE, where MODULE makes the "
-                f"DurableLoop named {runs.get(args.run_id).loop!r}) or that program again")
+                f"durable loop named {runs.get(args.run_id).loop!r}) or that program again")
         if hint:
             print(f"note: {hint}")
         if args.wait:
@@ -506,13 +506,13 @@ def _submit(args: argparse.Namespace) -> int:
 
 def _worker(args: argparse.Namespace) -> int:
     from forge.durable.database import database_url, shown_url
-    from forge.durable.loop import executor_name
+    from forge.durable.host import executor_name
     from forge.durable.worker import work
     from forge.durable.workflow import LOOPS
     from forge.scenario import import_target
 
     for target in args.loops:
-        import_target(target)  # makes the DurableLoops the runs name
+        import_target(target)  # attaches the durable loops the runs name
     me = executor_name()
     serving = (f"forge worker {me}: serving loops {', '.join(sorted(LOOPS)) or '(none)'} from "
                f"{shown_url(database_url(args.db))}, {args.concurrency} runs at once; Ctrl-C or SIGTERM stops it "
@@ -618,7 +618,7 @@ def _parser() -> argparse.ArgumentParser:
     diagram.add_argument("--format", choices=_FORMATS, help="default: from PATH's suffix, else dot")
     diagram.add_argument("--trace", metavar="RUN.jsonl", help="overlay this recorded run")
     diagram.add_argument("--runs", metavar="DB", help="draw many stored runs on it: per edge, runs, p50, p95, failed")
-    diagram.add_argument("--loop", metavar="NAME", help="with --runs: only the runs of this DurableLoop")
+    diagram.add_argument("--loop", metavar="NAME", help="with --runs: only the runs of this durable loop")
     diagram.set_defaults(handler=_diagram)
 
     gallery = commands.add_parser("diagrams", help="regenerate diagrams/ from machines/ (or --check it)")
@@ -685,7 +685,7 @@ def _parser() -> argparse.ArgumentParser:
 
     submit = commands.add_parser("submit", help="queue a durable run for the workers")
     submit.add_argument("goal", metavar="GOAL")
-    submit.add_argument("--loop", required=True, help="the DurableLoop's name, as the workers make it")
+    submit.add_argument("--loop", required=True, help="the durable loop's name, as the workers attach it (loop.durable(NAME))")
     submit.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
     submit.add_argument("--run-id", help="the run's id (default: random)")
     submit.set_defaults(handler=_submit, error_code=2)
@@ -693,7 +693,7 @@ def _parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="take durable runs from the queue until stopped")
     worker.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
     worker.add_argument("--loops", action="append", required=True, metavar="MODULE",
-                        help="a .py file or module that makes the DurableLoops (repeatable)")
+                        help="a .py file or module that makes the durable loops, loop.durable(NAME) (repeatable)")
     worker.add_argument("--concurrency", type=_positive, default=4, help="runs at once in this worker (default 4)")
     worker.add_argument("--grace", type=_seconds, default=30.0, metavar="SECONDS",
                         help="when stopped, how long a run in a call may take to finish it before its run is "

@@ -2,58 +2,41 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import inspect  # already loaded by dataclasses: importing it here costs nothing
-import logging
 import os
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from forge.agent.actions import duplicate_names
-from forge.agent.idempotency import IdempotencyRegistry
-from forge.agent.observations import LoopState, Observation
 from forge.agent.retry import check_count
-from forge.agent.stopping import StopController
 from forge.errors import UsageError, WrongType
-from forge.machine.catalog import Stage, StageCatalog
-from forge.machine.definition import DefinitionError, MachineDefinition, Problem
-from forge.machine.effects import AsyncNotSupported
-from forge.machine.engine import (
-    NO_CALLBACKS,
-    AsyncLoopEngine,
-    LoopEngine,
-    TransitionCallbacks,
-    async_engine_for,
-    engine_for,
-)
-from forge.machine.fork import ForkPlan, Patch, RecordedRun, fork_plan, goal_of
-from forge.machine.journal import Journal, JournalCodec, JournalEntry, JournalMiss
-from forge.machine.loader import catalog_of, load_definition
-from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer, ReplayStopped
-from forge.machine.redaction import masked_entry, redacted_journal
-from forge.machine.run import Run, RunConfig, RunCounts
-from forge.machine.stages import Selection
-from forge.machine.stages.select_tool import chosen_tool
-from forge.machine.trace import Trace, TransitionRecord, read_journal, read_trace, write_trace
-from forge.observe import LoopObserver, Observers, TransitionCallback
-from forge.observe.log import LoggingObserver
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
-from forge.policy import Intent, Policy
-from forge.result import LoopResult
-from forge.tools import Tool
-from forge.usage import usage_of
 
 if TYPE_CHECKING:
+    from forge.agent.idempotency import IdempotencyRegistry
+    from forge.agent.observations import LoopState, Observation
     from forge.debug.session import DebugSession
+    from forge.durable.durability import Durable
+    from forge.machine.catalog import Stage, StageCatalog
+    from forge.machine.definition import MachineDefinition
+    from forge.machine.engine import AsyncLoopEngine, LoopEngine
+    from forge.machine.fork import ForkPlan, Patch, RecordedRun
+    from forge.machine.journal import Journal, JournalCodec, JournalEntry
+    from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer
+    from forge.machine.run import Run
+    from forge.machine.stages import Selection
+    from forge.machine.trace import Trace, TransitionRecord
+    from forge.observe import LoopObserver, Observers
+    from forge.policy import Intent, Policy
+    from forge.result import LoopResult
+    from forge.tools import Tool
 
 __all__ = ["AgentLoop", "PerformerFactory"]
 
-PerformerFactory = Callable[[Journal, Run], Performer]
+PerformerFactory = Callable[["Journal", "Run"], "Performer"]
 """`factory(journal, run) -> Performer`: how a run calls the world (see `AgentLoop.run`)."""
 
 
@@ -115,6 +98,17 @@ class AgentLoop:
     def _made(self, tools: Iterable[Tool], policy: Policy, verify: Callable[[Observation], bool], max_steps: int,
               definition: str | Path | MachineDefinition, stages: Mapping[str, Stage] | StageCatalog | None,
               approver: Callable[..., Any] | None, registry: IdempotencyRegistry | None, options: Grouped) -> None:
+        from forge.agent.actions import duplicate_names
+        from forge.agent.stopping import StopController
+        from forge.machine.definition import DefinitionError, MachineDefinition, Problem
+        from forge.machine.engine import NO_CALLBACKS, TransitionCallbacks, engine_for
+        from forge.machine.loader import catalog_of, load_definition
+        from forge.machine.run import RunConfig
+        from forge.machine.stages import Selection
+        from forge.observe import Observers
+        from forge.observe.log import LoggingObserver
+        from forge.tools import Tool
+
         self._given: dict[str, Any] = {"policy": policy, "verify": verify, "max_steps": max_steps,
                                        "definition": definition, "stages": stages, "approver": approver,
                                        "registry": registry}
@@ -246,9 +240,31 @@ class AgentLoop:
         made._made(tools, **{**self._given, **given}, options=options)
         return made
 
+    def durable(self, name: str = "forge", db: str | os.PathLike[str] | None = None, *,
+                extra_tools: Iterable[Tool] = ()) -> Durable:
+        """This loop's runs, made durable (`pip install 'forge-fsm[durable]'`): each survives
+        a crash, waits for a person's answer, and can be taken by any of many workers.
+        Returns the loop's `Durable` (`forge.durable.durability`): `run`, `start`, `submit`,
+        `fork`, and its runs read, waited for, answered and cancelled through the one client
+        of stored runs. `name` is how recovered and queued runs find this loop again (every
+        process that may run them attaches durability of that name); `db` is a SQLite path
+        (default `forge-runs.sqlite` here) or a `postgresql://` URL; `extra_tools` are tools
+        a person may add to a run waiting in `capability_gap`.
+
+        Raises:
+            UsageError: a blank name, one taken in this process already, or an extra tool
+                whose name the loop has.
+            ModuleNotFoundError: the `durable` extra is not installed.
+        """
+        from forge.durable.durability import Durable
+
+        return Durable(self, name, db, extra_tools=extra_tools)
+
     @property
     def async_engine(self) -> AsyncLoopEngine:
         """The same definition, stages and callbacks on transitions' AsyncMachine."""
+        from forge.machine.engine import async_engine_for
+
         return async_engine_for(self.definition, self.stages, self.callbacks)
 
     def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -268,6 +284,13 @@ class AgentLoop:
             ValueError: `goal` is blank, `run_id` is not a non-blank string, `state`
                 ended in a fatal error, or `timed_out` names no state with a timeout edge.
         """
+        from forge.agent.idempotency import IdempotencyRegistry
+        from forge.agent.observations import LoopState
+        from forge.machine.journal import Journal
+        from forge.machine.performers import Performer
+        from forge.machine.run import Run, RunCounts
+        from forge.machine.trace import Trace
+
         if not isinstance(goal, str) or not goal.strip():
             raise UsageError("goal must be a non-blank string")
         if timed_out is not None and self.definition.timeout_edge(timed_out) is None:
@@ -282,6 +305,8 @@ class AgentLoop:
         journal = Journal(run_id=run_id, codec=self.codec)
         redact = self._config.redact
         if redact is not None:  # what write_trace writes of the journal: masked as the records were
+            from forge.machine.redaction import redacted_journal
+
             journal.masking = lambda entries, records: redacted_journal(entries, redact, records)
         run = Run(goal=goal, config=self._config, state=timed_out or self.definition.initial, registry=registry,
                   loop_state=loop_state,
@@ -319,6 +344,8 @@ class AgentLoop:
             JournalMiss: `performer` answers from a journal (a durable run's recovery) and
                 the run made a call the journal does not have there.
         """
+        from forge.machine.performers import ReplayStopped
+
         self._refuse_async()
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
                          performer=performer, timed_out=timed_out)
@@ -342,6 +369,8 @@ class AgentLoop:
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
             JournalMiss: as `run`.
         """
+        from forge.machine.performers import ReplayStopped
+
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
                          performer=performer, timed_out=timed_out)
         self._started(run)
@@ -405,11 +434,16 @@ class AgentLoop:
         return result
 
     def _refuse_async(self) -> None:
+        from forge.machine.effects import AsyncNotSupported
+
         if self._async_parts:
             raise AsyncNotSupported(self._async_parts[0], declared=True)
 
     def result(self, run: Run) -> LoopResult:
         """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
+        from forge.result import LoopResult
+        from forge.usage import usage_of
+
         if not self.engine.is_terminal(run):
             raise UsageError(f"the run has not finished; it is in state {run.state!r}")
         return LoopResult(
@@ -449,6 +483,11 @@ class AgentLoop:
             ValueError: no goal was given and the journal has no policy call to take it from.
             OSError, TraceFormatError: the file cannot be read.
         """
+        from forge.agent.idempotency import IdempotencyRegistry
+        from forge.machine.fork import goal_of
+        from forge.machine.performers import ReplayingPerformer
+        from forge.machine.trace import read_journal
+
         recorded: Sequence[JournalEntry] = (
             read_journal(journal, self.codec) if isinstance(journal, (str, os.PathLike)) else journal
         )
@@ -502,6 +541,8 @@ class AgentLoop:
             OSError, TraceFormatError: the file cannot be read.
             AsyncNotSupported: as `run`.
         """
+        from dataclasses import replace
+
         self._refuse_async()
         run, plan, performer = self._forked(source, at, patch, goal, observers, state, run_id)
         self._replay_to_end(run, performer, unreplayed_is_a_miss=plan.at is not None)
@@ -525,6 +566,7 @@ class AgentLoop:
             PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as `fork`.
         """
         from forge.debug.session import DebugSession
+        from forge.machine.performers import ReplayStopped
 
         self._refuse_async()
         run, plan, _ = self._forked(source, at, patch, goal, observers, state, None)
@@ -544,6 +586,9 @@ class AgentLoop:
             JournalMiss: the run made a call the journal does not have where it was due, or
                 (`unreplayed_is_a_miss`) it ended with recorded calls not yet made.
         """
+        from forge.machine.journal import JournalMiss
+        from forge.machine.performers import ReplayStopped
+
         try:
             self._complete(run)
         except ReplayStopped as stopped:
@@ -555,6 +600,12 @@ class AgentLoop:
                 patch: Patch | None, goal: str | None, observers: Iterable[LoopObserver], state: LoopState | None,
                 run_id: str | None) -> tuple[Run, ForkPlan, ForkingPerformer]:
         """A new run of a fork of `source` (see `fork`), not yet started."""
+        from forge.agent.idempotency import IdempotencyRegistry
+        from forge.machine.fork import RecordedRun, fork_plan
+        from forge.machine.performers import ForkingPerformer
+        from forge.machine.trace import read_journal, read_trace
+        from forge.result import LoopResult
+
         records: Sequence[TransitionRecord]
         if isinstance(source, (str, os.PathLike)):
             recorded: Sequence[JournalEntry] = read_journal(os.fspath(source), self.codec)
@@ -586,6 +637,8 @@ class AgentLoop:
 
     def _chosen_tool(self, intent: Intent) -> str | None:
         """The tool `intent` selects among this loop's tools, or None when it selects none."""
+        from forge.machine.stages.select_tool import chosen_tool
+
         return chosen_tool(intent, self._config.specs)
 
     def _masking(self, run: Run) -> Masking | None:
@@ -594,6 +647,7 @@ class AgentLoop:
         redact = self._config.redact
         if redact is None:
             return None
+        from forge.machine.redaction import masked_entry
 
         def masked(entry: JournalEntry, step_calls: Sequence[JournalEntry]) -> JournalEntry:
             return masked_entry(entry, step_calls, redact, run.trace, self._chosen_tool)
@@ -601,10 +655,13 @@ class AgentLoop:
         return masked
 
 
-@lru_cache(maxsize=1)
+@functools.lru_cache(maxsize=1)
 def _default_observers() -> Observers:
     """The observers of a loop given none: the logging one, shared by every such loop (it
     keeps nothing per loop), so a new loop does not work out again what it wants told."""
+    from forge.observe import Observers
+    from forge.observe.log import LoggingObserver
+
     return Observers((LoggingObserver(),))
 
 
@@ -614,6 +671,10 @@ def _keep_trace(folder: Path, trace: Trace) -> None:
     durable run's next turn); RUN_ID is the run id made a safe file name (`trace_file_name`),
     so no run id writes outside `folder`. Never fails the run: a folder it cannot write to
     is logged."""
+    import logging
+
+    from forge.machine.trace import write_trace
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         name = trace_file_name(trace.run_id)
@@ -631,6 +692,7 @@ def trace_file_name(run_id: str) -> str:
     digits, `_`, `-` and inner dots (so `../x`, `/etc/x`, a NUL byte or a lone surrogate
     cannot escape or fail), and a long id cut, with a hash of the whole kept, to fit 200
     bytes. An id made of those characters only is its own file name."""
+    import hashlib
     from urllib.parse import quote
 
     encoded = quote(run_id.encode("utf-8", "surrogatepass"), safe="-_.")
@@ -674,5 +736,7 @@ def _is_async(function: Any) -> bool:
 
 def _with_callback(observers: Iterable[LoopObserver],
                    on_transition: Callable[[TransitionRecord], None] | None) -> tuple[LoopObserver, ...]:
+    from forge.observe import TransitionCallback
+
     extra = tuple(observers)
     return extra if on_transition is None else (*extra, TransitionCallback(on_transition))

@@ -20,13 +20,11 @@ def db(tmp_path_factory):
 
 @pytest.fixture
 def make(db, request):
-    """`make(loop, **options)`: a DurableLoop on `db` with a name of its own, closed after the test."""
-    from forge.durable import DurableLoop
-
+    """`make(loop, **options)`: the loop made durable on `db`, with a name of its own, closed after the test."""
     made = []
 
     def durable(loop, **options):
-        made.append(DurableLoop(loop, name=f"{request.node.name}-{len(made)}", db=db, **options))
+        made.append(loop.durable(name=f"{request.node.name}-{len(made)}", db=db, **options))
         return made[-1]
 
     yield durable

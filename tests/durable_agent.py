@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from forge import AgentLoop, Clocks, Finish, Hooks, Intent, Limits, Tool, TransientToolError
-from forge.durable import DurableLoop, idempotency_key, shutdown
+from forge.durable import idempotency_key, shutdown
 from forge.observe import LoopObserver
 
 ITEMS = ("alpha", "beta", "gamma")
@@ -148,7 +148,7 @@ def main(argv: list[str]) -> int:
     loop = make_loop(ledger, ask=args.ask, definition="approval" if args.approvals else "single_agent")
     if args.crash_at and not args.in_tool:
         loop = loop.replace(hooks=Hooks(observers=[CrashAt(args.crash_at)]))
-    durable = DurableLoop(loop, name="filing", db=args.db)
+    durable = loop.durable(name="filing", db=args.db)
     if args.mode == "worker":
         from forge.durable.worker import work
 

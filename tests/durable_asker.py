@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from forge import AgentLoop, Ask, Finish, Intent, LoopState, Tool
-from forge.durable import DurableLoop
 
 
 def make_loop(ledger: Path) -> AgentLoop:
@@ -38,7 +37,7 @@ def make_loop(ledger: Path) -> AgentLoop:
 
 def main(argv: list[str]) -> int:
     db, ledger, run_id = argv
-    with DurableLoop(make_loop(Path(ledger)), name="asker", db=db) as durable:
+    with make_loop(Path(ledger)).durable(name="asker", db=db) as durable:
         durable.start("file the item the user names", run_id)
         seen: Any = None
         while True:

@@ -23,7 +23,7 @@ from pathlib import Path
 from durable_agent import CrashAt  # beside this file: SIGKILL as transition N begins
 
 from forge import AgentLoop, Finish, Hooks, Intent, LoopState, Patch, tool
-from forge.durable import DurableLoop, shutdown
+from forge.durable import shutdown
 
 STEPS = 20
 
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
     loop = make_loop(Path(args.db + ".calls"))
     if args.crash_at:
         loop = loop.replace(hooks=Hooks(observers=[CrashAt(args.crash_at)]))
-    durable = DurableLoop(loop, name="counter", db=args.db)
+    durable = loop.durable(name="counter", db=args.db)
     if args.mode == "worker":
         from forge.durable.worker import work
 
@@ -75,8 +75,8 @@ def main(argv: list[str]) -> int:
         patch = Patch.from_json(json.loads(args.patch)) if args.patch else None
         run_id = durable.fork(parent, at=int(at), patch=patch, run_id=new)
     result = durable.wait(run_id, timeout=120)
-    for turn in result.turns:
-        for record in turn:
+    for trace in result.traces:
+        for record in trace:
             print(json.dumps(record.to_json()))
     origin = result.forked_from.to_json() if result.forked_from else None
     print(json.dumps({"status": result.status, "reason": result.reason, "forked_from": origin}), flush=True)

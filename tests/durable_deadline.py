@@ -17,7 +17,6 @@ from pathlib import Path
 from dbos import DBOS
 
 from forge import AgentLoop, Finish, Intent, LoopState, tool
-from forge.durable import DurableLoop
 
 DEFINITION = Path(__file__).with_name("definitions") / "approval_deadline.toml"
 
@@ -36,7 +35,7 @@ def main(argv: list[str]) -> int:
     db, run_id = argv
     loop = AgentLoop([publish], policy, lambda observation: observation.tool_name == "finish",
                      definition=DEFINITION, approver=lambda request: None)
-    with DurableLoop(loop, name="deadline", db=db) as durable:
+    with loop.durable(name="deadline", db=db) as durable:
         durable.start("publish the news", run_id)
         shown = None
         while True:

@@ -12,13 +12,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from durable_agent import Ledger, make_loop
 
 from forge import AgentLoop, Finish, Intent, Tool
-from forge.durable import DurableLoop
 
-filing = DurableLoop(make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"]))), name="filing",
-                     db=os.environ["FORGE_TEST_DB"])
+filing = make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"]))).durable(name="filing", db=os.environ["FORGE_TEST_DB"])
 
-approving = DurableLoop(make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"])), definition="approval"),
-                        name="filing-approved", db=os.environ["FORGE_TEST_DB"])
+approving = make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"])), definition="approval").durable(
+    name="filing-approved", db=os.environ["FORGE_TEST_DB"])
 
 
 def hold(n: int) -> int:
@@ -32,11 +30,10 @@ def hold(n: int) -> int:
     return n
 
 
-holding = DurableLoop(AgentLoop([Tool("hold", {"hold"}, hold, required={"n"})],
+holding = AgentLoop([Tool("hold", {"hold"}, hold, required={"n"})],
                                 lambda goal, state: Intent.call("hold", n=len(state.observations) + 1)
                                 if len(state.observations) < 2 else Finish("held"),
-                                lambda o: o.tool_name == "finish"),
-                      name="holding", db=os.environ["FORGE_TEST_DB"])
+                                lambda o: o.tool_name == "finish").durable(name="holding", db=os.environ["FORGE_TEST_DB"])
 
 
 def counted_hold(n: int) -> int:
@@ -47,8 +44,7 @@ def counted_hold(n: int) -> int:
     return hold(n)
 
 
-counting = DurableLoop(AgentLoop([Tool("hold", {"hold"}, counted_hold, required={"n"})],
+counting = AgentLoop([Tool("hold", {"hold"}, counted_hold, required={"n"})],
                                  lambda goal, state: Intent.call("hold", n=len(state.observations) + 1)
                                  if len(state.observations) < 3 else Finish("held"),
-                                 lambda o: o.tool_name == "finish"),
-                       name="counting", db=os.environ["FORGE_TEST_DB"])
+                                 lambda o: o.tool_name == "finish").durable(name="counting", db=os.environ["FORGE_TEST_DB"])

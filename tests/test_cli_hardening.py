@@ -44,7 +44,7 @@ def test_a_queued_run_of_a_loop_the_worker_lacks_ends_in_fatal_error_saying_why(
         log = stopped(worker)
     assert (ended.status, ended.reason, ended.outcome) == ("finished", "fatal_error", "failure")
     shown = forge("runs", "show", "lost", "--db", db).stdout
-    assert "fatal_error" in shown and "no DurableLoop named 'nosuch'" in shown
+    assert "fatal_error" in shown and "no durable loop named 'nosuch'" in shown
     assert "Traceback" not in log
 
 

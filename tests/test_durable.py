@@ -13,7 +13,7 @@ from builders import Recorder, forge
 from durable_agent import calls_made
 
 from forge import AgentLoop, Finish, Intent, Tool
-from forge.durable import Answer, AnswerRefused, DurableLoop, database_url, launch
+from forge.durable import Answer, AnswerRefused, database_url, launch
 from forge.errors import UsageError
 
 AGENT = str(Path(__file__).with_name("durable_agent.py"))
@@ -98,7 +98,7 @@ def test_a_run_that_needs_a_clarification_waits_and_a_chosen_tool_continues_it(m
     done = durable.resume("clarify", Answer.tool("slow"))
     assert done.status == "finished" and done.reason == "verified_success"
     answered = after_the_answer(done, "clarification_required")
-    assert len(done.turns) == 1 and answered[0].detail == {"answer": "tool", "tool": "slow"}
+    assert len(done.traces) == 1 and answered[0].detail == {"answer": "tool", "tool": "slow"}
     assert answered[1].detail["tool"] == "slow" and json.loads(answered[1].detail["arguments"]) == {"q": "x"}
 
 
@@ -190,9 +190,9 @@ def test_a_durable_loop_needs_a_name_of_its_own(make, db):
     loop = AgentLoop([Tool("read", {"read"}, Recorder())], scripted(), finished)
     first = make(loop)
     with pytest.raises(UsageError, match="exists in this process already"):
-        DurableLoop(loop, name=first.name, db=db)
+        loop.durable(name=first.name, db=db)
     with pytest.raises(UsageError, match="non-blank name"):
-        DurableLoop(loop, name=" ", db=db)
+        loop.durable(name=" ", db=db)
 
 
 def test_one_process_has_one_runs_database(db, tmp_path):
@@ -413,7 +413,7 @@ def test_item_28_a_durable_runs_summary_counts_the_steps_before_and_after_an_ans
     waiting = durable.run("copy a.md to b.md", run_id="whole-summary")
     done = durable.resume("whole-summary", Answer.approve(waiting.waiting.fingerprint))
     steps = sum(1 for record in done.trace if record.source == "observe")
-    assert len(done.turns) == 1 and steps == 3
+    assert len(done.traces) == 1 and steps == 3
     assert f"after {steps} steps" in done.summary
 
 
@@ -428,7 +428,7 @@ def test_item_26_resuming_a_run_no_live_process_serves_says_so_and_what_to_start
     lines = answered.stdout.splitlines()
     assert lines[0] == "answered nobody-serves"
     assert lines[1].startswith("note: no forge worker is live") and "forge worker --db" in lines[1]
-    assert "DurableLoop named 'filing'" in lines[1]
+    assert "durable loop named 'filing'" in lines[1]
     assert lines[2].startswith("still waiting after 1 s: no forge worker is live")
 
 
@@ -437,7 +437,6 @@ import sys
 sys.path.insert(0, {tests!r})
 from builders import Recorder, forge
 from forge import AgentLoop, Finish, Intent, Tool
-from forge.durable import DurableLoop
 
 def policy(goal, state):
     return Intent.call("write", path="a.md") if not state.observations else Finish("done")
@@ -449,8 +448,8 @@ loop = AgentLoop([Tool("write", {{"write"}}, Recorder("ok"), side_effect=True, o
 
 
 @pytest.mark.parametrize("body", [
-    'durable = DurableLoop(loop, name="w", db=sys.argv[1])\nprint(durable.run("write a.md", run_id="r").status)',
-    'with DurableLoop(loop, name="w", db=sys.argv[1]) as durable:\n    print(durable.run("write a.md", run_id="r").status)',
+    'durable = loop.durable(name="w", db=sys.argv[1])\nprint(durable.run("write a.md", run_id="r").status)',
+    'with loop.durable(name="w", db=sys.argv[1]) as durable:\n    print(durable.run("write a.md", run_id="r").status)',
 ])
 def test_item_25_a_program_whose_run_waits_exits_on_its_own_and_the_run_stays_waiting(tmp_path, body):
     script = tmp_path / "waits.py"
@@ -513,7 +512,7 @@ def test_item_28_replay_debug_and_inspect_show_a_stored_run_whole(make, db, tmp_
     waiting = durable.run("write a.md", run_id="whole-run")
     done = durable.resume("whole-run", Answer.approve(waiting.waiting.fingerprint))
     total = len(done.trace)
-    assert len(done.turns) == 1 and after_the_answer(done, "approval_required")
+    assert len(done.traces) == 1 and after_the_answer(done, "approval_required")
     replayed = subprocess.run([sys.executable, "-m", "forge", "replay", "whole-run", "--db", str(db)],
                               input=f"step {total}\nobs\nquit\n", capture_output=True, text=True, timeout=60)
     assert replayed.returncode == 0, replayed.stderr

@@ -45,7 +45,7 @@ def test_a_durable_run_that_asks_waits_for_a_text_answer_and_goes_on_with_it(mak
     done = durable.resume("ask-1", Answer.text("Oslo"))
     assert (done.status, done.reason, done.answer) == ("finished", "verified_success", "Oslo: sunny")
     answers = [(r.source, r.detail) for r in done.trace if r.trigger == "answer"]
-    assert len(done.turns) == 1 and answers == [("input_required", {"answer": "text", "reply": "Oslo"})]
+    assert len(done.traces) == 1 and answers == [("input_required", {"answer": "text", "reply": "Oslo"})]
 
 
 def test_a_run_waiting_for_text_refuses_another_kind_of_answer(make):

@@ -61,8 +61,8 @@ def runs(db):
 def test_a_followed_turn_stores_what_it_fired_up_to_the_call_it_is_in(held, runs):
     durable = held("followed-1")
     assert runs.follow("followed-1")
-    HOST.turns.look()
-    so_far = runs.fired_so_far("followed-1", 1)
+    HOST.live.look()
+    so_far = runs.fired_so_far("followed-1")
     RELEASE.set()
     whole = durable.wait("followed-1", timeout=30).records
     assert so_far and [(r.source, r.trigger, r.dest, r.step) for r in so_far] == \
@@ -74,28 +74,28 @@ def test_a_followed_turn_stores_what_it_fired_up_to_the_call_it_is_in(held, runs
 
 def test_a_turn_nobody_follows_stores_no_transitions(held, runs):
     held("unfollowed-1")
-    HOST.turns.look()
-    assert runs.fired_so_far("unfollowed-1", 1) == []
+    HOST.live.look()
+    assert runs.fired_so_far("unfollowed-1") == []
 
 
 def test_what_a_turn_stored_is_dropped_once_it_ends(held, runs):
     durable = held("followed-2")
     runs.follow("followed-2")
-    HOST.turns.look()
-    assert runs.fired_so_far("followed-2", 1)
+    HOST.live.look()
+    assert runs.fired_so_far("followed-2")
     RELEASE.set()
     assert durable.wait("followed-2", timeout=30).status == "finished"
-    assert runs.fired_so_far("followed-2", 1) == []
+    assert runs.fired_so_far("followed-2") == []
 
 
 def test_the_process_looks_by_itself_while_a_turn_runs(held, runs):
     held("followed-3")
     runs.follow("followed-3")
     for _ in range(200):
-        if runs.fired_so_far("followed-3", 1):
+        if runs.fired_so_far("followed-3"):
             break
         threading.Event().wait(0.05)
-    assert runs.fired_so_far("followed-3", 1), "no transition stored within 10 s of following"
+    assert runs.fired_so_far("followed-3"), "no transition stored within 10 s of following"
 
 
 def test_a_run_followed_long_ago_leaves_no_row_behind(runs):
@@ -129,11 +129,11 @@ def test_a_followed_async_turn_stores_what_it_fired_too(make, runs):
         await durable.astart("hold on", run_id="followed-async")
         runs.follow("followed-async")
         for _ in range(200):
-            HOST.turns.look()
-            if len(runs.fired_so_far("followed-async", 1)) == 5:  # step 1's four and the held call's choice
+            HOST.live.look()
+            if len(runs.fired_so_far("followed-async")) == 5:  # step 1's four and the held call's choice
                 break
             await asyncio.sleep(0.05)
-        so_far = runs.fired_so_far("followed-async", 1)
+        so_far = runs.fired_so_far("followed-async")
         release.set()
         return so_far, await durable.await_for("followed-async", timeout=30)
 
@@ -146,25 +146,25 @@ def test_a_followed_async_turn_stores_what_it_fired_too(make, runs):
 
 
 class Unwritable:
-    """A turn under way whose records cannot be read (as a detail JSON cannot hold would be)."""
+    """A run under way whose records cannot be read (as a detail JSON cannot hold would be)."""
 
     def __init__(self, database, run_id):
-        self.database, self.run_id, self.turn, self.shown = database, run_id, 1, 3
+        self.database, self.run_id, self.shown = database, run_id, 3
 
     def transitions(self, first, count):
         raise TypeError("Object of type set is not JSON serializable")
 
 
-def test_a_turn_whose_transitions_cannot_be_written_costs_only_its_own_live_view(held, runs):
-    from forge.durable.live import LiveTurns
+def test_a_run_whose_transitions_cannot_be_written_costs_only_its_own_live_view(held, runs):
+    from forge.durable.live import LiveRuns
 
-    turns = LiveTurns(every=3600)  # its thread looks once, then sleeps: the look that counts is the test's
+    live = LiveRuns(every=3600)  # its thread looks once, then sleeps: the look that counts is the test's
     runs.follow("unwritable")
-    turns.started(Unwritable(runs.database, "unwritable"))
+    live.started(Unwritable(runs.database, "unwritable"))
     durable = held("followed-4")
     runs.follow("followed-4")
-    turns.started(next(t.performer for t in HOST.turns._turns.values() if t.performer.run_id == "followed-4"))
-    turns.look()  # raises nothing
-    assert runs.fired_so_far("unwritable", 1) == [] and len(runs.fired_so_far("followed-4", 1)) == 5
+    live.started(next(t.performer for t in HOST.live._runs.values() if t.performer.run_id == "followed-4"))
+    live.look()  # raises nothing
+    assert runs.fired_so_far("unwritable") == [] and len(runs.fired_so_far("followed-4")) == 5
     RELEASE.set()
     assert durable.wait("followed-4", timeout=30).status == "finished"

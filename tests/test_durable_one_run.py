@@ -46,7 +46,7 @@ def test_a_durable_run_answered_twice_is_one_workflow_with_one_journal_and_one_t
     calls = stored_calls(db, "twice")
     assert {turn for turn, _ in calls} == {1}
     assert [entry.name for _, entry in calls if entry.kind == "answer"] == ["approval_required"] * 2
-    assert len(done.turns) == 1 and [r.sequence for r in done.trace] == list(range(1, len(done.trace) + 1))
+    assert len(done.traces) == 1 and [r.sequence for r in done.trace] == list(range(1, len(done.trace) + 1))
     assert [r.source for r in done.trace if r.trigger == "answer"] == ["approval_required"] * 2
     assert write.calls == [{"path": "1.md"}, {"path": "2.md"}]
 
@@ -90,26 +90,28 @@ def legacy_event(done):
 
 
 def test_a_run_stored_in_the_earlier_form_one_trace_per_answer_stays_readable(make):
-    from forge.durable.loop import DurableResult
+    from forge.durable.result import DurableResult
 
     done, _ = answered_twice(make(two_writes(Recorder("written", "written"))), "legacy-shape")
     legacy = DurableResult.of("legacy", "SUCCESS", legacy_event(done))
-    assert legacy.legacy and len(legacy.turns) == 2 and legacy.under_way == 3
+    assert legacy.legacy and len(legacy.traces) == 2
     assert [r.sequence for r in legacy.records] == list(range(1, len(done.trace)))  # both turns, numbered on
-    assert legacy.trace == legacy.turns[1] and legacy.reason == "verified_success"
-    assert not done.legacy and done.under_way == 1
+    assert legacy.trace == legacy.traces[1] and legacy.reason == "verified_success"
+    assert not done.legacy and len(done.traces) == 1
+    with pytest.warns(DeprecationWarning, match="DurableResult.turns is deprecated"):
+        assert legacy.turns == legacy.traces
 
 
 def test_a_run_stored_in_the_earlier_form_is_forked_from_its_first_turn_only(make):
     from forge.durable.forks import seed_fork
-    from forge.durable.loop import DurableResult
+    from forge.durable.result import DurableResult
     from forge.machine.fork import PatchRefused
 
     durable = make(two_writes(Recorder("written", "written")))
     done, _ = answered_twice(durable, "legacy-fork")
     legacy = DurableResult.of("legacy-fork", "SUCCESS", legacy_event(done))
     with pytest.raises(PatchRefused, match="stored by an earlier forge"):
-        seed_fork(durable.database, "legacy-fork", legacy.turns, len(legacy.turns[0]) + 2, None,
+        seed_fork(durable.database, "legacy-fork", legacy.traces, len(legacy.traces[0]) + 2, None,
                   {"write": durable.loop.tools[0]}, "legacy-fork-2")
 
 

@@ -8,11 +8,12 @@ DBOS's own (which hold the runs, their steps, events and queues).
   control plane otherwise).
 - `forge_served`: the loops each worker serves, so that `forge submit` can refuse a loop
   no live worker knows.
-- `forge_journal`: each run's calls to the world (`forge.durable.performer`; its `turn`
-  column is 1 for every run but those stored by an earlier forge, one journal per answer).
+- `forge_journal`: each run's calls to the world (`forge.durable.performer`), in parts:
+  a run has one (1), and one stored by an earlier forge one per answer. The column holding
+  the part keeps the name those releases gave it, so their databases read as they are.
 - `forge_runs`: each run's id and goal, what the runs list searches (`forge.durable.runs`).
-- `forge_watch` and `forge_live`: the runs someone watches now, and the transitions their
-  turns under way have fired so far (`forge.durable.live`).
+- `forge_watch` and `forge_live`: the runs someone watches now, and the transitions they
+  have fired so far (`forge.durable.live`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ from forge.errors import UsageError
 from forge.files import valid_text
 
 __all__ = ["DEFAULT_DATABASE", "RunsDatabase", "database_url", "shown_url"]
+
+_PART = "turn"
+"""The stored name of the column that holds a journal row's part (see the module): the
+name earlier releases gave it, kept so their databases read as they are."""
 
 DEFAULT_DATABASE = "forge-runs.sqlite"
 """The SQLite file a durable loop uses when given no database: in the working directory."""
@@ -126,7 +131,7 @@ class RunsDatabase:
         self.journal = sa.Table(
             "forge_journal", metadata,
             sa.Column("run_id", sa.Text, primary_key=True),
-            sa.Column("turn", sa.Integer, primary_key=True),
+            sa.Column(_PART, sa.Integer, primary_key=True, key="part"),
             sa.Column("seq", sa.Integer, primary_key=True),
             sa.Column("entry", sa.LargeBinary, nullable=False),
         )
@@ -158,10 +163,10 @@ class RunsDatabase:
             sa.Column("run_id", sa.Text, primary_key=True),
             sa.Column("until", sa.Float, nullable=False),
         )
-        self.live = sa.Table(  # a watched turn's transitions so far, as trace lines: what its page draws
+        self.live = sa.Table(  # a watched run's transitions so far, as trace lines: what its page draws
             "forge_live", metadata,
             sa.Column("run_id", sa.Text, primary_key=True),
-            sa.Column("turn", sa.Integer, primary_key=True),
+            sa.Column(_PART, sa.Integer, primary_key=True, key="part"),
             sa.Column("seq", sa.Integer, primary_key=True),
             sa.Column("record", sa.Text, nullable=False),
         )
@@ -185,29 +190,30 @@ class RunsDatabase:
         except sa.exc.IntegrityError:
             pass
 
-    def append(self, run_id: str, turn: int, first: int, entries: list[bytes]) -> None:
-        """Add `entries` (pickled) to the journal of `run_id`'s `turn`, numbered from
-        `first`: one INSERT statement of all of them, committed on its own (atomic, and one
-        round trip to the server rather than a BEGIN, an INSERT and a COMMIT)."""
-        self._append_to_turn(self.journal, run_id, turn, first, entries)
+    def append(self, run_id: str, first: int, entries: list[bytes], part: int = 1) -> None:
+        """Add `entries` (pickled) to the journal of `run_id`, numbered from `first`: one
+        INSERT statement of all of them, committed on its own (atomic, and one round trip to
+        the server rather than a BEGIN, an INSERT and a COMMIT)."""
+        self._append_rows(self.journal, run_id, part, first, entries)
 
-    def journal_of(self, run_id: str, turn: int) -> list[bytes]:
-        """The pickled entries of `run_id`'s `turn`, in order."""
-        return [bytes(value) for value in self._turn_of(self.journal, run_id, turn)]
+    def journal_of(self, run_id: str, part: int = 1) -> list[bytes]:
+        """The pickled entries of `run_id`'s journal (of its `part`, for a run stored by an
+        earlier forge), in order."""
+        return [bytes(value) for value in self._rows_of(self.journal, run_id, part)]
 
-    def _append_to_turn(self, table: sa.Table, run_id: str, turn: int, first: int, values: list[Any]) -> None:
-        """Add `values` to a table of a turn's rows in order (the journal, the live
-        transitions: run_id, turn, seq, then the value), numbered from `first`: one INSERT
+    def _append_rows(self, table: sa.Table, run_id: str, part: int, first: int, values: list[Any]) -> None:
+        """Add `values` to a table of a run's rows in order (the journal, the live
+        transitions: run_id, part, seq, then the value), numbered from `first`: one INSERT
         statement, committed on its own."""
         value = table.c[3].name
-        rows = [{"run_id": run_id, "turn": turn, "seq": first + n, value: each} for n, each in enumerate(values)]
+        rows = [{"run_id": run_id, "part": part, "seq": first + n, value: each} for n, each in enumerate(values)]
         with self._autocommit.connect() as connection:
             connection.execute(table.insert().values(rows))
 
-    def _turn_of(self, table: sa.Table, run_id: str, turn: int) -> list[Any]:
-        """The values of `run_id`'s `turn` in a table of a turn's rows, in order."""
+    def _rows_of(self, table: sa.Table, run_id: str, part: int) -> list[Any]:
+        """The values of `run_id`'s `part` in a table of a run's rows, in order."""
         with self.engine.connect() as connection:
-            rows = connection.execute(sa.select(table.c[3]).where(table.c.run_id == run_id, table.c.turn == turn)
+            rows = connection.execute(sa.select(table.c[3]).where(table.c.run_id == run_id, table.c.part == part)
                                       .order_by(table.c.seq))
             return [row[0] for row in rows]
 
@@ -294,7 +300,7 @@ class RunsDatabase:
 
     def watch(self, run_id: str, seconds: float) -> None:
         """Say that someone follows `run_id` for the next `seconds`: while they do, the
-        process running its turn stores the transitions it fires (`forge.durable.live`)."""
+        process running it stores the transitions it fires (`forge.durable.live`)."""
         now = time.time()
         with self.engine.begin() as connection:
             connection.execute(self._insert(self.watches).values(run_id=run_id, until=now + seconds)
@@ -310,27 +316,27 @@ class RunsDatabase:
                 self.watches.c.run_id.in_(run_ids), self.watches.c.until >= time.time()))
             return {str(row[0]) for row in rows}
 
-    def append_live(self, run_id: str, turn: int, first: int, records: list[str]) -> None:
-        """Add `records` (trace lines) to what `run_id`'s `turn` has fired so far, numbered from `first`."""
-        self._append_to_turn(self.live, run_id, turn, first, records)
+    def append_live(self, run_id: str, first: int, records: list[str]) -> None:
+        """Add `records` (trace lines) to what `run_id` has fired so far, numbered from `first`."""
+        self._append_rows(self.live, run_id, 1, first, records)
 
-    def live_of(self, run_id: str, turn: int) -> list[str]:
-        """The trace lines stored of `run_id`'s `turn` while it runs, in order."""
-        return [str(value) for value in self._turn_of(self.live, run_id, turn)]
+    def live_of(self, run_id: str) -> list[str]:
+        """The trace lines stored of `run_id` while it runs, in order."""
+        return [str(value) for value in self._rows_of(self.live, run_id, 1)]
 
-    def so_far(self, run_id: str, turn: int) -> tuple[int, int]:
-        """How many calls and transitions `run_id`'s `turn` has stored: what moves while it
-        runs (counted, not read: a live page asks four times a second)."""
+    def so_far(self, run_id: str) -> tuple[int, int]:
+        """How many calls and transitions `run_id` has stored: what moves while it runs
+        (counted, not read: a live page asks four times a second)."""
         with self.engine.connect() as connection:
             calls, fired = (connection.execute(sa.select(sa.func.count()).select_from(table)
-                                               .where(table.c.run_id == run_id, table.c.turn == turn)).scalar_one()
+                                               .where(table.c.run_id == run_id, table.c.part == 1)).scalar_one()
                             for table in (self.journal, self.live))
         return int(calls), int(fired)
 
-    def forget_live(self, run_id: str, turn: int) -> None:
-        """Drop what `run_id`'s `turn` stored while it ran: it ended, and its trace is published."""
+    def forget_live(self, run_id: str) -> None:
+        """Drop what `run_id` stored while it ran: it ended, and its trace is published."""
         with self._autocommit.connect() as connection:
-            connection.execute(self.live.delete().where(self.live.c.run_id == run_id, self.live.c.turn == turn))
+            connection.execute(self.live.delete().where(self.live.c.run_id == run_id))
 
     def live_workers(self, within: float = 5.0) -> list[str]:
         """The workers that beat in the last `within` seconds."""

@@ -16,8 +16,8 @@ must reach the run. So a fork is forge's own rows plus an ordinary `forge_run` w
 
 A person's answers are calls of the journal like any other (`forge.machine.asking`), so a
 fork may start at any transition, after answers too, and a `Patch.answered(...)` may replace
-one. Runs stored before answers were calls of the run (one trace per answer, "turns") are
-forked from their first turn only: what came after an answer there is not in the journal.
+one. Runs stored before answers were calls of the run (one trace per answer) are forked
+from their first trace only: what came after an answer there is not in the journal.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from forge.durable.database import RunsDatabase
-from forge.durable.performer import StoredTurn
+from forge.durable.performer import StoredCalls
 from forge.errors import UsageError
 from forge.machine.fork import ForkPlan, Patch, PatchRefused, fork_plan
 from forge.machine.journal import ForkOrigin
@@ -36,36 +36,36 @@ from forge.machine.journal import ForkOrigin
 __all__ = ["fork_input", "origin_of", "seed_fork"]
 
 
-def seed_fork(database: RunsDatabase, parent: str, turns: Sequence[Sequence[Any]], at: int, patch: Patch | None,
+def seed_fork(database: RunsDatabase, parent: str, traces: Sequence[Sequence[Any]], at: int, patch: Patch | None,
               tools: Mapping[str, Any] | Collection[str], run_id: str) -> ForkPlan:
     """Store the journal rows run `run_id` starts from as a fork of run `parent` at
-    transition `at` (`turns`: the parent's turns' traces as published) and return the plan.
+    transition `at` (`traces`: the parent's, as published) and return the plan.
 
     Storing the same fork again (its process stopped before the run started) stores
     nothing more.
 
     Raises:
         UsageError: the parent stored no calls; `run_id` has other journal rows already.
-        PatchRefused: as `fork_plan`; also when `at` lies past the first turn of a run
+        PatchRefused: as `fork_plan`; also when `at` lies past the first trace of a run
             stored in the earlier form (one trace per answer).
     """
-    stored = StoredTurn(database, parent, 1)
+    stored = StoredCalls(database, parent)
     if not stored.calls:
         raise UsageError(f"run {parent!r} has stored no calls to the world yet: there is nothing to fork")
-    first = len(turns[0]) if turns else max(entry.transition for entry in stored.calls)
-    if turns and len(turns) > 1 and at > first:
+    first = len(traces[0]) if traces else max(entry.transition for entry in stored.calls)
+    if traces and len(traces) > 1 and at > first:
         raise PatchRefused(f"cannot fork run {parent!r} at transition {at}: it was stored by an earlier forge, one "
                            f"trace per answer, so it is forked from its first (transitions 1 to {first}); its later "
                            "ones follow answers its journal does not hold")
     plan = fork_plan(stored.calls, first, at, patch, tools, run_id=parent)
     rows = [pickle.dumps(replace(entry, run_id=run_id)) for entry in plan.replayed]
-    stored_already = database.journal_of(run_id, 1)
+    stored_already = database.journal_of(run_id)
     if stored_already == rows:  # the same fork, stored before its process stopped
         return plan
     if stored_already:
         raise UsageError(f"run {run_id!r} exists already; fork into a new run id")
     if rows:
-        database.append(run_id, 1, 0, rows)
+        database.append(run_id, 0, rows)
     return plan
 
 

@@ -2,7 +2,7 @@
 
 A side-effecting call is run once per idempotency key. Keys the loop makes
 (`TOOL:FINGERPRINT`) belong to one run: its journal already holds the call's outcome, so a
-recovered run replays it, and the run's own registry (kept across its turns) answers a
+recovered run replays it, and the run's own registry (kept across its answers) answers a
 repeat. An intent's own key is shared by every run, so its record lives in the table
 `forge_idempotency`, beside DBOS's own: a run that makes the call again, anywhere, gets the
 stored result.

@@ -43,7 +43,7 @@ from forge.machine.journal import DecidedAsCode, Journal, JournalEntry
 from forge.machine.performers import Performer, Position, ReplayingPerformer
 from forge.tools import Tool
 
-__all__ = ["DurablePerformer", "InDoubt", "ProcessStopping", "StoredTurn", "idempotency_key"]
+__all__ = ["DurablePerformer", "InDoubt", "ProcessStopping", "StoredCalls", "idempotency_key"]
 
 _KEY: ContextVar[str | None] = ContextVar("forge_durable_key", default=None)
 
@@ -60,16 +60,17 @@ def idempotency_key() -> str | None:
     return _KEY.get()
 
 
-class StoredTurn:
-    """One turn's journal as the database has it: its calls, and the call of an
+class StoredCalls:
+    """A run's journal as the database has it: its calls, and the call of an
     `on_crash="ask"` tool that was running at a crash (`in_flight`: transition, step and
-    tool of a start marker with no outcome after it), if any."""
+    tool of a start marker with no outcome after it), if any. `part` reads one of the
+    journals of a run stored by an earlier forge, one per answer."""
 
-    def __init__(self, database: RunsDatabase, run_id: str, turn: int) -> None:
-        self.database, self.run_id, self.turn = database, run_id, turn
+    def __init__(self, database: RunsDatabase, run_id: str, part: int = 1) -> None:
+        self.database, self.run_id = database, run_id
         self.calls: list[JournalEntry] = []
         self.in_flight: tuple[int, int, str] | None = None
-        rows = database.journal_of(run_id, turn)
+        rows = database.journal_of(run_id, part)
         for row in rows:
             item = pickle.loads(row)
             if isinstance(item, JournalEntry):
@@ -82,7 +83,7 @@ class StoredTurn:
     def append(self, items: list[JournalEntry | tuple[Any, ...]]) -> None:
         """Store `items` (calls and start markers) after the rows stored so far: one commit."""
         if items:
-            self.database.append(self.run_id, self.turn, self.rows, [pickle.dumps(item) for item in items])
+            self.database.append(self.run_id, self.rows, [pickle.dumps(item) for item in items])
             self.rows += len(items)
 
 
@@ -110,7 +111,7 @@ class DurablePerformer(ReplayingPerformer):
     __slots__ = ("_added", "_asked_at", "_flush_settled", "_kept", "_pending", "asker", "configure", "in_doubt",
                  "run_id", "seeded", "shown", "stopping", "stored", "tools")
 
-    def __init__(self, stored: StoredTurn, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
+    def __init__(self, stored: StoredCalls, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
                  sleep: Callable[[float], Any], in_doubt: InDoubt | None = None, ask: Ask | None = None,
                  configure: Callable[[tuple[str, ...]], Any] | None = None, patched: int | None = None,
                  patch: Any = None, seeded: int = 0, stopping: threading.Event | None = None) -> None:
@@ -130,12 +131,8 @@ class DurablePerformer(ReplayingPerformer):
     def database(self) -> RunsDatabase:
         return self.stored.database
 
-    @property
-    def turn(self) -> int:
-        return self.stored.turn
-
     def transitions(self, first: int, count: int) -> list[Any]:
-        """Records `first` (0-based) up to `count` of the turn's trace (`forge.durable.live`)."""
+        """Records `first` (0-based) up to `count` of the run's trace (`forge.durable.live`)."""
         run: Any = self._run()
         return [] if run is None else list(run.trace[first:count])
 

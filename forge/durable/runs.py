@@ -1,9 +1,12 @@
-"""Stored runs, seen from any process: list, show, answer, cancel, submit, wait.
+"""Stored runs, seen from any process: the one client that lists, shows, answers, cancels,
+submits, forks, diffs and follows durable runs.
 
 `StoredRuns(db)` talks to the runs' database through `DBOSClient`, so it needs neither the
-loops' code nor a running DBOS: what `forge runs`, `forge submit`, `forge replay RUN_ID`
-and `forge debug RUN_ID` use. Answers are checked against what the run published it waits
-for (its state, the call's fingerprint, the loop's tools) before anything is sent.
+loops' code nor a running DBOS: what `forge runs`, `forge submit`, `forge replay RUN_ID`,
+`forge debug RUN_ID` and `forge ui` use, and what a loop's durability
+(`forge.durable.durability`) reads and answers its own runs through. Answers are checked
+against what the run published it waits for (its state, the call's fingerprint, the loop's
+tools) before anything is sent.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC
 from pathlib import Path
@@ -25,11 +28,11 @@ from dbos import DBOS, DBOSClient
 
 from forge.durable.answers import Answer, AnswerRefused, claim_answer
 from forge.durable.database import RunsDatabase, database_url, shown_url
-from forge.durable.forks import fork_input, seed_fork
-from forge.durable.loop import DurableResult, wait_for
+from forge.durable.forks import fork_input, origin_of, seed_fork
+from forge.durable.result import DurableResult, wait_for
 from forge.durable.workflow import ANSWER_TOPIC, ASYNC_WORKFLOW_NAME, EVENT, QUEUE_NAME, STATE_EVENT, WORKFLOW_NAME
 from forge.errors import RunNotFound, UsageError
-from forge.machine.fork import Patch
+from forge.machine.fork import ForkPlan, Patch
 from forge.machine.journal import JournalEntry
 from forge.machine.trace import TransitionRecord
 
@@ -180,26 +183,26 @@ class StoredRuns:
                                updated, ours.waiting.question if ours.waiting is not None else None))
         return rows, len(found) if ids is None else len(ids)
 
-    def under_way(self, run_id: str, turn: int) -> builtins.list[JournalEntry]:
-        """The calls turn `turn` of the run has stored so far: what moves while a turn runs
-        (its transitions are published when it ends).
+    def under_way(self, run_id: str) -> builtins.list[JournalEntry]:
+        """The calls the run has stored so far: what moves while it runs (its transitions
+        are published when it waits or ends).
 
         Raises:
             UsageError: a stored call cannot be read in this process (its value's class is not
                 importable here).
         """
-        from forge.durable.performer import StoredTurn
+        from forge.durable.performer import StoredCalls
 
         try:
-            return StoredTurn(self.database, run_id, turn).calls
+            return StoredCalls(self.database, run_id).calls
         except Exception as error:  # pickle raises whatever the missing class's import raised
             raise UsageError(f"the calls of run {run_id!r} cannot be read here: {type(error).__name__}: {error}") from None
 
     def follow(self, run_id: str, seconds: float = 10.0) -> bool:
         """Say that a page follows `run_id` for the next `seconds`: while it does, the process
-        running the run's turn stores the transitions it fires (`forge.durable.live`), which
+        running the run stores the transitions it fires (`forge.durable.live`), which
         `fired_so_far` reads. False when the database takes no writes from here (a read-only
-        login): the page then shows the turn's calls only."""
+        login): the page then shows the run's calls only."""
         try:
             self.database.watch(run_id, seconds)
         except sa.exc.SQLAlchemyError:
@@ -207,10 +210,10 @@ class StoredRuns:
         return True
 
     @_readable
-    def fired_so_far(self, run_id: str, turn: int) -> builtins.list[TransitionRecord]:
-        """The transitions turn `turn` of the run has fired so far, as stored while it is
-        followed (`follow`); numbered within the turn. Empty when nobody followed it yet."""
-        return [TransitionRecord.from_json(json.loads(line)) for line in self.database.live_of(run_id, turn)]
+    def fired_so_far(self, run_id: str) -> builtins.list[TransitionRecord]:
+        """The transitions the run has fired so far, as stored while it is followed
+        (`follow`). Empty when nobody followed it yet."""
+        return [TransitionRecord.from_json(json.loads(line)) for line in self.database.live_of(run_id)]
 
     def outcomes(self, loop: str | None = None, limit: int = 1000) -> builtins.list[tuple[builtins.list[Any], str | None]]:
         """The latest `limit` finished runs (of `loop`, when given): each one's records, the
@@ -302,14 +305,27 @@ class StoredRuns:
             result = result.with_state(self.client.get_event(run_id, STATE_EVENT, timeout_seconds=0))
         return result, event
 
-    @_readable
-    def resume(self, run_id: str, answer: Answer) -> None:
-        """Send `answer` to the waiting run (it goes on wherever it runs, or when recovered).
+    def resume(self, run_id: str, answer: Answer, timeout: float | None = None, *, wait: bool = False
+               ) -> DurableResult:
+        """Send `answer` to the waiting run (it goes on wherever it runs, or when recovered)
+        and return the run as it was answered; with `wait`, as it is once it finishes or
+        waits again (at most `timeout` seconds).
+
+        The answer is bound to the question the run waits on now: sent twice, or at the
+        same moment as another answer, only one is taken, and the others are refused.
 
         Raises:
-            AnswerRefused: the run is not waiting, or the answer does not fit.
+            AnswerRefused: the run is not waiting, or the answer does not fit what it waits
+                for (another call's fingerprint, an unknown tool, an earlier question), or
+                the question was answered already; nothing was sent.
             RunNotFound: (a LookupError) no such run.
+            TimeoutError: with `wait`, `timeout` seconds passed first (the run goes on).
         """
+        result = self._answered(run_id, answer)
+        return self.wait(run_id, timeout, answers=result.answers + 1) if wait else result
+
+    @_readable
+    def _answered(self, run_id: str, answer: Answer) -> DurableResult:
         result, event = self._read(run_id)
         if result.status != "waiting" or result.waiting is None:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
@@ -317,6 +333,7 @@ class StoredRuns:
         bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
         claim_answer(self.database, run_id, result.waiting)
         self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
+        return result
 
     @_readable
     def cancel(self, run_id: str) -> None:
@@ -325,8 +342,11 @@ class StoredRuns:
         self.client.cancel_workflow(run_id)
 
     @_readable
-    def submit(self, loop: str, goal: str, run_id: str | None = None) -> str:
+    def submit(self, loop: str, goal: str, run_id: str | None = None,
+               conversation: Mapping[str, Any] | None = None) -> str:
         """Queue a run of `goal` on the loop named `loop`, for a worker; return its id.
+        `conversation` (`forge.durable.durability.conversation`) makes it go on from an
+        earlier run's state.
 
         Raises:
             UsageError: a blank goal, or a loop no live worker serves while some are live
@@ -343,56 +363,88 @@ class StoredRuns:
                              "check the name, or start a worker whose --loops module makes it")
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
-        self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
+        if conversation is None:
+            self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
+        else:
+            self.client.enqueue(options, loop, goal, None, conversation)  # type: ignore[arg-type]
         return str(options["workflow_id"])
 
-    @_readable
-    def fork(self, source: str, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
-        """Queue a fork of the stored run `source` at transition `at` (see
-        `DurableLoop.fork`) for a worker serving `source`'s loop; return the new run's id.
-        Without the loop's code at hand, a patched decision's tool is checked by name
-        against the tools `source` published; its arguments are checked when it runs.
+    def fork(self, source: str, /, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
+        """Queue a new durable run that is the stored run `source` up to transition `at`,
+        with `patch` replacing the outcome recorded there, then live (as `AgentLoop.fork`:
+        at any transition, after a person's answers too), for a worker serving `source`'s
+        loop; return the new run's id (`run_id`, default random). Nothing `source` did
+        before `at` is done again; `source` itself is only read. Without the loop's code at
+        hand, a patched decision's tool is checked by name against the tools `source`
+        published; its arguments are checked when it runs. Forking again into the id of the
+        same fork is the same run.
 
         Raises:
             RunNotFound: (a LookupError) no run `source`.
-            PatchRefused: (a ValueError) as `DurableLoop.fork`; nothing was stored.
+            PatchRefused: (a ValueError) as `AgentLoop.fork`; also when `at` lies past the
+                first trace of a run stored by an earlier forge. Nothing was stored.
+            UsageError: `run_id` names a run that is not this fork.
         """
-        result, event = self._read(source)
-        new = run_id or os.urandom(16).hex()
-        if self.client.list_workflows(workflow_ids=[new], load_input=False, load_output=False):
-            raise UsageError(f"run {new!r} exists already; fork into a new run id")
-        plan = seed_fork(self.database, source, result.turns, at, patch, frozenset(event.get("tools", ())), new)
-        self._migrate()
-        options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": new}
-        self.client.enqueue(options, str(event.get("loop") or result.loop), plan.goal, fork_input(plan))  # type: ignore[arg-type]
+        new, plan, loop = self.fork_plan(source, at, patch, run_id)
+        if plan is not None:
+            self._migrate()
+            options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": new}
+            self.client.enqueue(options, loop, plan.goal, fork_input(plan))  # type: ignore[arg-type]
         return new
 
     @_readable
+    def fork_plan(self, source: str, at: int, patch: Patch | None, run_id: str | None,
+                  tools: Mapping[str, Any] | None = None) -> tuple[str, ForkPlan | None, str]:
+        """The id of a fork of `source` at `at`, its plan with its journal rows stored (None
+        when that fork exists already: forking again is the same run), and the loop it runs
+        on: what `fork` queues and a loop's durability starts in its own process. `tools`,
+        the loop's own, check a patched decision's arguments too.
+
+        Raises:
+            As `fork`.
+        """
+        parent, event = self._read(source)
+        new = run_id if run_id is not None else os.urandom(16).hex()
+        if not isinstance(new, str) or not new.strip():
+            raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
+        loop = str(event.get("loop") or parent.loop)
+        found = self.client.list_workflows(workflow_ids=[new], load_output=False)
+        if found:
+            existing = origin_of(found[0].input)
+            if existing is None or (existing.run_id, existing.transition) != (source, at):
+                raise UsageError(f"run {new!r} exists already, and is not a fork of {source!r} at {at}; "
+                                 "fork into a new run id")
+            return new, None, loop
+        known = tools if tools is not None else frozenset(event.get("tools", ()))
+        return new, seed_fork(self.database, source, parent.traces, at, patch, known, new), loop
+
+    @_readable
     def recorded(self, run_id: str) -> tuple[Sequence[TransitionRecord], Sequence[JournalEntry]]:
-        """The run's whole history, its turns one after another: every transition record,
-        and every call to the world its journal stored, numbered by the transitions of the
-        whole run. What `forge diff --db` compares.
+        """The run's whole history: every transition record, and every call to the world its
+        journal stored, numbered by the transitions of the whole run (a run stored by an
+        earlier forge has its traces and journals one after another). What `forge diff
+        --db` compares.
 
         Raises:
             RunNotFound: (a LookupError) no such run.
         """
-        from forge.durable.performer import StoredTurn
+        from forge.durable.performer import StoredCalls
 
         result = self.get(run_id)
         records: list[TransitionRecord] = []
         calls: list[JournalEntry] = []
-        for number, turn in enumerate(result.turns, start=1):
+        for part, trace in enumerate(result.traces, start=1):
             offset = len(records)
-            records.extend(turn)
+            records.extend(trace)
             calls.extend(replace(entry, transition=entry.transition + offset)
-                         for entry in StoredTurn(self.database, run_id, number).calls)
+                         for entry in StoredCalls(self.database, run_id, part).calls)
         return records, calls
 
     @_readable
     def who_serves(self, run_id: str) -> str | None:
         """Which live process will take the run on: a worker that beat in the last seconds
         (`forge worker`), named; None when no worker is live. (A program that started the run
-        itself, with `DurableLoop.run`, serves it while it runs, and says nothing here.)"""
+        itself, with `loop.durable(...).run`, serves it while it runs, and says nothing here.)"""
         live = self.database.live_workers()
         found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
         executor = found[0].executor_id if found else None

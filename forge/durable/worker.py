@@ -23,7 +23,7 @@ from typing import Any
 
 from dbos import DBOS
 
-from forge.durable.loop import executor_name, launch, shutdown
+from forge.durable.host import executor_name, launch, shutdown
 from forge.durable.workflow import HOST, LOOPS
 
 __all__ = ["work"]
@@ -40,12 +40,12 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
     called once the worker takes runs and a signal stops it politely.
 
     Raises:
-        UsageError: no DurableLoop exists in this process, or DBOS runs on another database.
+        UsageError: no durable loop exists in this process, or DBOS runs on another database.
     """
     from forge.errors import UsageError
 
     if not LOOPS:
-        raise UsageError("a worker needs the durable loops its runs name: make them (DurableLoop(...)) first")
+        raise UsageError("a worker needs the durable loops its runs name: attach them (loop.durable(NAME)) first")
     if concurrency < 1:
         raise UsageError(f"concurrency must be at least 1, got {concurrency}")
     if grace < 0:

@@ -14,8 +14,8 @@ the same order (DBOS answers them from what it recorded).
 
 What the workflow publishes, as the DBOS event `run` (read by any process): `status`
 (running / waiting / finished), the run's `trace` as v2 JSON, and when waiting, what for.
-(Runs stored before answers were calls of the run published `turns`, one trace per answer;
-they stay readable.)
+(Runs stored before answers were calls of the run published one trace per answer; they
+stay readable, `forge.durable.result`.)
 """
 
 from __future__ import annotations
@@ -32,21 +32,23 @@ from dbos import DBOS
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
-from forge.durable.live import LiveTurns
-from forge.durable.performer import DurablePerformer, ProcessStopping, StoredTurn
+from forge.durable.live import LiveRuns
+from forge.durable.performer import DurablePerformer, ProcessStopping, StoredCalls
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
 from forge.machine.trace import error_text
 from forge.tools import Tool
 
 if TYPE_CHECKING:
-    from forge.loop import AgentLoop
+    from forge.agent.idempotency import IdempotencyRegistry
+    from forge.agent.observations import LoopState
+    from forge.machine.definition import MachineDefinition
     from forge.machine.journal import Journal
-    from forge.machine.run import Run
+    from forge.machine.run import Run, RunConfig
     from forge.result import LoopResult
 
 __all__ = ["ANSWER_TOPIC", "EVENT", "HOST", "LOOPS", "QUEUE_NAME", "STATE_EVENT", "STOPPING", "WAITING_HERE",
-           "WORKFLOW_NAME", "ASYNC_WORKFLOW_NAME", "Host", "HostedLoop", "ProcessStopping", "forge_arun",
+           "WORKFLOW_NAME", "ASYNC_WORKFLOW_NAME", "Host", "HostedLoop", "Loop", "ProcessStopping", "forge_arun",
            "forge_run"]
 
 WORKFLOW_NAME = "forge_run"
@@ -56,15 +58,48 @@ EVENT = "run"
 STATE_EVENT = "state"
 """The DBOS event holding the run's `LoopState` as it waits, or as it ended (pickled)."""
 ANSWER_TOPIC = "forge_answer"
+
+
+PerformerFactory = Callable[["Journal", "Run"], Any]
+
+
+class Loop(Protocol):
+    """What the durable layer uses of a `forge.AgentLoop` (a protocol, so that durability,
+    which a loop attaches to itself with `loop.durable(...)`, sits below the loop)."""
+
+    @property
+    def tools(self) -> tuple[Tool, ...]: ...
+
+    @property
+    def definition(self) -> MachineDefinition: ...
+
+    @property
+    def _config(self) -> RunConfig: ...
+
+    def replace(self, **changes: Any) -> Loop: ...
+
+    def result(self, run: Run) -> LoopResult: ...
+
+    def run(self, goal: str, on_transition: Callable[[Any], None] | None = None, observers: Any = (),
+            state: LoopState | None = None, run_id: str | None = None, *,
+            registry: IdempotencyRegistry | None = None, performer: PerformerFactory | None = None,
+            timed_out: str | None = None) -> LoopResult: ...
+
+    async def arun(self, goal: str, on_transition: Callable[[Any], None] | None = None, observers: Any = (),
+                   state: LoopState | None = None, run_id: str | None = None, *,
+                   registry: IdempotencyRegistry | None = None, performer: PerformerFactory | None = None,
+                   timed_out: str | None = None) -> LoopResult: ...
+
+
 class HostedLoop(Protocol):
-    """What the workflow uses of a `forge.durable.DurableLoop` (a protocol, so the
-    workflow sits below the loop that registers itself here)."""
+    """What the workflow uses of a loop's durability (`forge.durable.durability.Durable`; a
+    protocol, so the workflow sits below the durability that registers itself here)."""
 
     @property
     def name(self) -> str: ...
 
     @property
-    def loop(self) -> AgentLoop: ...
+    def loop(self) -> Loop: ...
 
     @property
     def extra_tools(self) -> Mapping[str, Tool]: ...
@@ -72,7 +107,7 @@ class HostedLoop(Protocol):
     @property
     def database(self) -> RunsDatabase: ...
 
-    def loop_for(self, extra_tools: tuple[str, ...]) -> AgentLoop: ...
+    def loop_for(self, extra_tools: tuple[str, ...]) -> Loop: ...
 
 
 @dataclass(eq=False)
@@ -83,7 +118,7 @@ class Host:
     `launch` opened (the runs database's URL and forge's tables in it, and forge's queue),
     whether `shutdown()` is under way (a run waiting here then leaves its thread, staying
     stored), the runs waiting here for an answer, each with an event set once its wait
-    ends, and the turns running here (whose transitions are stored while a page follows
+    ends, and the runs under way here (whose transitions are stored while a page follows
     them)."""
 
     loops: dict[str, HostedLoop] = field(default_factory=dict)
@@ -92,7 +127,7 @@ class Host:
     queue: Any = None
     stopping: threading.Event = field(default_factory=threading.Event)
     waiting: dict[str, threading.Event] = field(default_factory=dict)
-    turns: LiveTurns = field(default_factory=LiveTurns)
+    live: LiveRuns = field(default_factory=LiveRuns)
 
 
 _log = logging.getLogger("forge.durable")
@@ -133,7 +168,7 @@ def _unknown_loop(loop_name: str, goal: str) -> dict[str, Any]:
     """The event that ends a run whose loop this process does not have: `fatal_error`, with
     the reason where `forge runs show` and the run's page read it (not a DBOS error with a
     traceback in the worker's log)."""
-    error = (f"UsageError: the worker has no DurableLoop named {loop_name!r} (it has: "
+    error = (f"UsageError: the worker has no durable loop named {loop_name!r} (it has: "
              f"{', '.join(sorted(LOOPS)) or 'none'}); every worker must make each loop a run may name")
     _log.error("run %s: %s", DBOS.workflow_id, error)
     event = {"status": "finished", "loop": loop_name, "goal": goal, "trace": [], "answers": 0, "tokens": 0,
@@ -239,7 +274,7 @@ class _Workflow:
         """What makes the run's performer: its stored journal, replayed as far as it goes,
         then live; `ask` waits for a person's answer; `registry` is told while it replays (a
         fork's parent's keyed calls are then the fork's own)."""
-        stored = StoredTurn(self.durable.database, self.run_id, 1)
+        stored = StoredCalls(self.durable.database, self.run_id)
         forked = self.forked_from
 
         def perform(journal: Journal, run: Run) -> DurablePerformer:
@@ -251,7 +286,7 @@ class _Workflow:
             if forked is not None:
                 journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
             registry.replaying = lambda: performer.remaining > 0
-            HOST.turns.started(performer)
+            HOST.live.started(performer)
             self.performer = performer
             return performer
 
@@ -267,7 +302,7 @@ class _Workflow:
             result = self.durable.loop.run(self.goal, state=self.conversation.get("state"), run_id=self.run_id,
                                            registry=registry, performer=self._performer(self._ask, registry))
         finally:
-            HOST.turns.ended(self.run_id, 1)
+            HOST.live.ended(self.run_id)
         return self._ended(result)
 
     async def _arun(self) -> LoopResult:
@@ -276,7 +311,7 @@ class _Workflow:
             result = await self.durable.loop.arun(self.goal, state=self.conversation.get("state"), run_id=self.run_id,
                                                   registry=registry, performer=self._performer(self._aask, registry))
         finally:
-            HOST.turns.ended(self.run_id, 1)
+            HOST.live.ended(self.run_id)
         return self._ended(result)
 
     def _ended(self, result: LoopResult) -> LoopResult:
@@ -352,7 +387,7 @@ class _Workflow:
 
     def in_doubt(self, tool: Tool, arguments: Mapping[str, Any], key: str) -> tuple[bool, Any]:
         """A call of `tool` was running when the process died: ask whether it ran (on the
-        sync API: the performer asks from inside the turn)."""
+        sync API: the performer asks from inside the run)."""
         waiting = Waiting("in_doubt", tool.name, dict(arguments), fingerprint_of(tool.name, arguments), key=key)
         answer = self._drive(self._wait(waiting))
         assert answer is not None, "a call in doubt waits with no deadline"

@@ -126,7 +126,7 @@ class Answer:
 
     @classmethod
     def add_tool(cls, name: str) -> Answer:
-        """Give the run this tool, one of the DurableLoop's `extra_tools` (a capability gap)."""
+        """Give the run this tool, one of the durable loop's `extra_tools` (a capability gap)."""
         return cls("add_tool", name)
 
     @classmethod
@@ -209,7 +209,7 @@ class Answer:
             raise AnswerRefused(f"{self.value!r} is not one of the tools that tied: {', '.join(waiting.tied)}")
         if self.kind == "add_tool" and self.value not in extra_tools:
             known = ", ".join(sorted(extra_tools)) or "none"
-            raise AnswerRefused(f"{self.value!r} is not one of the DurableLoop's extra_tools ({known})")
+            raise AnswerRefused(f"{self.value!r} is not one of the durable loop's extra_tools ({known})")
         if self.kind in ("approve", "reject") and self.value != waiting.fingerprint:
             raise AnswerRefused(f"the run waits for an approval of {waiting.tool} with fingerprint "
                                 f"{waiting.fingerprint}, not {self.value!r}: an approval is bound to the exact call")

@@ -163,7 +163,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         if note and request.query_params.get("served") == "0":
             note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
                      f"running: start one (forge worker --db {db} --loops MODULE, where MODULE makes the "
-                     f"DurableLoop named {stored.loop!r}).")
+                     f"durable loop named {stored.loop!r}).")
         return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
                                             token_query=query, note=note, seen=seen)))
 
@@ -402,17 +402,15 @@ def _inspector(records: list[Any], running: bool = False) -> str:
 def _live(runs: StoredRuns, stored: Any) -> str:
     """A running run: the inspector over what it has fired so far (stored while the page
     follows it; until then, what it published when it last waited), and its calls so far.
-    A run stored by an earlier forge shows its finished turns, then its turn under way."""
+    """
     from html import escape
 
     from forge.machine.trace import summary
 
-    turn = stored.under_way
-    so_far = runs.fired_so_far(stored.run_id, turn)
-    before = stored.records if stored.legacy or not so_far else []  # the run's own: the whole run so far
-    records = [*before, *(replace(record, sequence=len(before) + n) for n, record in enumerate(so_far, start=1))]
+    so_far = runs.fired_so_far(stored.run_id)
+    records = so_far or list(stored.records)
     try:
-        calls = runs.under_way(stored.run_id, turn)
+        calls = runs.under_way(stored.run_id)
     except ForgeError as error:
         return f'<p class="box">{escape(str(error))}</p>' + _inspector(records, running=True)
     def outcome(call: Any) -> str:
@@ -428,26 +426,22 @@ def _live(runs: StoredRuns, stored: Any) -> str:
             return f"ask: {summary(value.question, 180)}"
         return summary(value, 200)
 
-    offset = len(before) if stored.legacy else 0  # a legacy turn numbers its calls from its own start
     rows = "".join(
-        f"<tr><td>{offset + call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td>"
+        f"<tr><td>{call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td>"
         f"<td>{escape(call.name)}</td><td>{escape(outcome(call))}</td></tr>" for call in calls)
-    fired = len(records) - offset
     return (_inspector(records, running=True) +
-            f'<section class="box" id="under-way"><h3>{f"turn {turn} " if stored.legacy else ""}under way: '
-            f'{len(calls)} calls so far, '
-            f'{fired} transitions in the inspector above</h3>'
+            f'<section class="box" id="under-way"><h3>under way: {len(calls)} calls so far, '
+            f'{len(records)} transitions in the inspector above</h3>'
             "<table><thead><tr><th>transition</th><th>step</th><th>call</th><th>name</th><th>outcome</th></tr>"
             f"</thead><tbody>{rows}</tbody></table></section>")
 
 
 def _moment(runs: StoredRuns, stored: Any) -> str:
-    """A digest of what a run's page shows of it: its status, turns and answers, and the
-    calls and transitions its turn under way has stored. A page is given the digest it was
-    made at, and its events route tells it of the first change after that one, so no change
-    between making the page and listening for changes goes unseen."""
-    turn = stored.under_way
-    shown = (stored.status, turn, stored.answers, *runs.database.so_far(stored.run_id, turn))
+    """A digest of what a run's page shows of it: its status and answers, and the calls and
+    transitions it has stored while under way. A page is given the digest it was made at,
+    and its events route tells it of the first change after that one, so no change between
+    making the page and listening for changes goes unseen."""
+    shown = (stored.status, stored.answers, *runs.database.so_far(stored.run_id))
     return hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
 
 

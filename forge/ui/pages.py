@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from forge.durable.answers import Waiting
-from forge.durable.loop import DurableResult
+from forge.durable.result import DurableResult
 from forge.durable.runs import RunRow
 from forge.files import valid_text
 from forge.usage import USAGE_KEY, ModelCall
@@ -198,8 +198,8 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     if csrf is not None and stored.status in ("queued", "running", "waiting"):
         actions += (f'<form method="post" action="{escape(run_path(stored.run_id, "/cancel") + "?" + token_query)}">'
                     f'<input type="hidden" name="csrf" value="{escape(csrf)}"><button>cancel the run</button></form>')
-    if csrf is not None and stored.turns:
-        actions += fork_form(stored.run_id, len(stored.turns[0]), csrf, token_query)
+    if csrf is not None and stored.traces:
+        actions += fork_form(stored.run_id, len(stored.traces[0]), csrf, token_query)
     talk = conversation(stored.state.messages) if stored.state is not None else ""
     events = run_path(stored.run_id, "/events") + f"?{token_query}&{urlencode({'seen': seen})}"
     # a page the user has typed into is not reloaded under them: it says the run moved on instead
