@@ -13,11 +13,11 @@ from typing import Any
 
 from forge.agent.observations import LoopState
 from forge.machine.definition import MachineDefinition, Outcome
+from forge.machine.details import repeated_call
 from forge.machine.journal import JournalEntry
 from forge.machine.trace import (  # at run time: get_type_hints(LoopResult) resolves
     TransitionRecord,
     error_text,
-    repeated_call,
 )
 from forge.policy import FINISH, Finish
 from forge.usage import Usage

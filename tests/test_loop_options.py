@@ -111,3 +111,11 @@ def test_replace_with_a_group_and_a_plain_argument_keeps_the_rest():
     loop = scripted_loop([tool("a")], [intent("a")], max_steps=3, limits=Limits(repeat_limit=2))
     changed = loop.replace(max_steps=5, retry=Retry(max_attempts=4))
     assert (changed.max_steps, changed.max_attempts, changed.repeat_limit) == (5, 4, 2)
+
+
+def test_the_facts_a_stage_may_change_are_the_runs_facts_typed_as_there():
+    from forge.machine.outcome import CountChanges, FactChanges
+    from forge.machine.run import RunCounts, RunFacts
+
+    assert FactChanges.__optional_keys__ == {f.name for f in dataclasses.fields(RunFacts)}
+    assert CountChanges.__optional_keys__ <= {f.name for f in dataclasses.fields(RunCounts)}

@@ -19,6 +19,7 @@ from forge.debug.session import DebugSession
 from forge.debug.stepper import AtStart, SessionFinished, Stepper
 from forge.diagram import GraphvizNotInstalled, render
 from forge.errors import ForgeError, UsageError
+from forge.machine.details import arguments_of, chosen_call, finish_of, payload_of
 from forge.machine.trace import TransitionRecord, summary
 from forge.narrate import decided_by, describe, shorten
 
@@ -172,8 +173,9 @@ class DebugShell(cmd.Cmd):
             call = _call_of_step(session.trace, last.step)
             if call is not None and not session.done:
                 self.say(f"call: {shorten(call, 200)}")
-            if "payload" in last.detail:
-                self.say(f"payload: {shorten(str(last.detail['payload']), 200)}")
+            payload = payload_of(last, _NONE)
+            if payload is not _NONE:
+                self.say(f"payload: {shorten(str(payload), 200)}")
         if isinstance(session, DebugSession) and session.replayable:
             ahead = session.replayable
             plural = "s" if ahead != 1 else ""
@@ -328,8 +330,8 @@ def _calls_of(trace: Sequence[TransitionRecord]) -> list[str | None]:
     calls: list[str | None] = []
     arguments: str | None = None
     for record in trace:
-        if "arguments" in record.detail or "finish" in record.detail:
-            arguments = record.detail.get("arguments")
+        if arguments_of(record) is not None or finish_of(record) is not None:
+            arguments = arguments_of(record)
         if record.verdict == "recorded":  # record_observation's verdict: an observation was recorded
             calls.append(arguments)
             arguments = None
@@ -358,6 +360,11 @@ def _call_of_step(trace: Sequence[TransitionRecord], step: int) -> str | None:
     for record in reversed(trace):
         if record.step != step:
             return None
-        if "arguments" in record.detail:
-            return f"{record.detail.get('tool', '?')} {record.detail['arguments']}"
+        arguments = arguments_of(record)
+        if arguments is not None:
+            chosen = chosen_call(record)
+            return f"{chosen[0] if chosen is not None else '?'} {arguments}"
     return None
+
+
+_NONE = object()

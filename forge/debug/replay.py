@@ -10,6 +10,7 @@ from forge.debug.stepper import Stepper
 from forge.diagram.overlay import overlay_of
 from forge.machine.catalog import StageCatalog
 from forge.machine.definition import MachineDefinition
+from forge.machine.details import arguments_of, finish_of, messages_of, payload_of, tool_call
 from forge.machine.stages import BUILTIN_STAGES
 from forge.machine.trace import TransitionRecord
 
@@ -63,21 +64,20 @@ class ReplaySession(Stepper):
         out: list[RecordedObservation] = []
         arguments: str | None = None
         for record in self.trace:
-            detail = record.detail
-            if "arguments" in detail:
-                arguments = detail["arguments"]
-            if record.source in self._calls and "tool" in detail and "status" in detail:
-                out.append(RecordedObservation(len(out) + 1, detail["tool"], detail["status"], arguments))
-            elif record.trigger == "finish" and "finish" in detail:
-                out.append(RecordedObservation(len(out) + 1, "finish", "ok", None, detail["finish"]))
-            elif "payload" in detail and out and out[-1].payload is None:
-                out[-1] = replace(out[-1], payload=detail["payload"])
+            arguments = arguments_of(record) or arguments
+            call, answer, payload = tool_call(record), finish_of(record), payload_of(record)
+            if record.source in self._calls and call is not None:
+                out.append(RecordedObservation(len(out) + 1, call[0], call[1], arguments))
+            elif record.trigger == "finish" and answer is not None:
+                out.append(RecordedObservation(len(out) + 1, "finish", "ok", None, answer))
+            elif payload is not None and out and out[-1].payload is None:
+                out[-1] = replace(out[-1], payload=payload)
         return tuple(out)
 
     @property
     def messages(self) -> tuple[dict[str, Any], ...]:
         """The policy's messages so far (an LLM policy's chat), as the trace recorded them."""
-        return tuple(m for record in self.trace for m in record.detail.get("messages", ()))
+        return tuple(m for record in self.trace for m in messages_of(record))
 
     def _forward(self) -> TransitionRecord:
         self._position += 1

@@ -111,8 +111,7 @@ class DebugSession(Stepper):
             return self._records[self._position - 1]
         try:
             record = self._fire()
-        except KeyboardInterrupt:  # Ctrl-C inside the transition: the session stays where it was
-            self._run.firing.interrupted = None
+        except KeyboardInterrupt:  # Ctrl-C inside the transition: the session stays where it was (its firing too)
             self._restore()
             raise
         self._records.append(record)

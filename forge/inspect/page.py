@@ -23,8 +23,9 @@ from forge.diagram.render import GraphvizNotInstalled, image_of
 from forge.errors import UsageError
 from forge.files import write_atomically
 from forge.machine.definition import MachineDefinition
+from forge.machine.details import repeated_call
 from forge.machine.loader import load_definition
-from forge.machine.trace import TransitionRecord, capped, repeated_call
+from forge.machine.trace import TransitionRecord, capped
 
 __all__ = ["definition_of", "html", "inline_svg", "page_data", "write"]
 

@@ -36,6 +36,7 @@ from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool
 from forge.machine.answers import Answer, Waiting
 from forge.machine.definition import ANSWER_TRIGGER
 from forge.machine.effects import Call, Steps
+from forge.machine.outcome import FactChanges
 from forge.machine.run import Run
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
 from forge.policy import Intent
@@ -53,7 +54,7 @@ class Continuation:
     when it is a reply (a new turn of the conversation), a tool it adds, and what the
     answer's transition record says."""
 
-    facts: Mapping[str, Any]
+    facts: FactChanges
     detail: Mapping[str, Any]
     goal: str | None = None
     added_tool: str | None = None
@@ -103,7 +104,7 @@ def asked(run: Run) -> Steps[Any]:
 
 def continuation(run: Run, answer: Answer, waiting: Waiting) -> Continuation:
     """What `answer` to `waiting` changes in `run` (see the module)."""
-    cleared: dict[str, Any] = {"question": None, "error": None}
+    cleared: FactChanges = {"question": None, "error": None}
     detail: dict[str, Any] = {"answer": answer.kind}
     if answer.kind == "text":
         return Continuation({**cleared, "pinned": None}, {**detail, "reply": str(answer.value)}, goal=str(answer.value))

@@ -38,7 +38,7 @@ from forge.machine.asking import ANSWER_TRIGGER, UNASKED, asked, continuation
 from forge.machine.catalog import GuardSpec, StageCatalog
 from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
 from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps
-from forge.machine.outcome import StageOutcome
+from forge.machine.outcome import FactChanges, StageOutcome
 from forge.machine.performers import run_async, run_sync
 from forge.machine.run import Run
 from forge.machine.stages import BUILTIN_STAGES
@@ -467,7 +467,7 @@ class LoopEngine:
         if going_on.goal is not None:
             run.goal = going_on.goal
             run.loop_state.turn_start = run.loop_state.step_count
-        facts = dict(going_on.facts)
+        facts: FactChanges = {**going_on.facts}
         if going_on.approvals:
             facts["approvals"] = {**run.facts.approvals, **going_on.approvals}
         run.fold(facts, {})
@@ -609,8 +609,9 @@ class LoopEngine:
         firing = run.firing
         source = firing.source if source is None else source
         trace = run.trace
-        if firing.patched is not None:  # a fork's patched outcome: the record says so
-            detail, firing.patched = {**detail, "patched": firing.patched}, None
+        performer = run.performer
+        if performer is not None and performer.marked is not None:  # a fork's patched outcome: the record says so
+            detail, performer.marked = {**detail, "patched": performer.marked}, None
         trace.add(run.facts.step, source, trigger, dest, guards, firing.verdict, self._clock() - firing.started, detail,
                   _wall_clock() - trace.started_at, firing.subject)
         firing.recorded = True

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Sequence, Sized
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence, Sized
 from typing import Any, Protocol, TypeVar
 
 from forge.errors import UsageError
@@ -64,15 +64,18 @@ class Performer:
 
     `journal` receives the entries; `run` is the run they are made for (held weakly: the
     run holds its performer), which says the transition and step firing; `sleep` waits
-    under `run()`, `async_sleep` (default `asyncio.sleep`) under `arun()`.
+    under `run()`, `async_sleep` (default `asyncio.sleep`) under `arun()`. `marked` is what
+    the transition firing now must say of a call this performer answered otherwise than the
+    world would (a fork's patch); the engine takes it into the transition's record.
     """
 
-    __slots__ = ("_run", "async_sleep", "journal", "sleep")
+    __slots__ = ("_run", "async_sleep", "journal", "marked", "sleep")
 
     def __init__(self, journal: Journal, run: Position, sleep: Callable[[float], Any],
                  async_sleep: Callable[[float], Any] | None = None) -> None:
         self.journal, self.sleep, self.async_sleep = journal, sleep, async_sleep
         self._run = weakref.ref(run)
+        self.marked: Mapping[str, Any] | None = None
 
     def answers_decision(self) -> bool:
         """Whether the policy's next decision is answered without running the policy (a
@@ -241,8 +244,7 @@ class ReplayingPerformer(Performer):
         if expected is None or not self._matches(expected, made):
             raise ReplayStopped(JournalMiss(expected, made))
         if self._next == self.patched:  # a fork's patched call: its transition's record says so
-            run: Any = self._run()
-            run.firing.patched = self.patch
+            self.marked = self.patch
         self._next += 1
         return expected
 
@@ -385,8 +387,7 @@ class ForkingPerformer(ReplayingPerformer):
         patch, self.pending = self.pending, None
         before = len(effect.conversation) if effect.conversation is not None else 0
         self.settled(effect, before, patch.value, patch.error)
-        run: Any = self._run()
-        run.firing.patched = patch.to_json()
+        self.marked = patch.to_json()
         if patch.error is not None:
             raise patch.error
         return patch.value

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from forge.machine.details import chosen_call
 from forge.machine.journal import JournalEntry
 from forge.machine.trace import Redact, TransitionRecord, redacted_messages
 
@@ -41,8 +42,7 @@ def redacted_journal(journal: Sequence[JournalEntry], redact: Redact | None,
     from forge.machine.stages import NotFingerprintable, request_fingerprint
     from forge.policy import Intent
 
-    selected = {record.step: str(record.detail["tool"]) for record in records
-                if record.verdict == "selected" and isinstance(record.detail.get("tool"), str)}
+    selected = {record.step: call[0] for record in records if (call := chosen_call(record)) is not None}
     called = {entry.step: (entry.name, entry.identity) for entry in entries
               if entry.kind == "tool" and entry.identity is not None}
     decided = {entry.step: entry.value for entry in entries if entry.kind == "policy" and isinstance(entry.value, Intent)}

@@ -25,6 +25,7 @@ from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.stopping import StopController, StopDecision
 from forge.machine.journal import Journal, JournalEntry
+from forge.machine.outcome import CountChanges, FactChanges
 from forge.machine.trace import Redact, Trace
 from forge.observe import Observers
 from forge.policy import Intent, Policy
@@ -122,8 +123,8 @@ class Firing:
     the source state, when it started, whether its record is made, which hook is running
     (so a failure can say where), every guard evaluated, the source action's verdict, the
     detail the trace keeps of it and the record's subject, the record made for observers,
-    an interrupt (KeyboardInterrupt, CancelledError) to raise once the firing ends, and,
-    in a fork, the patch that answered a call of this firing (its record shows it)."""
+    and an interrupt (KeyboardInterrupt, CancelledError) to raise once the firing ends.
+    The engine alone writes it."""
 
     source: str = ""
     started: float = 0.0
@@ -135,7 +136,6 @@ class Firing:
     subject: Any = None
     record: TransitionRecord | None = None
     interrupted: BaseException | None = None
-    patched: Mapping[str, Any] | None = None
 
     def copy(self) -> Firing:
         """This firing, less its interrupt (which belongs to the moment it was raised)."""
@@ -222,9 +222,10 @@ class Run:
         self.trace.move_to(snapshot.transitions, records)
         self.journal.move_to(snapshot.calls, calls)
 
-    def fold(self, facts: Mapping[str, Any], counts: Mapping[str, int]) -> None:
+    def fold(self, facts: FactChanges, counts: CountChanges) -> None:
         """The engine's one way to change what a run has decided: these facts replaced,
-        these counts added to."""
+        these counts added to (each key a field of `RunFacts` or `RunCounts`, typed by the
+        stage that says it, `forge.machine.outcome`)."""
         for name, value in facts.items():
             setattr(self.facts, name, value)
         current = self.counts

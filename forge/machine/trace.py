@@ -547,15 +547,3 @@ def _redacted_call(call: Any, redact: Redact, names: dict[str, str], masking: bo
         return call
     masked = json.dumps(redact(function["name"], "arguments", arguments), default=str)
     return {**call, "function": {**function, "arguments": masked}}
-
-
-def repeated_call(records: Iterable[TransitionRecord]) -> str | None:
-    """What a `repeated_action` ending names: the last call the records chose (its tool and
-    arguments' text) and how many times they chose that same call, as a sentence; None when
-    they chose no call."""
-    calls = [(str(r.detail["tool"]), str(r.detail.get("arguments", "{}")))
-             for r in records if r.verdict == "selected" and "tool" in r.detail]
-    if not calls:
-        return None
-    tool, arguments = calls[-1]
-    return f"{tool} {arguments} was called {calls.count(calls[-1])} times"

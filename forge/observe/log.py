@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from forge.machine.details import failure_of
 from forge.narrate import describe
 from forge.observe import LoopObserver, RunView
 
@@ -46,8 +47,8 @@ class LoggingObserver(LoopObserver):
 
     def transition_failed(self, run: RunView, record: TransitionRecord, error: BaseException) -> None:
         if self.logger.isEnabledFor(logging.WARNING):
-            self.logger.warning("%s failed in state %s: %s", record.detail.get("failed"), record.source,
-                                record.detail.get("error"))
+            failed, why = failure_of(record) or (None, None)
+            self.logger.warning("%s failed in state %s: %s", failed, record.source, why)
 
     def run_finished(self, run: RunView, result: LoopResult) -> None:
         if self.logger.isEnabledFor(logging.INFO):

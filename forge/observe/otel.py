@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
+from forge.machine.details import failure_of
 from forge.machine.trace import redacted_messages
 from forge.observe import LoopObserver, RunView, ToolAttempt
 from forge.usage import USAGE_KEY, ModelCall
@@ -196,9 +197,10 @@ class OpenTelemetryObserver(LoopObserver):
         if span is None:  # it failed after its span ended (transition_finished raised)
             span = self.tracer.start_span(f"forge.transition {record.source}", context=_under(spans.agent))
         span.set_attributes(_attributes(record))
-        span.set_attribute("forge.failed", str(record.detail.get("failed", "")))
+        failed, why = failure_of(record) or ("", "")
+        span.set_attribute("forge.failed", failed)
         span.record_exception(error)
-        span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, str(record.detail.get("error", ""))))
+        span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, why))
         span.end()
         spans.agent.record_exception(error)
 

@@ -15,7 +15,7 @@ from forge.agent.stopping import StopController
 from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
 from forge.machine.effects import Call, Notify, Once, Sleep, Steps
-from forge.machine.outcome import StageOutcome
+from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.fingerprint import request_fingerprint
 from forge.machine.trace import error_text, quoted
@@ -108,8 +108,8 @@ def _call_tool(run: Run) -> Steps[StageOutcome]:
     except Exception as failure:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
         status, payload, error = CallOutcome.FATAL_ERROR, failure, failure
     detail: dict[str, Any] = {"tool": tool.name, "status": str(status), "attempts": tally[0]}
-    counts: dict[str, int] = {}
-    facts_now: dict[str, Any] = {"status": str(status), "payload": payload}
+    counts: CountChanges = {}
+    facts_now: FactChanges = {"status": str(status), "payload": payload}
     if tool.side_effect:
         detail["replayed"] = replayed
         if replayed:

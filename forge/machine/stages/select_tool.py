@@ -5,7 +5,7 @@ Verdicts: `Selection`."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import replace
 from enum import StrEnum
 from functools import lru_cache
@@ -26,7 +26,7 @@ from forge.machine.abstract import AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
 from forge.machine.effects import Call, Steps
 from forge.machine.journal import DecidedAsCode
-from forge.machine.outcome import StageOutcome
+from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
@@ -87,7 +87,7 @@ def _selected(run: Run) -> Steps[StageOutcome]:
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
         return _policy_failed(error, step)
     detail, seen = _new_messages(run)
-    counts = {"messages_seen": seen} if seen else _NONE
+    counts: CountChanges = {"messages_seen": seen} if seen else _NONE
     if isinstance(intent, Ask):
         detail["ask"] = quoted(intent.question, 200)
         return StageOutcome(Selection.ASKED, detail, counts=counts,
@@ -111,7 +111,7 @@ def _selected(run: Run) -> Steps[StageOutcome]:
     except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
         refused = error
     subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
-    facts: dict[str, Any] = {"step": step, "intent": intent, "action": action}
+    facts: FactChanges = {"step": step, "intent": intent, "action": action}
     if refused is not None:
         facts["error"] = refused
     if isinstance(refused, UnknownTool):
@@ -128,7 +128,7 @@ def _selected(run: Run) -> Steps[StageOutcome]:
     return StageOutcome(Selection.SELECTED, detail, subject, facts, counts)
 
 
-_NONE: Mapping[str, int] = {}
+_NONE: CountChanges = {}
 
 
 def _decided(run: Run, step: int) -> Steps[Any]:
@@ -183,8 +183,7 @@ def _policy_failed(error: Exception, step: int) -> StageOutcome:
                         facts={"step": step, "action": None, "error": error})
 
 
-def _out_of_budget(error: BudgetExhausted, step: int, detail: dict[str, Any], counts: Mapping[str, int]
-                   ) -> StageOutcome:
+def _out_of_budget(error: BudgetExhausted, step: int, detail: dict[str, Any], counts: CountChanges) -> StageOutcome:
     detail.update(tokens_used=error.used, token_budget=error.budget, next_call_at_least=error.next_at_least)
     return StageOutcome(Selection.BUDGET_EXHAUSTED, detail, counts=counts,
                         facts={"step": step, "action": None, "error": error})
