@@ -11,13 +11,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from forge.agent.observations import LoopState
 from forge.agent.retry import check_count
 from forge.errors import UsageError, WrongType
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
 
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
-    from forge.agent.observations import LoopState, Observation
+    from forge.agent.observations import Observation
     from forge.debug.session import DebugSession
     from forge.durable.durability import Durable
     from forge.machine.catalog import Stage, StageCatalog
@@ -284,8 +285,6 @@ class AgentLoop:
             ValueError: `goal` is blank, `run_id` is not a non-blank string, `state`
                 ended in a fatal error, or `timed_out` names no state with a timeout edge.
         """
-        from forge.agent.idempotency import IdempotencyRegistry
-        from forge.agent.observations import LoopState
         from forge.machine.journal import Journal
         from forge.machine.performers import Performer
         from forge.machine.run import Run, RunCounts
@@ -300,6 +299,8 @@ class AgentLoop:
         elif not isinstance(run_id, str) or not run_id.strip():
             raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
         if registry is None:
+            from forge.agent.idempotency import IdempotencyRegistry
+
             registry = self.registry if self.registry is not None else IdempotencyRegistry()
         loop_state = LoopState() if state is None else state.continued()
         journal = Journal(run_id=run_id, codec=self.codec)

@@ -150,7 +150,16 @@ def grouped(given: Mapping[str, Any], flat: Mapping[str, Any], base: Grouped | N
         ValueError: a flat name given together with its group (which one counts would be
             a guess), or a value its group refuses.
     """
-    base = base if base is not None else Grouped()
+    if not flat and base is None:  # what almost every loop is made with: no flat name to fold in
+        for name, kind in GROUPS.items():
+            value = given.get(name)
+            if value is not None and not isinstance(value, kind):
+                raise WrongType(f"AgentLoop({name}=...) takes a forge.{kind.__name__}, got {type(value).__name__}")
+        if not any(given.values()):
+            return _DEFAULTS
+        return Grouped(given.get("limits") or _DEFAULTS.limits, given.get("retry") or _DEFAULTS.retry,
+                       given.get("clocks") or _DEFAULTS.clocks, given.get("hooks") or _DEFAULTS.hooks)
+    base = base if base is not None else _DEFAULTS
     values: dict[str, Any] = {}
     for name, kind in GROUPS.items():
         value = given.get(name)
@@ -172,3 +181,7 @@ def grouped(given: Mapping[str, Any], flat: Mapping[str, Any], base: Grouped | N
                       DeprecationWarning, stacklevel=stacklevel)
         values[group] = replace(getattr(base, group), **names)
     return Grouped(**{name: getattr(base, name) if value is None else value for name, value in values.items()})
+
+
+_DEFAULTS = Grouped()
+"""The values of a loop given none (they are frozen: every such loop shares them)."""

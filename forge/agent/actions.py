@@ -6,7 +6,6 @@ would decide silently, so the selector raises and lets the loop ask for clarific
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -73,6 +72,8 @@ class UnknownTool(NoMatchingTool):
 
     def __init__(self, name: str, known: Iterable[str]) -> None:
         names = sorted(known)
+        import difflib  # here: only an unknown name needs it
+
         suggestions = tuple(difflib.get_close_matches(name, names, n=3, cutoff=0.5))
         if suggestions:
             said = f"the closest known tools are: {', '.join(suggestions)}"
