@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from targets import against
+from targets import against, at_least
 from transitions import Machine
 
 from forge import AgentLoop, Intent, Limits, LoopState, Tool, load_definition
@@ -220,6 +220,10 @@ def main() -> None:
                                     lambda: long_loop.run("benchmark"))
     )
 
+    recorded = long_loop.run("benchmark").journal
+    live_long, replay_long = (seconds / long_steps for seconds in side_by_side(
+        repeats, lambda: long_loop.run("benchmark"), lambda: long_loop.replay(recorded)))
+
     record_loop = forge_loop(long_steps, handler=_record_handler)
     int_steps, record_steps = (seconds / long_steps for seconds in side_by_side(
         repeats, lambda: long_loop.run("benchmark"), lambda: record_loop.run("benchmark")))
@@ -244,6 +248,9 @@ def main() -> None:
           f"{raw_long * us:6.2f} us  AgentLoop {forge_long * us:6.2f} us")
     print(f"  AgentLoop / raw transitions {forge_long / raw_long:5.2f}x {against(forge_long / raw_long, 1.25)}   "
           f"AgentLoop / plain {forge_long / plain_long:5.2f}x {against(forge_long / plain_long, 10)}")
+    print(f"replay of the {long_steps:,}-step run (no-op tools) {replay_long * us:6.2f} us/step against the live run "
+          f"{live_long * us:6.2f} us/step: {live_long / replay_long:5.2f}x as fast "
+          f"{at_least(live_long / replay_long, 5)}")
     print(f"values as observed: a step whose tool returns a 20-key record {record_steps * us:6.2f} us against an int "
           f"{int_steps * us:6.2f} us: ratio {record_steps / int_steps:5.2f}x {against(record_steps / int_steps, 1.15)}")
     print(f"per run ({short_runs:,} runs of 5 steps): plain {plain_short * us:7.2f} us  "

@@ -178,7 +178,7 @@ class ReplayingPerformer(Performer):
     def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, patched: int | None = None,
                  patch: Any = None, masked: Masking | None = None) -> None:
         super().__init__(journal, run, _no_sleep)
-        self.recorded, self._next = recorded, 0
+        self.recorded, self._next = tuple(recorded), 0  # read once: a journal makes an entry each time it is read
         self.patched, self.patch = patched, patch
         self.masked = masked  # a call as a file written with the loop's `redact` keeps it
 
