@@ -146,10 +146,11 @@ class Observers:
     failure is attributed to it; the caller decides what the failure means.
     """
 
-    __slots__ = ("_bound", "_dynamic", "_variants", "observers", "wanted")
+    __slots__ = ("_bound", "_dynamic", "_skip", "_variants", "observers", "wanted")
 
     def __init__(self, observers: Iterable[LoopObserver] = (), skip: frozenset[tuple[int, str]] = frozenset()) -> None:
         self.observers = tuple(observers)
+        self._skip = skip
         self._dynamic = tuple(i for i, o in enumerate(self.observers) if callable(getattr(o, "hooks_wanted", None)))
         self._variants: dict[tuple[frozenset[str], ...], Observers] = {}
         for observer in self.observers:
@@ -182,8 +183,10 @@ class Observers:
         return variant
 
     def __add__(self, more: Iterable[LoopObserver]) -> Observers:
+        """These observers, then `more`; what these skip (a hook a run's observer did not
+        want, `for_run`) stays skipped."""
         extra = tuple(more)
-        return Observers((*self.observers, *extra)) if extra else self
+        return Observers((*self.observers, *extra), self._skip) if extra else self
 
     def wants(self, hook: str) -> bool:
         """Whether any observer overrides `hook` (also: `hook in observers.wanted`)."""
