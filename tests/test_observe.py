@@ -146,3 +146,22 @@ def test_a_run_nobody_watches_makes_no_record_per_transition(monkeypatch, caplog
     caplog.set_level(logging.DEBUG, logger="forge")
     _flaky_loop().run("goal")
     assert len(made) == 4  # at DEBUG the logging observer reads every transition's record
+
+
+def test_a_runs_own_observer_does_not_wake_a_hook_the_loops_observers_skip(monkeypatch):
+    told = []
+    monkeypatch.setattr(LoggingObserver, "transition_finished", lambda self, run, record: told.append(record))
+    forge_logger = logging.getLogger("forge")
+    monkeypatch.setattr(forge_logger, "level", forge_logger.level)  # put back after the test
+    forge_logger.setLevel(logging.INFO)  # the logging observer wants no line per transition
+
+    class Attempts(LoopObserver):
+        def tool_attempt(self, run, attempt):
+            pass
+
+    loop = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True)
+    loop.run("goal", observers=[Attempts()])
+    assert told == []
+    forge_logger.setLevel(logging.DEBUG)
+    loop.run("goal", observers=[Attempts()])
+    assert told
