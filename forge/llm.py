@@ -12,7 +12,11 @@ run's `LoopState.messages`, so the debugger shows it, the trace records it, and 
 conversation goes on from it (`loop.run(goal, state=previous.state)`).
 
 Sync under `run()` and async under `arun()`: inside a running event loop the policy returns
-a coroutine, awaited by the loop, that uses the async client.
+a coroutine, awaited by the loop, that uses the async client. While a consumer streams the
+run (`AgentLoop.stream`, `forge.events`), each request is sent with `stream=True` and its
+reply's text and tool calls go to the consumer as they come; the reply the journal keeps is
+the same as a request sent without streaming makes (the request too: `stream` is how it is
+sent, not what it asks).
 
 `ChatPolicy` is a `forge.policy.ModelPolicy`: the loop sends each of its requests, so a
 request and the model's reply are an entry of the run's journal whose identity is the
@@ -33,6 +37,7 @@ from typing import Any
 
 from forge.agent.observations import LoopState, Observation
 from forge.errors import ForgeError, UsageError
+from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
 from forge.machine.effects import can_await, complete
 from forge.machine.trace import quoted
 from forge.policy import ASK, FINISH, Ask, Finish, Intent
@@ -192,16 +197,32 @@ class ChatPolicy:
         if can_await():
             return self._aask(request)
         started, clock = time.time(), time.perf_counter()
+        listener = sink()
         try:
-            response = self._sync_client().chat.completions.create(**request)
+            if listener is None:
+                response = self._sync_client().chat.completions.create(**request)
+            else:
+                listener(ModelCallStarted(self.model))
+                assembled = _Assembled(listener)
+                for chunk in self._sync_client().chat.completions.create(**request, **_STREAMED):
+                    assembled.take(chunk)
+                response = assembled.response()
         except ValueError as error:  # a body that is not JSON (openai's own errors are not ValueErrors)
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
         return self._reply(response, started, time.perf_counter() - clock)
 
     async def _aask(self, request: Mapping[str, Any]) -> Any:
         started, clock = time.time(), time.perf_counter()
+        listener = sink()
         try:
-            response = await self._async_client().chat.completions.create(**request)
+            if listener is None:
+                response = await self._async_client().chat.completions.create(**request)
+            else:
+                listener(ModelCallStarted(self.model))
+                assembled = _Assembled(listener)
+                async for chunk in await self._async_client().chat.completions.create(**request, **_STREAMED):
+                    assembled.take(chunk)
+                response = assembled.response()
         except ValueError as error:
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
         return self._reply(response, started, time.perf_counter() - clock)
@@ -331,6 +352,69 @@ class ChatPolicy:
                 return Intent(frozenset(), arguments, tool=name, call_id=call["id"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": problem})
         return None
+
+
+_STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
+"""How a request is sent while a consumer listens: streamed, with its usage in the last chunk."""
+
+
+class _Assembled:
+    """A streamed response, put together chunk by chunk into what a response sent without
+    streaming is (its model, usage, finish reason and message), each piece of text and of a
+    tool call told to `listener` as it comes."""
+
+    def __init__(self, listener: Sink) -> None:
+        self.listener = listener
+        self.model: str | None = None
+        self.usage: Any = None
+        self.finish_reason: str | None = None
+        self.text: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.chunks = 0
+
+    def take(self, chunk: Any) -> None:
+        self.chunks += 1
+        self.model = getattr(chunk, "model", None) or self.model
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        for choice in getattr(chunk, "choices", None) or ():
+            self.finish_reason = getattr(choice, "finish_reason", None) or self.finish_reason
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
+            if getattr(delta, "content", None):
+                self.text.append(delta.content)
+                self.listener(TextDelta(delta.content))
+            if getattr(delta, "refusal", None):
+                self.refusal.append(delta.refusal)
+            for piece in getattr(delta, "tool_calls", None) or ():
+                call = self.calls.setdefault(piece.index, {"id": None, "name": None, "arguments": []})
+                function = getattr(piece, "function", None)
+                name = getattr(function, "name", None)
+                arguments = getattr(function, "arguments", None) or ""
+                call["id"] = getattr(piece, "id", None) or call["id"]
+                call["name"] = name or call["name"]
+                call["arguments"].append(arguments)
+                self.listener(ToolCallDelta(piece.index, getattr(piece, "id", None), name, arguments))
+
+    def response(self) -> Any:
+        """The response as one sent without streaming reads (`_message_of`, `_call_of`).
+
+        Raises:
+            ModelError: the stream held no chunk with a choice.
+        """
+        if not self.chunks:
+            raise ModelError("the model's endpoint streamed no chunk")
+        from types import SimpleNamespace
+
+        calls = [SimpleNamespace(id=call["id"], function=SimpleNamespace(name=call["name"],
+                                                                          arguments="".join(call["arguments"])))
+                 for _, call in sorted(self.calls.items())]
+        message = SimpleNamespace(content="".join(self.text) or None, refusal="".join(self.refusal) or None,
+                                  tool_calls=calls or None)
+        choice = SimpleNamespace(message=message, finish_reason=self.finish_reason)
+        return SimpleNamespace(choices=[choice], usage=self.usage, model=self.model)
 
 
 def _message_of(response: Any) -> Any:

@@ -7,7 +7,7 @@ import inspect  # already loaded by dataclasses: importing it here costs nothing
 import os
 import time
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from forge.agent.observations import Observation
     from forge.debug.session import DebugSession
     from forge.durable.durability import Durable
+    from forge.events import StreamEvent
     from forge.machine.catalog import Stage, StageCatalog
     from forge.machine.definition import MachineDefinition
     from forge.machine.engine import AsyncLoopEngine, LoopEngine
@@ -385,6 +386,42 @@ class AgentLoop:
         except ReplayStopped as stopped:
             raise stopped.miss from None
         return self._finish(run)
+
+    def stream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+               run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
+               ) -> Iterator[StreamEvent]:
+        """Run `goal` as `run` does, yielding its events as they happen (`forge.events`):
+        each transition, tool attempt, model call and the text and tool-call deltas a
+        `ChatPolicy` streams, what the run waits on, and last `RunFinished(result)`. The run
+        is the same as `run`'s: its journal and trace are the ones `run` makes. With
+        `journal` (a `LoopResult.journal` or a trace file), it is a replay of that journal
+        (`replay`), calling nothing: a model's replies stream from the journal.
+
+        Breaking out of the loop (or closing the iterator) stops the run before its next
+        call to the world (a tool, a model): it ends in `fatal_error` with
+        `forge.events.StreamClosed` once the call under way has finished, which closing
+        waits for (see `forge.stream`).
+
+        Raises (while iterating): what `run` or `replay` raises.
+        """
+        from forge.stream import stream
+
+        return stream(self, goal, observers, state, run_id, journal)
+
+    def astream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+                run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
+                ) -> AsyncIterator[StreamEvent]:
+        """`stream`, for `async for`: the run is `arun` on this event loop, so tools, the
+        policy and verify may be `async def`; its events reach the consumer each time the
+        run awaits. Leaving the loop early stops the run as `stream`'s does (use
+        `contextlib.aclosing` to stop it at once rather than when the generator is
+        collected).
+
+        Raises (while iterating): what `arun` or `replay` raises.
+        """
+        from forge.stream import astream
+
+        return astream(self, goal, observers, state, run_id, journal)
 
     def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
               run_id: str | None = None) -> DebugSession:

@@ -5,7 +5,9 @@ client and check exactly what it sent."""
 from __future__ import annotations
 
 import json
+import re
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -29,10 +31,17 @@ class ChatServer:
 
     `script` may also be a function of the request body returning the message. A message's
     `_usage` (prompt_tokens, completion_tokens, and optionally prompt_tokens_details) is
-    the usage its response reports (default: 1 and 1)."""
+    the usage its response reports (default: 1 and 1). A request with `stream: true` is
+    answered as server-sent chunks, as OpenAI's endpoint streams: the text a word at a
+    time, each tool call's arguments in two pieces, then the finish reason and, when
+    `stream_options.include_usage`, the usage; `pause` seconds pass before each chunk, and
+    `sent` keeps when each was written (time.perf_counter())."""
 
-    def __init__(self, script: list[dict[str, Any]] | Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    def __init__(self, script: list[dict[str, Any]] | Callable[[dict[str, Any]], dict[str, Any]],
+                 pause: float = 0.0) -> None:
         self.script = script
+        self.pause = pause
+        self.sent: list[float] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         server = self
@@ -47,6 +56,9 @@ class ChatServer:
                 usage = message.pop("_usage", None) or {"prompt_tokens": 1, "completion_tokens": 1}
                 usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
                 finish = "tool_calls" if message.get("tool_calls") else "stop"
+                if body.get("stream"):
+                    self._stream(body, message, usage, finish)
+                    return
                 payload = json.dumps({
                     "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
                     "model": body["model"],
@@ -58,6 +70,39 @@ class ChatServer:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any],
+                        finish: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                base = {"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion.chunk", "created": 0,
+                        "model": body["model"]}
+
+                def send(choices: list[dict[str, Any]], **more: Any) -> None:
+                    time.sleep(server.pause)
+                    self.wfile.write(f"data: {json.dumps({**base, 'choices': choices, **more})}\n\n".encode())
+                    self.wfile.flush()
+                    server.sent.append(time.perf_counter())
+
+                send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+                for word in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
+                    send([{"index": 0, "delta": {"content": word}, "finish_reason": None}])
+                for index, call in enumerate(message.get("tool_calls") or ()):
+                    arguments = call["function"]["arguments"]
+                    half = len(arguments) // 2
+                    send([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                                                 "function": {"name": call["function"]["name"],
+                                                                              "arguments": arguments[:half]}}]},
+                           "finish_reason": None}])
+                    send([{"index": 0, "delta": {"tool_calls": [{"index": index,
+                                                                 "function": {"arguments": arguments[half:]}}]},
+                           "finish_reason": None}])
+                send([{"index": 0, "delta": {}, "finish_reason": finish}])
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    send([], usage=usage)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
 
             def log_message(self, *args: Any) -> None:
                 pass

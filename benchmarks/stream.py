@@ -1,0 +1,81 @@
+"""What streaming a run costs, side by side in this one run:
+
+- a streamed 1,000-step run whose consumer does nothing, against the same run not streamed
+  (target <= 1.1x);
+- how long the first word of a streamed answer takes from the endpoint writing it to the
+  consumer reading it as a `TextDelta` (a local chat server that streams, on 127.0.0.1;
+  target <= 5 ms).
+
+    python benchmarks/stream.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+
+from loop_overhead import forge_loop, side_by_side
+from targets import against
+
+from forge import Finish
+
+
+def per_step(steps: int, repeats: int) -> tuple[float, float]:
+    loop = forge_loop(steps)
+
+    def streamed() -> None:
+        for _ in loop.stream("benchmark"):
+            pass
+
+    plain, flowing = side_by_side(repeats, lambda: loop.run("benchmark"), streamed)
+    return plain / steps, flowing / steps
+
+
+def first_word(rounds: int) -> float:
+    """Median seconds from the endpoint writing the first word to the consumer reading it."""
+    import openai
+    from chat_server import ChatServer, reply
+
+    from forge import AgentLoop, tool
+    from forge.events import TextDelta
+    from forge.llm import ChatPolicy
+
+    @tool
+    def noop(text: str) -> str:
+        """Do nothing."""
+        return text
+
+    delays = []
+    for _ in range(rounds):
+        with ChatServer([reply("the first word and then some more")], pause=0.02) as server:
+            policy = ChatPolicy("bench", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
+            loop = AgentLoop([noop], policy, lambda o: isinstance(o.payload, Finish))
+            for event in loop.stream("say it"):
+                if isinstance(event, TextDelta):
+                    read = time.perf_counter()
+                    delays.append(read - server.sent[1])  # chunk 0 is the role; chunk 1 the first word
+                    break
+    return statistics.median(delays)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
+    args = parser.parse_args()
+    steps, repeats, rounds = (1000, 3, 5) if args.quick else (10_000, 7, 20)
+    plain, flowing = per_step(steps, repeats)
+    print(f"a streamed {steps:,}-step run {flowing * 1e6:6.2f} us/step against the run not streamed "
+          f"{plain * 1e6:6.2f} us/step: ratio {flowing / plain:5.2f}x {against(flowing / plain, 1.1)}")
+    delay = first_word(rounds)
+    print(f"first word of a streamed answer, endpoint to consumer: {delay * 1e3:5.2f} ms "
+          f"{against(delay * 1e3, 5, ' ms')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""What a streamed run tells its consumer (`AgentLoop.stream`, `AgentLoop.astream`): typed,
+frozen events, in the order they happen.
+
+    for event in loop.stream("copy todo.md to done.md"):
+        match event:
+            case TextDelta(text=text):
+                print(text, end="", flush=True)
+            case TransitionFired(record=record):
+                ...
+            case RunFinished(result=result):
+                print(result.reason)
+
+- `TransitionFired`: a transition's record, once it is in the trace;
+- `ToolAttemptStarted` / `ToolAttemptFinished`: each call of a tool's handler;
+- `ModelCallStarted`, then `TextDelta` and `ToolCallDelta` as the model produces its reply
+  (`ChatPolicy` streams through the openai client while someone listens; a replayed model
+  call's reply comes back from the journal as one delta per text and per call);
+- `WaitingOn`: the run ended waiting for a person (a question, an approval, a tool's name);
+- `RunFinished`: the run's `LoopResult`, always the last event.
+
+A model policy streams only while a consumer listens (`listening`): the `sink` set for
+the run's thread or task receives the deltas; every other run pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from forge.errors import ForgeError
+
+if TYPE_CHECKING:
+    from forge.machine.answers import Waiting
+    from forge.machine.trace import TransitionRecord
+    from forge.observe import ToolAttempt
+    from forge.result import LoopResult
+
+__all__ = ["ModelCallStarted", "RunFinished", "StreamClosed", "StreamEvent", "TextDelta", "ToolAttemptFinished",
+           "ToolAttemptStarted", "ToolCallDelta", "TransitionFired", "WaitingOn", "listening", "replayed_deltas", "sink"]
+
+
+class StreamEvent:
+    """What every event of a streamed run is."""
+
+    __slots__ = ()
+
+
+class StreamClosed(ForgeError, RuntimeError):
+    """The consumer stopped reading a streamed run before it ended (it broke out of the
+    loop, or closed the stream): the run ends in `fatal_error`, with this as its error,
+    before its next call to the world (a tool, a model), once the call under way has
+    finished."""
+
+
+class TransitionFired(StreamEvent):
+    """A transition fired: its `record`, as the trace keeps it (made when first read: a
+    consumer that only counts transitions costs the run no record).
+
+    `TransitionFired(record)`, or `TransitionFired.at(trace, index)` for the trace's record
+    `index`.
+    """
+
+    __slots__ = ("_index", "_record", "_trace")
+
+    def __init__(self, record: TransitionRecord) -> None:
+        self._record: TransitionRecord | None = record
+        self._trace: Sequence[TransitionRecord] = ()
+        self._index = 0
+
+    @classmethod
+    def at(cls, trace: Sequence[TransitionRecord], index: int) -> TransitionFired:
+        event = cls.__new__(cls)
+        event._record, event._trace, event._index = None, trace, index
+        return event
+
+    @property
+    def record(self) -> TransitionRecord:
+        if self._record is None:
+            self._record = self._trace[self._index]
+        return self._record
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TransitionFired) and self.record == other.record
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TransitionFired({self.record!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAttemptStarted(StreamEvent):
+    """A tool's handler is about to be called (`attempt.number` counts from 1)."""
+
+    attempt: ToolAttempt
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAttemptFinished(StreamEvent):
+    """A tool's handler returned, or raised (`attempt.error`)."""
+
+    attempt: ToolAttempt
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallStarted(StreamEvent):
+    """A request went to the model `model`; its reply streams as deltas."""
+
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta(StreamEvent):
+    """The next piece of the text the model is writing."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta(StreamEvent):
+    """The next piece of a tool call the model is writing: the call's position in its reply
+    (`index`), its id and tool name (given on its first piece), and more of its arguments'
+    JSON text."""
+
+    index: int
+    call_id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingOn(StreamEvent):
+    """The run ended in a needs-input state: what it waits for (`waiting.state`, and the
+    call, tools or question of it: `waiting.question` says it in one line)."""
+
+    waiting: Waiting
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished(StreamEvent):
+    """The run ended: its result. Always the last event."""
+
+    result: LoopResult
+
+
+Sink = Callable[[StreamEvent], None]
+
+_SINK: contextvars.ContextVar[Sink | None] = contextvars.ContextVar("forge_stream_sink", default=None)
+
+
+def sink() -> Sink | None:
+    """Where the deltas of a model call made now go: the consumer of the streamed run this
+    thread or task runs, or None when nobody listens (then a policy does not stream)."""
+    return _SINK.get()
+
+
+@contextmanager
+def listening(to: Sink) -> Iterator[None]:
+    """Send the deltas of the model calls made inside the `with` block to `to`."""
+    token = _SINK.set(to)
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
+def replayed_deltas(reply: Any) -> list[StreamEvent]:
+    """The deltas of a model reply the journal answered (no model was asked): its text as
+    one delta and each tool call as one, without timing."""
+    message = reply.get("message") if isinstance(reply, dict) else None
+    if not isinstance(message, dict):
+        return []
+    deltas: list[StreamEvent] = []
+    if message.get("content"):
+        deltas.append(TextDelta(str(message["content"])))
+    for index, call in enumerate(message.get("tool_calls") or ()):
+        function = call.get("function") or {}
+        deltas.append(ToolCallDelta(index, call.get("id"), function.get("name"), str(function.get("arguments") or "")))
+    return deltas

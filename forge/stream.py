@@ -1,0 +1,254 @@
+"""A run as a stream of events (`AgentLoop.stream`, `AgentLoop.astream`; the events are in
+`forge.events`).
+
+The run is the ordinary one — the same definition, stages, journal and trace as
+`run`/`arun` make — with one more observer, which hands each transition and tool attempt to
+the consumer, and a `forge.events.sink` set for its model calls, through which a model
+policy streams its reply. `stream` runs it in a thread of its own and yields from a queue;
+`astream` runs `arun` as a task of the caller's event loop (its events reach the consumer
+each time the run awaits: a tool, a model, a sleep). A model call the journal answers (a
+replay) gives its reply's deltas from the journal.
+
+A consumer that stops early (breaks out of the loop, or closes the stream) stops the run
+before its next call to the world (a tool's handler, a model): it ends in `fatal_error` with
+`StreamClosed`, after the call under way has finished, and closing waits for that. A run
+that makes no more call ends as it would have (its transitions in between are pure and
+take microseconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from forge.events import (
+    ModelCallStarted,
+    RunFinished,
+    StreamClosed,
+    StreamEvent,
+    ToolAttemptFinished,
+    ToolAttemptStarted,
+    TransitionFired,
+    WaitingOn,
+    listening,
+    replayed_deltas,
+)
+from forge.observe import LoopObserver, RunView, ToolAttempt
+
+__all__ = ["astream", "stream"]
+
+_END = object()
+
+
+class _Failed:
+    """What the run raised instead of ending (a journal miss, an async part under `run`)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class _Relay(LoopObserver):
+    """The observer that hands the run's events to `put`, each with how many records the
+    trace had then; once `closed` is set, it stops the run before its next call.
+
+    The consumer's side makes the `TransitionFired` events from those counts (`_Handed`):
+    a transition costs the run no event, no record and no word to this observer, so that
+    a streamed run costs about what a run does."""
+
+    def __init__(self, put: Callable[[Any], None], closed: threading.Event) -> None:
+        self.put, self.closed = put, closed
+        self.trace: Sequence[Any] = ()
+        self.journal: Sequence[Any] = ()
+        self.streamed = 0  # model calls whose deltas came live from the policy, not yet seen in the journal
+        self.seen = 0  # journal entries looked at for replayed model calls
+
+    def run_started(self, run: RunView) -> None:
+        self.trace, self.journal = run.trace, run.journal
+
+    def live(self, event: StreamEvent) -> None:
+        """The sink of the run's model calls: deltas as the model makes them."""
+        if isinstance(event, ModelCallStarted):
+            self._refuse_if_closed(f"before a call of model {event.model!r}")
+            self.streamed += 1
+        self.put((len(self.trace), event))
+
+    def tool_attempt_started(self, run: RunView, attempt: ToolAttempt) -> None:
+        self._refuse_if_closed(f"before a call of tool {attempt.tool!r}")
+        self.put((len(self.trace), ToolAttemptStarted(attempt)))
+
+    def _refuse_if_closed(self, where: str) -> None:
+        if self.closed.is_set():
+            raise StreamClosed(f"the stream was closed before the run ended: it stopped {where}")
+
+    def tool_attempt(self, run: RunView, attempt: ToolAttempt) -> None:
+        self.put((len(self.trace), ToolAttemptFinished(attempt)))
+
+    def run_finished(self, run: RunView, result: Any) -> None:
+        if result.outcome == "needs_input":
+            from forge.machine.asking import question_of
+
+            self.put((len(self.trace), WaitingOn(question_of(run))))  # type: ignore[arg-type]  # it is the run
+
+    def _replayed(self) -> None:
+        """The deltas of the model calls the journal answered (one the policy streamed live
+        was told already)."""
+        journal = self.journal
+        for index in range(self.seen, len(journal)):
+            entry = journal[index]
+            if entry.kind != "model":
+                continue
+            if self.streamed:
+                self.streamed -= 1
+                continue
+            self.put((len(self.trace), ModelCallStarted(entry.name)))
+            for delta in replayed_deltas(entry.value):
+                self.put((len(self.trace), delta))
+        self.seen = len(journal)
+
+
+class _ModelRelay(_Relay):
+    """`_Relay`, for a run whose policy asks a model: a model call the journal answers (a
+    replay) is told as its deltas, looked for as each transition starts."""
+
+    def transition_started(self, run: RunView, state: str) -> None:
+        self._replayed()
+
+    def run_finished(self, run: RunView, result: Any) -> None:
+        self._replayed()
+        super().run_finished(run, result)
+
+
+class _Handed:
+    """The consumer's side: each item `_Relay` put, as the events to yield — the records
+    the trace got before it (`TransitionFired`), then its own event."""
+
+    __slots__ = ("fired", "relay")
+
+    def __init__(self, relay: _Relay) -> None:
+        self.relay, self.fired = relay, 0
+
+    def events(self, item: Any) -> list[StreamEvent]:
+        if isinstance(item, RunFinished):
+            upto, event = len(item.result.trace), item
+            trace: Sequence[Any] = item.result.trace
+        else:
+            (upto, event), trace = item, self.relay.trace
+        fired: list[StreamEvent] = [TransitionFired.at(trace, index) for index in range(self.fired, upto)]
+        self.fired = max(self.fired, upto)
+        fired.append(event)
+        return fired
+
+
+def _relay_for(loop: Any) -> type[_Relay]:
+    """The relay a run of `loop` needs: one that looks for replayed model calls only when
+    its policy asks a model."""
+    config = getattr(loop, "_config", None)
+    return _ModelRelay if config is None or config.policy_replays == "model" else _Relay
+
+
+def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: Any = None,
+           run_id: str | None = None, journal: Any = None) -> Iterator[StreamEvent]:
+    """The events of a run of `goal` on `loop` (see the module), the last `RunFinished`;
+    with `journal`, of its replay (`loop.replay`), calling nothing.
+
+    Raises (while iterating): what `loop.run` or `loop.replay` raises (a `JournalMiss`,
+    `AsyncNotSupported`, a blank goal).
+    """
+    events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    closed = threading.Event()
+    relay = _relay_for(loop)(events.put, closed)
+    watching = (relay, *observers)
+
+    def work() -> None:
+        try:
+            with listening(relay.live):
+                if journal is None:
+                    result = loop.run(goal, observers=watching, state=state, run_id=run_id)
+                else:
+                    result = loop.replay(journal, goal, watching, state)
+            events.put(RunFinished(result))
+        except BaseException as error:  # handed to the consumer, raised there
+            events.put(_Failed(error))
+        finally:
+            events.put(_END)
+
+    thread = threading.Thread(target=work, name="forge-stream", daemon=True)
+    thread.start()
+    handed = _Handed(relay)
+    ended = False
+    try:
+        while True:
+            item = events.get()
+            if item is _END:
+                ended = True
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield from handed.events(item)
+    finally:
+        if not ended:
+            closed.set()
+            while events.get() is not _END:  # the run stops at its next transition
+                pass
+        thread.join()
+
+
+async def astream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: Any = None,
+                  run_id: str | None = None, journal: Any = None) -> AsyncIterator[StreamEvent]:
+    """`stream`, as an async generator: the run is `loop.arun(...)` (or, with `journal`, a
+    replay in a worker thread), a task of this event loop.
+
+    Raises (while iterating): what `loop.arun` raises.
+    """
+    events: asyncio.Queue[Any] = asyncio.Queue()
+    closed = threading.Event()
+    if journal is None:
+        relay = _relay_for(loop)(events.put_nowait, closed)
+    else:
+        running = asyncio.get_running_loop()
+
+        def from_thread(item: Any) -> None:
+            running.call_soon_threadsafe(events.put_nowait, item)
+
+        relay = _relay_for(loop)(from_thread, closed)
+    watching = (relay, *observers)
+
+    async def work() -> None:
+        try:
+            with listening(relay.live):
+                if journal is None:
+                    result = await loop.arun(goal, observers=watching, state=state, run_id=run_id)
+                else:
+                    result = await asyncio.to_thread(loop.replay, journal, goal, watching, state)
+            events.put_nowait(RunFinished(result))
+        except BaseException as error:  # handed to the consumer, raised there
+            events.put_nowait(_Failed(error))
+            if isinstance(error, asyncio.CancelledError):
+                raise
+        finally:
+            events.put_nowait(_END)
+
+    task = asyncio.get_running_loop().create_task(work())
+    handed = _Handed(relay)
+    ended = False
+    try:
+        while True:
+            item = await events.get()
+            if item is _END:
+                ended = True
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            for event in handed.events(item):
+                yield event
+    finally:
+        if not ended:
+            closed.set()
+            while await events.get() is not _END:  # the run stops at its next transition
+                pass
+        await task

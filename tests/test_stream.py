@@ -1,0 +1,234 @@
+"""A run as a stream of typed events (issue 33, item 1): `loop.stream` and `loop.astream`
+yield each transition, tool attempt, model call and the deltas of a `ChatPolicy`'s reply as
+they happen, then the result; the run is the run `run` makes; breaking out stops it in
+fatal_error; a replayed run streams its model replies from the journal."""
+
+import asyncio
+import contextlib
+import threading
+
+import pytest
+from builders import Recorder
+
+openai = pytest.importorskip("openai", reason="the llm extra is a test dependency: python3 tasks.py test installs it")
+
+from chat_server import ChatServer, reply  # noqa: E402
+
+from forge import AgentLoop, Ask, Finish, Intent, LoopObserver, ScriptedPolicy, Tool, TransientToolError, tool  # noqa: E402
+from forge.events import (  # noqa: E402
+    ModelCallStarted,
+    RunFinished,
+    StreamClosed,
+    TextDelta,
+    ToolAttemptFinished,
+    ToolAttemptStarted,
+    ToolCallDelta,
+    TransitionFired,
+    WaitingOn,
+)
+from forge.llm import ChatPolicy  # noqa: E402
+
+NOTES = {"todo.md": "buy milk"}
+
+
+@tool
+def read_note(path: str) -> str:
+    """Read a note by its path."""
+    return NOTES[path]
+
+
+def _chat_loop(server):
+    policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test", max_retries=0),
+                        async_client=openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0),
+                        system="You keep notes.")
+    return AgentLoop([read_note], policy, lambda o: isinstance(o.payload, Finish))
+
+
+def _script():
+    return [reply(None, ("call_1", "read_note", {"path": "todo.md"})), reply("It says: buy milk")]
+
+
+def _copy_loop(calls=None):
+    calls = calls if calls is not None else []
+
+    def fetch(path: str) -> str:
+        calls.append(path)
+        if len(calls) == 1:
+            raise TransientToolError("busy")
+        return "text"
+
+    steps = [Intent.call("fetch", path="a.md"), Intent.call("fetch", path="b.md"), Finish("done")]
+    return AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})], ScriptedPolicy(steps),
+                     lambda o: o.tool_name == "finish")
+
+
+def _shape(trace):
+    return [(r.source, r.trigger, r.dest, r.verdict) for r in trace]
+
+
+def test_a_streamed_run_yields_every_transition_and_tool_attempt_then_its_result():
+    events = list(_copy_loop().stream("copy"))
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and finished.result.reason == "verified_success"
+    fired = [e.record for e in events if isinstance(e, TransitionFired)]
+    assert fired == list(finished.result.trace)
+    attempts = [(type(e).__name__, e.attempt.number, e.attempt.error is not None) for e in events
+                if isinstance(e, ToolAttemptStarted | ToolAttemptFinished)]
+    assert attempts == [("ToolAttemptStarted", 1, False), ("ToolAttemptFinished", 1, True),
+                        ("ToolAttemptStarted", 2, False), ("ToolAttemptFinished", 2, False),
+                        ("ToolAttemptStarted", 1, False), ("ToolAttemptFinished", 1, False)]
+
+
+def test_a_streamed_run_is_the_run_that_run_makes():
+    streamed = list(_copy_loop().stream("copy", run_id="same"))[-1].result
+    ran = _copy_loop().run("copy", run_id="same")
+    assert _shape(streamed.trace) == _shape(ran.trace)
+    assert [(e.kind, e.name, e.identity, e.value) for e in streamed.journal] == \
+        [(e.kind, e.name, e.identity, e.value) for e in ran.journal]
+
+
+def test_a_chat_policys_reply_streams_as_text_and_tool_call_deltas():
+    with ChatServer(_script()) as server:
+        events = list(_chat_loop(server).stream("what does todo.md say?"))
+    assert [e.model for e in events if isinstance(e, ModelCallStarted)] == ["test-model", "test-model"]
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert len(texts) > 1 and "".join(texts) == "It says: buy milk"
+    calls = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert (calls[0].call_id, calls[0].name) == ("call_1", "read_note")
+    assert "".join(c.arguments for c in calls) == '{"path": "todo.md"}'
+    assert all(request["stream"] is True for request in server.requests)
+    assert events[-1].result.answer == "It says: buy milk"
+
+
+def test_a_streamed_chat_run_journals_what_an_unstreamed_one_does():
+    with ChatServer(_script()) as server:
+        streamed = list(_chat_loop(server).stream("what does todo.md say?"))[-1].result
+    with ChatServer(_script()) as server:
+        ran = _chat_loop(server).run("what does todo.md say?")
+    models = [(e.identity, e.value["message"]) for e in streamed.journal if e.kind == "model"]
+    assert models == [(e.identity, e.value["message"]) for e in ran.journal if e.kind == "model"]
+    assert all("stream" not in identity for identity, _ in models)
+    assert _shape(streamed.trace) == _shape(ran.trace)
+    assert streamed.usage.total_tokens == ran.usage.total_tokens == 4
+
+
+def test_a_replayed_chat_run_streams_its_model_replies_from_the_journal_calling_nothing():
+    with ChatServer(_script()) as server:
+        recorded = _chat_loop(server).run("what does todo.md say?")
+    with ChatServer([]) as nobody:  # a model asked now fails the test
+        events = list(_chat_loop(nobody).stream("what does todo.md say?", journal=recorded.journal))
+    assert nobody.requests == [] and events[-1].result.reason == "verified_success"
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["It says: buy milk"]
+    assert [(e.call_id, e.name, e.arguments) for e in events if isinstance(e, ToolCallDelta)] == \
+        [("call_1", "read_note", '{"path": "todo.md"}')]
+
+
+class _Ended(LoopObserver):
+    def __init__(self):
+        self.result = None
+
+    def run_finished(self, run, result):
+        self.result = result
+
+
+def _held_loop(calls, gate):
+    """Two calls of a tool whose first waits for `gate`: a consumer sees it start, then stops."""
+    def fetch(path: str) -> str:
+        calls.append(path)
+        gate.wait(timeout=30)
+        return "text"
+
+    steps = [Intent.call("fetch", path="a.md"), Intent.call("fetch", path="b.md"), Finish("done")]
+    return AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})], ScriptedPolicy(steps),
+                     lambda o: o.tool_name == "finish")
+
+
+def test_breaking_out_of_the_stream_ends_the_run_in_fatal_error_at_its_next_transition():
+    calls, ended, gate = [], _Ended(), threading.Event()
+    stream = _held_loop(calls, gate).stream("copy", observers=[ended])
+    for event in stream:
+        if isinstance(event, ToolAttemptStarted):
+            break
+    threading.Timer(0.1, gate.set).start()  # the call under way finishes after the consumer has left
+    stream.close()
+    assert ended.result.reason == "fatal_error" and isinstance(ended.result.error, StreamClosed)
+    assert calls == ["a.md"]  # the call under way finished; nothing after it ran
+    assert "the stream was closed" in ended.result.summary
+
+
+def test_a_run_that_waits_says_on_what_before_it_ends():
+    loop = AgentLoop([read_note], ScriptedPolicy([Ask("Which note?")]), lambda o: True)
+    events = list(loop.stream("read"))
+    waiting = [e.waiting for e in events if isinstance(e, WaitingOn)]
+    assert [(w.state, w.prompt) for w in waiting] == [("input_required", "Which note?")]
+    assert isinstance(events[-1], RunFinished) and events[-1].result.reason == "input_required"
+
+
+def test_what_the_run_raises_is_raised_while_iterating():
+    async def fetch(path: str) -> str:
+        return "text"
+
+    loop = AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})],
+                     ScriptedPolicy([Intent.call("fetch", path="a")]), lambda o: True)
+    with pytest.raises(TypeError, match="async"):
+        list(loop.stream("fetch"))
+
+
+def test_astream_yields_the_same_events_under_arun():
+    async def events_of(loop):
+        return [event async for event in loop.astream("what does todo.md say?")]
+
+    with ChatServer(_script()) as server:
+        events = asyncio.run(events_of(_chat_loop(server)))
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "It says: buy milk"
+    assert [type(e) for e in events if isinstance(e, ModelCallStarted | RunFinished)] == \
+        [ModelCallStarted, ModelCallStarted, RunFinished]
+    assert [e.record for e in events if isinstance(e, TransitionFired)] == list(events[-1].result.trace)
+
+
+def test_leaving_astream_early_ends_the_run_in_fatal_error():
+    calls, ended = [], _Ended()
+
+    async def consume():
+        gate = asyncio.Event()
+
+        async def fetch(path: str) -> str:
+            calls.append(path)
+            await gate.wait()
+            return "text"
+
+        steps = [Intent.call("fetch", path="a.md"), Intent.call("fetch", path="b.md"), Finish("done")]
+        loop = AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})], ScriptedPolicy(steps),
+                         lambda o: o.tool_name == "finish")
+        async with contextlib.aclosing(loop.astream("copy", observers=[ended])) as events:
+            async for event in events:
+                if isinstance(event, ToolAttemptStarted):
+                    asyncio.get_running_loop().call_later(0.1, gate.set)
+                    break
+
+    asyncio.run(consume())
+    assert ended.result.reason == "fatal_error" and isinstance(ended.result.error, StreamClosed)
+    assert calls == ["a.md"]
+
+
+def test_a_streamed_run_with_no_consumer_work_keeps_the_recorded_calls():
+    recorder = Recorder("a", "b")
+    loop = AgentLoop([Tool("write", {"write"}, recorder, optional={"path"})],
+                     ScriptedPolicy([Intent.call("write", path="1"), Intent.call("write", path="2"), Finish("ok")]),
+                     lambda o: o.tool_name == "finish")
+    result = list(loop.stream("write"))[-1].result
+    assert recorder.calls == [{"path": "1"}, {"path": "2"}] and result.reason == "verified_success"
+
+
+def test_astream_of_a_replay_streams_the_replies_from_the_journal():
+    with ChatServer(_script()) as server:
+        recorded = _chat_loop(server).run("what does todo.md say?")
+
+    async def events_of(loop):
+        return [event async for event in loop.astream("what does todo.md say?", journal=recorded.journal)]
+
+    with ChatServer([]) as nobody:
+        events = asyncio.run(events_of(_chat_loop(nobody)))
+    assert nobody.requests == [] and events[-1].result.reason == "verified_success"
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["It says: buy milk"]
+    assert [e.record for e in events if isinstance(e, TransitionFired)] == list(events[-1].result.trace)
