@@ -426,6 +426,8 @@ def _runs(args: argparse.Namespace) -> int:
             runs.cancel(args.run_id)
             print(f"cancelled {args.run_id}")
             return 0
+        if args.action == "follow":
+            return _follow(runs, args.run_id, args.every)
         answered = runs.get(args.run_id).answers
         runs.resume(args.run_id, _answer_of(args))
         print(f"answered {args.run_id}")
@@ -444,6 +446,26 @@ def _runs(args: argparse.Namespace) -> int:
                 return 1
             print(f"{stored.status}" + (f": {stored.summary}" if stored.summary else ""))
         return 0
+
+
+def _follow(runs: Any, run_id: str, every: float) -> int:
+    """`forge runs follow`: each transition of the run as it fires, until it waits or ends."""
+    from forge.events import RunStopped, TransitionFired, WaitingOn
+
+    if not every > 0:
+        raise UsageError(f"--every must be a number of seconds > 0, got {every:g}")
+    from forge.narrate import describe
+
+    for event in runs.stream(run_id, every):
+        if isinstance(event, TransitionFired):
+            print(describe(event.record), flush=True)
+        elif isinstance(event, WaitingOn):
+            print(f"waiting in {event.waiting.state}: {event.waiting.question}", flush=True)
+        elif isinstance(event, RunStopped):
+            stored = event.result
+            print(f"{stored.status}" + (f": {stored.summary}" if stored.summary and stored.status == "finished" else "")
+                  + (f": {stored.error}" if stored.error else ""), flush=True)
+    return 0
 
 
 def _patch_of(path: str) -> Any:
@@ -648,7 +670,7 @@ def _parser() -> argparse.ArgumentParser:
     replay.set_defaults(handler=_replay)
 
     runs = commands.add_parser("runs", help="list, show, answer or cancel durable runs in a database")
-    runs.add_argument("action", choices=("list", "show", "resume", "cancel", "fork"))
+    runs.add_argument("action", choices=("list", "show", "follow", "resume", "cancel", "fork"))
     runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
     runs.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
     runs.add_argument("--limit", type=_positive, default=50, help="list: how many runs, newest first (default 50)")
@@ -665,6 +687,8 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("--at", type=_positive, metavar="K", help="fork: the transition to fork at")
     runs.add_argument("--patch", metavar="FILE.json", help="fork: the outcome to put in place of the one recorded at K")
     runs.add_argument("--run-id", dest="run_id_new", metavar="NEW", help="fork: the new run's id (default: random)")
+    runs.add_argument("--every", type=float, default=0.25, metavar="SECONDS",
+                      help="follow: how often to ask the database (default 0.25)")
     runs.set_defaults(handler=_runs)
 
     compare = commands.add_parser("diff", help="where two recorded runs diverge; exit 0 equal, 1 different")

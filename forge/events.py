@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from forge.observe import ToolAttempt
     from forge.result import LoopResult
 
-__all__ = ["ModelCallStarted", "RunFinished", "StreamClosed", "StreamEvent", "TextDelta", "ToolAttemptFinished",
+__all__ = ["ModelCallStarted", "RunFinished", "RunStopped", "StreamClosed", "StreamEvent", "TextDelta", "ToolAttemptFinished",
            "ToolAttemptStarted", "ToolCallDelta", "TransitionFired", "WaitingOn", "listening", "replayed_deltas", "sink"]
 
 
@@ -144,6 +144,16 @@ class RunFinished(StreamEvent):
     """The run ended: its result. Always the last event."""
 
     result: LoopResult
+
+
+@dataclass(frozen=True, slots=True)
+class RunStopped(StreamEvent):
+    """A stored run followed from its database (`StoredRuns.stream`) stopped moving: it
+    finished, waits for an answer, was cancelled or failed. `result` is the run as stored
+    (a `forge.durable.DurableResult`: its `status`, `reason`, `waiting`, `summary`). Always
+    the last event of such a stream."""
+
+    result: Any
 
 
 Sink = Callable[[StreamEvent], None]

@@ -168,3 +168,63 @@ def test_a_run_whose_transitions_cannot_be_written_costs_only_its_own_live_view(
     assert runs.fired_so_far("unwritable") == [] and len(runs.fired_so_far("followed-4")) == 5
     RELEASE.set()
     assert durable.wait("followed-4", timeout=30).status == "finished"
+
+
+def test_a_stored_run_streams_its_transitions_as_it_moves_then_stops(held, runs):
+    from forge.events import RunStopped, TransitionFired
+
+    durable = held("streamed-1")
+    events = []
+
+    def read():
+        events.extend(runs.stream("streamed-1", every=0.02))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    for _ in range(500):  # what it fired up to the call it is held in, before it moves on
+        if sum(isinstance(e, TransitionFired) for e in events) >= 5:
+            break
+        threading.Event().wait(0.02)
+    before = sum(isinstance(e, TransitionFired) for e in events)
+    RELEASE.set()
+    reader.join(30)
+    whole = durable.wait("streamed-1", timeout=30)
+    fired = [e.record for e in events if isinstance(e, TransitionFired)]
+    assert 5 <= before < len(fired)
+    assert [(r.sequence, r.source, r.trigger, r.dest) for r in fired] == \
+        [(r.sequence, r.source, r.trigger, r.dest) for r in whole.records]
+    assert isinstance(events[-1], RunStopped) and events[-1].result.status == "finished"
+
+
+def test_forge_runs_follow_prints_a_stored_runs_transitions_until_it_ends(make, db):
+    from builders import forge
+
+    durable = make(AgentLoop([slow], two_calls, lambda o: o.tool_name == "finish"))
+    RELEASE.set()
+    done = durable.run("follow me", run_id="followed-cli", timeout=30)
+    shown = forge("runs", "follow", "followed-cli", "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert len(lines) == len(done.records) + 1
+    assert lines[-1].startswith("finished: verified_success")
+    refused = forge("runs", "follow", "followed-cli", "--db", str(db), "--every", "0")
+    assert refused.returncode == 1 and "--every must be a number of seconds > 0" in refused.stderr
+
+
+def test_following_a_waiting_run_says_what_it_waits_for(make, db):
+    from forge.events import RunStopped, WaitingOn
+
+    @tool(side_effect=True)
+    def write(n: int) -> int:
+        """Write n."""
+        return n
+
+    loop = AgentLoop([write], lambda goal, state: Intent.call("write", n=1), lambda o: True, definition="approval",
+                     approver=lambda request: None)
+    durable = make(loop)
+    durable.run("ask first", run_id="followed-waiting", timeout=30)
+    with StoredRuns(db) as reader:
+        events = list(reader.stream("followed-waiting", every=0.02))
+    waiting = [e.waiting for e in events if isinstance(e, WaitingOn)]
+    assert [w.state for w in waiting] == ["approval_required"] and waiting[0].tool == "write"
+    assert isinstance(events[-1], RunStopped) and events[-1].result.status == "waiting"

@@ -15,13 +15,15 @@ import builtins
 import functools
 import json
 import logging
+import math
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
@@ -35,6 +37,9 @@ from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import ForkPlan, Patch
 from forge.machine.journal import JournalEntry
 from forge.machine.trace import TransitionRecord
+
+if TYPE_CHECKING:
+    from forge.events import StreamEvent
 
 __all__ = ["RunRow", "StoredRuns"]
 
@@ -208,6 +213,41 @@ class StoredRuns:
         except sa.exc.SQLAlchemyError:
             return False
         return True
+
+    def stream(self, run_id: str, every: float = 0.25) -> Iterator[StreamEvent]:
+        """The run's events as it moves, read from the database (`forge.events`): a
+        `TransitionFired` for each transition it has fired and fires (what it fired before
+        is given first), then, when it waits, `WaitingOn(waiting)`, and last
+        `RunStopped(result)` once it waits, finishes, is cancelled or fails. While the
+        stream is read the run is followed (`follow`), so the process running it stores its
+        transitions as it goes; `every` is how often the database is asked. What `forge
+        runs follow` prints. (A stored run keeps no tool attempt and no model delta: a
+        stream of the run in its own process, `loop.stream`, has those.)
+
+        Raises (while iterating):
+            RunNotFound: (a LookupError) no such run.
+            UsageError: the database cannot be read.
+        """
+        from forge.events import RunStopped, TransitionFired, WaitingOn
+
+        shown, followed = 0, -math.inf
+        while True:
+            if time.monotonic() - followed > 5:  # a watch lasts 15 s: renewed well before it lapses
+                self.follow(run_id, 15.0)
+                followed = time.monotonic()
+            stored = self.get(run_id)
+            stopped = stored.status in ("waiting", "finished", "cancelled", "error")
+            records = list(stored.records) if stopped or stored.legacy else \
+                (self.fired_so_far(run_id) or list(stored.records))
+            for record in records[shown:]:
+                yield TransitionFired(record)
+            shown = max(shown, len(records))
+            if stopped:
+                if stored.waiting is not None:
+                    yield WaitingOn(stored.waiting)
+                yield RunStopped(stored)
+                return
+            time.sleep(every)
 
     @_readable
     def fired_so_far(self, run_id: str) -> builtins.list[TransitionRecord]:
