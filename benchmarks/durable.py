@@ -202,7 +202,31 @@ def forge_child(db: str, steps: int, repeats: int) -> dict[str, Any]:
         result = durable.run("benchmark", run_id=f"{RUN}-{number}")
         assert result.reason == "verified_success", result
 
-    return _timed(one, commits, steps, repeats)
+    return {**_timed(one, commits, steps, repeats), "answer_commits": answer_cost(db, commits)}
+
+
+def answer_cost(db: str, commits: Commits) -> int:
+    """How many more commits a run's one approval takes when a person gives it (the run
+    waits, is answered, and goes on) than when its approver does: the same calls either way."""
+    from forge import AgentLoop, Finish, Intent, Tool
+    from forge.durable import Answer
+
+    def policy(goal: str, state: Any) -> Any:
+        return Intent.call("write", n=1) if not state.observations else Finish("written")
+
+    def loop(approver: Callable[..., Any]) -> Any:
+        return AgentLoop([Tool("write", {"write"}, write, required={"n"}, side_effect=True)], policy,
+                         lambda o: o.tool_name == "finish", definition="approval", approver=approver)
+
+    approving = loop(lambda request: True).durable("bench-approver", db=db)
+    asking = loop(lambda request: None).durable("bench-person", db=db)
+    before = commits.count
+    assert approving.run("write", run_id=f"{RUN}-approved").reason == "verified_success"
+    by_approver = commits.count - before
+    before = commits.count
+    waiting = asking.run("write", run_id=f"{RUN}-answered")
+    assert asking.resume(f"{RUN}-answered", Answer.approve(waiting.waiting.fingerprint)).reason == "verified_success"
+    return commits.count - before - by_approver
 
 
 class GraphState(TypedDict):
@@ -387,6 +411,10 @@ def main() -> None:
                   f"{'MET' if forge_ms <= best else 'MISSED'}")
         print(f"{database:<10} forge commits/step {forge_commits:5.2f} (target <= 2 per step, "
               f"plus the run's own start and end) {'MET' if forge_commits <= 2 + 4 / (args.steps + 1) else 'MISSED'}")
+        extra = statistics.median(r["answer_commits"] for (backend, db), runs in results.items()
+                                  if backend == "forge" and db == database for r in runs)
+        print(f"{database:<10} forge: a person's answer to an approval costs {extra:g} commits more than the "
+              f"approver's (target <= 1) {'MET' if extra <= 1 else 'MISSED'}")
 
 
 class _none:
