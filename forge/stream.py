@@ -193,7 +193,7 @@ def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: 
     finally:
         if not ended:
             closed.set()
-            while events.get() is not _END:  # the run stops at its next transition
+            while events.get() is not _END:  # the run stops before its next call
                 pass
         thread.join()
 
@@ -249,6 +249,6 @@ async def astream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), 
     finally:
         if not ended:
             closed.set()
-            while await events.get() is not _END:  # the run stops at its next transition
+            while await events.get() is not _END:  # the run stops before its next call
                 pass
         await task
