@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.agent.observations import LoopState, Observation
+from forge.compaction import COMPACTED, ContextLimit, compacted_messages, left_out, size_of, summary_request
 from forge.errors import ForgeError, UsageError
 from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
 from forge.machine.effects import can_await, complete
@@ -149,6 +150,10 @@ class ChatPolicy:
     tokenizer: with a token budget, a request whose prompt alone would take the
     conversation past it is not sent (`forge.usage`). Without it the bound is the last
     call's cost."""
+    context: ContextLimit | None = None
+    """Keeps every request within a context limit (`forge.compaction`): the oldest
+    exchanges are left out, whole, noted or summarised by the model. None: everything is
+    sent."""
 
     def with_tools(self, tools: Sequence[Tool]) -> ChatPolicy:
         """This policy offering `tools` (what `AgentLoop` calls with its own).
@@ -261,6 +266,9 @@ class ChatPolicy:
             if intent is not None:
                 return intent
             request = self._request(messages)
+            if self.context is not None and size_of(request, self.count_tokens) > self.context.tokens:
+                yield from self._compact(messages)
+                request = self._request(messages)
             counted = self.count_tokens(request) if self.count_tokens is not None and self.token_budget is not None else 0
             check_budget(usage_of(messages), self.token_budget, counted)
             reply = yield request
@@ -273,10 +281,40 @@ class ChatPolicy:
                 return Finish(message.get("content") or "")
         raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
 
+    def _compact(self, messages: list[dict[str, Any]]) -> Generator[Mapping[str, Any], Any, None]:
+        """Leave the oldest exchanges out of the requests from now on, so that they fit the
+        context limit (`forge.compaction`): noted, or summarised by the model, in a marker
+        message the run keeps."""
+        assert self.context is not None
+        limit, start = self.context.tokens, 1 if messages and messages[0].get("role") == "system" else 0
+        marker = next((m for m in reversed(messages) if COMPACTED in m), None)
+        covered = int(marker[COMPACTED]["upto"]) if marker is not None else start
+
+        def fits(upto: int) -> bool:
+            trial = [*messages, {"role": "system", "content": "", COMPACTED: {"upto": upto}}]
+            return size_of(self._request(trial), self.count_tokens) <= limit
+
+        upto = left_out(messages, fits)
+        if upto <= covered:
+            return  # the latest exchange alone is past the limit: nothing more can go
+        dropped = [m for m in messages[start:upto] if COMPACTED not in m]
+        note: dict[str, Any] = {"role": "system", COMPACTED: {"upto": upto, "strategy": self.context.strategy,
+                                                            "messages": len(dropped)}}
+        if self.context.strategy == "summarise":
+            earlier = [{"role": "system", "content": marker.get("content")}] if marker is not None else []
+            reply = yield summary_request(self.model, [*earlier, *messages[covered:upto]], self.options)
+            note["content"] = f"Summary of the conversation so far: {reply['message'].get('content') or ''}"
+            note[USAGE_KEY] = reply["usage"]
+        else:
+            note["content"] = (f"({len(dropped)} earlier messages of this conversation are left out to fit the "
+                               "context limit.)")
+        messages.append(note)
+
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        sent = compacted_messages(messages) if self.context is not None else messages
         request: dict[str, Any] = {
             "model": self.model,
-            "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages],
+            "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in sent],
             **self.options,
         }
         if self.tools or self.ask:
