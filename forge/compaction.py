@@ -27,7 +27,7 @@ from typing import Any
 
 from forge.errors import UsageError
 
-__all__ = ["COMPACTED", "ContextLimit", "compacted_messages", "left_out", "summary_request"]
+__all__ = ["COMPACTED", "ContextLimit", "compacted_messages", "covered", "left_out", "summary_request"]
 
 COMPACTED = "_compacted"
 """The key of a marker message: `{"upto": K, "strategy": ..., "messages": N}` — the
@@ -62,33 +62,36 @@ def size_of(request: Mapping[str, Any], count_tokens: Callable[[Mapping[str, Any
     return len(json.dumps({"messages": request.get("messages"), "tools": request.get("tools")}, default=str)) // 4
 
 
+def covered(messages: Sequence[Mapping[str, Any]]) -> tuple[int, Mapping[str, Any] | None, int]:
+    """Where the conversation starts (after its system prompt), its latest marker (None
+    when there is none), and the index up to which that marker leaves it out (the start
+    when nothing is left out)."""
+    start = 1 if messages and messages[0].get("role") == "system" else 0
+    marker = next((m for m in reversed(messages) if COMPACTED in m), None)
+    return start, marker, int(marker[COMPACTED]["upto"]) if marker is not None else start
+
+
 def compacted_messages(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The conversation as a request sends it: with the latest marker's messages left out
     and its content in their place, right after the system prompt; markers themselves are
     not sent."""
-    marker = next((m for m in reversed(messages) if COMPACTED in m), None)
-    kept = [m for m in messages if COMPACTED not in m]
+    start, marker, upto = covered(messages)
     if marker is None:
-        return kept
-    upto = int(marker[COMPACTED]["upto"])
-    start = 1 if messages and messages[0].get("role") == "system" else 0
-    head = list(messages[:start])
+        return [m for m in messages if COMPACTED not in m]
     stand_in = {"role": "system", "content": str(marker.get("content") or "")}
-    return [*head, stand_in, *(m for m in messages[upto:] if COMPACTED not in m)]
+    return [*messages[:start], stand_in, *(m for m in messages[upto:] if COMPACTED not in m)]
 
 
 def left_out(messages: Sequence[Mapping[str, Any]], fits: Callable[[int], bool]) -> int:
     """How far (an index into `messages`) to leave the conversation out so that what is
     left fits (`fits(upto)`): whole exchanges only, oldest first, the latest always kept;
     the index the latest marker covers already when nothing more needs to go."""
-    start = 1 if messages and messages[0].get("role") == "system" else 0
-    marker = next((m for m in reversed(messages) if COMPACTED in m), None)
-    covered = int(marker[COMPACTED]["upto"]) if marker is not None else start
-    bounds = _exchanges(messages, covered)
+    _, _, already = covered(messages)
+    bounds = _exchanges(messages, already)
     for upto in bounds[:-1]:  # never past the start of the latest exchange
         if fits(upto):
             return upto
-    return bounds[-1] if len(bounds) > 1 else covered
+    return bounds[-1] if len(bounds) > 1 else already
 
 
 def _exchanges(messages: Sequence[Mapping[str, Any]], start: int) -> list[int]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.agent.observations import LoopState, Observation
-from forge.compaction import COMPACTED, ContextLimit, compacted_messages, left_out, size_of, summary_request
+from forge.compaction import COMPACTED, ContextLimit, compacted_messages, covered, left_out, size_of, summary_request
 from forge.errors import ForgeError, UsageError
 from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
 from forge.machine.effects import can_await, complete
@@ -286,23 +286,22 @@ class ChatPolicy:
         context limit (`forge.compaction`): noted, or summarised by the model, in a marker
         message the run keeps."""
         assert self.context is not None
-        limit, start = self.context.tokens, 1 if messages and messages[0].get("role") == "system" else 0
-        marker = next((m for m in reversed(messages) if COMPACTED in m), None)
-        covered = int(marker[COMPACTED]["upto"]) if marker is not None else start
+        limit = self.context.tokens
+        start, marker, already = covered(messages)
 
         def fits(upto: int) -> bool:
             trial = [*messages, {"role": "system", "content": "", COMPACTED: {"upto": upto}}]
             return size_of(self._request(trial), self.count_tokens) <= limit
 
         upto = left_out(messages, fits)
-        if upto <= covered:
+        if upto <= already:
             return  # the latest exchange alone is past the limit: nothing more can go
         dropped = [m for m in messages[start:upto] if COMPACTED not in m]
         note: dict[str, Any] = {"role": "system", COMPACTED: {"upto": upto, "strategy": self.context.strategy,
                                                             "messages": len(dropped)}}
         if self.context.strategy == "summarise":
             earlier = [{"role": "system", "content": marker.get("content")}] if marker is not None else []
-            reply = yield summary_request(self.model, [*earlier, *messages[covered:upto]], self.options)
+            reply = yield summary_request(self.model, [*earlier, *messages[already:upto]], self.options)
             note["content"] = f"Summary of the conversation so far: {reply['message'].get('content') or ''}"
             note[USAGE_KEY] = reply["usage"]
         else:

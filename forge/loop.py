@@ -144,9 +144,6 @@ class AgentLoop:
         if options.clocks.random is not None:
             retry_options["random"] = options.clocks.random
         self.tools = tools
-        self.max_steps, self.repeat_limit, self.max_attempts = max_steps, limits.repeat_limit, options.retry.max_attempts
-        self.registry = registry
-        self.codec: JournalCodec | None = hooks.codec
         self.stages = catalog_of(stages)
         self.callbacks = hooks.callbacks if hooks.callbacks is not None else NO_CALLBACKS
         if not isinstance(self.callbacks, TransitionCallbacks):
@@ -214,6 +211,27 @@ class AgentLoop:
         """Whether the definition has a transition for this verdict of select_tool."""
         return any(t.guard is not None and self.stages.guards[t.guard].action == "select_tool"
                    and self.stages.guards[t.guard].verdict == verdict for t in self.definition.transitions)
+
+    @property
+    def max_steps(self) -> int:
+        return self._given["max_steps"]  # type: ignore[no-any-return]
+
+    @property
+    def registry(self) -> IdempotencyRegistry | None:
+        """The idempotency registry shared by the loop's runs, or None (each run its own)."""
+        return self._given["registry"]  # type: ignore[no-any-return]
+
+    @property
+    def repeat_limit(self) -> int:
+        return self.options.limits.repeat_limit
+
+    @property
+    def max_attempts(self) -> int:
+        return self.options.retry.max_attempts
+
+    @property
+    def codec(self) -> JournalCodec | None:
+        return self.options.hooks.codec  # type: ignore[no-any-return]
 
     @property
     def policy(self) -> Policy:

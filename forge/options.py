@@ -150,15 +150,6 @@ def grouped(given: Mapping[str, Any], flat: Mapping[str, Any], base: Grouped | N
         ValueError: a flat name given together with its group (which one counts would be
             a guess), or a value its group refuses.
     """
-    if not flat and base is None:  # what almost every loop is made with: no flat name to fold in
-        for name, kind in GROUPS.items():
-            value = given.get(name)
-            if value is not None and not isinstance(value, kind):
-                raise WrongType(f"AgentLoop({name}=...) takes a forge.{kind.__name__}, got {type(value).__name__}")
-        if not any(given.values()):
-            return _DEFAULTS
-        return Grouped(given.get("limits") or _DEFAULTS.limits, given.get("retry") or _DEFAULTS.retry,
-                       given.get("clocks") or _DEFAULTS.clocks, given.get("hooks") or _DEFAULTS.hooks)
     base = base if base is not None else _DEFAULTS
     values: dict[str, Any] = {}
     for name, kind in GROUPS.items():
@@ -166,6 +157,8 @@ def grouped(given: Mapping[str, Any], flat: Mapping[str, Any], base: Grouped | N
         if value is not None and not isinstance(value, kind):
             raise WrongType(f"AgentLoop({name}=...) takes a forge.{kind.__name__}, got {type(value).__name__}")
         values[name] = value
+    if not flat and not any(values.values()):  # what most loops are made with: base as it is, shared
+        return base
     moved: dict[str, dict[str, Any]] = {}
     for name, value in flat.items():
         group = FLAT_NAMES.get(name)

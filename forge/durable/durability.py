@@ -26,7 +26,7 @@ from forge.durable.answers import Answer
 from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input
 from forge.durable.host import launch, shutdown
-from forge.durable.result import DurableResult, wait_for
+from forge.durable.result import DurableResult
 from forge.durable.workflow import HOST, LOOPS, Loop, forge_arun, forge_run
 from forge.errors import UsageError
 from forge.machine.fork import Patch
@@ -219,7 +219,7 @@ class Durable:
             TimeoutError: `timeout` seconds passed first.
             RunNotFound: (a LookupError) no such run.
         """
-        return wait_for(self.runs.get, run_id, timeout, answers)
+        return self.runs.wait(run_id, timeout, answers, every=0.02)  # this process runs it: ask often
 
     def resume(self, run_id: str, answer: Answer, timeout: float | None = None) -> DurableResult:
         """Answer a waiting run and wait for what it does next (finish, or wait again); see
@@ -271,13 +271,11 @@ def conversation(state: LoopState | DurableResult | None) -> dict[str, Any] | No
 
 
 def _checked(goal: str, run_id: str | None) -> str:
+    from forge.durable.runs import new_run_id
+
     if not isinstance(goal, str) or not goal.strip():
         raise UsageError("goal must be a non-blank string")
-    if run_id is None:
-        return os.urandom(16).hex()
-    if not isinstance(run_id, str) or not run_id.strip():
-        raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
-    return run_id
+    return new_run_id(run_id)
 
 
 class DurableLoop(Durable):

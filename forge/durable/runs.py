@@ -41,7 +41,7 @@ from forge.machine.trace import TransitionRecord
 if TYPE_CHECKING:
     from forge.events import StreamEvent
 
-__all__ = ["RunRow", "StoredRuns"]
+__all__ = ["RunRow", "StoredRuns", "new_run_id"]
 
 T = TypeVar("T")
 
@@ -104,6 +104,19 @@ def _unreadable(url: str, error: Exception) -> UsageError:
     cause = (str(getattr(error, "orig", None) or error).strip().splitlines() or [type(error).__name__])[0]
     hint = "; it holds no forge runs" if "no such table" in cause or "does not exist" in cause else ""
     return UsageError(f"cannot read the runs database {shown_url(url)}: {cause}{hint}")
+
+
+def new_run_id(run_id: str | None) -> str:
+    """`run_id`, or 32 random hex digits when None.
+
+    Raises:
+        UsageError: `run_id` is not a non-blank string.
+    """
+    if run_id is None:
+        return os.urandom(16).hex()
+    if not isinstance(run_id, str) or not run_id.strip():
+        raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
+    return run_id
 
 
 class StoredRuns:
@@ -444,9 +457,7 @@ class StoredRuns:
             As `fork`.
         """
         parent, event = self._read(source)
-        new = run_id if run_id is not None else os.urandom(16).hex()
-        if not isinstance(new, str) or not new.strip():
-            raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
+        new = new_run_id(run_id)
         loop = str(event.get("loop") or parent.loop)
         found = self.client.list_workflows(workflow_ids=[new], load_output=False)
         if found:
@@ -497,10 +508,12 @@ class StoredRuns:
             DBOS.migrate(self.url)
             self._migrated = True
 
-    def wait(self, run_id: str, timeout: float | None = None, answers: int = 0) -> DurableResult:
-        """Wait until the run finishes, or waits having had at least `answers` answers.
+    def wait(self, run_id: str, timeout: float | None = None, answers: int = 0, every: float = 0.05
+             ) -> DurableResult:
+        """Wait until the run finishes, or waits having had at least `answers` answers,
+        asking every `every` seconds.
 
         Raises:
             TimeoutError: `timeout` seconds passed first.
         """
-        return wait_for(self.get, run_id, timeout, answers, every=0.05)
+        return wait_for(self.get, run_id, timeout, answers, every)

@@ -474,8 +474,9 @@ class LoopEngine:
         source = self._outside(run)
         self._machine.set_state(self.definition.initial, model=run)
         wanted = "transition_finished" in run.observers.wanted
-        record = self._append(run, ANSWER_TRIGGER, self.definition.initial, (), going_on.detail, source=source)
-        if wanted and record is not None:
+        record = self._append(run, ANSWER_TRIGGER, self.definition.initial, (), going_on.detail, source=source,
+                              record=wanted)
+        if record is not None:
             run.observers.notify(run, "transition_finished", record)
         return True
 
