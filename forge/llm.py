@@ -2,14 +2,17 @@
 OpenAI-compatible chat-completions endpoint.
 
 `ChatPolicy` offers the loop's tools to the model with the JSON Schemas of their contracts,
-turns each tool call into `Intent.call`, runs several calls of one response in order (one
-step each), sends every observation back as a tool message paired with its call's id (the
-payload as JSON, an error as text), and turns a final assistant message into `Finish`. A
-call the loop cannot make (an unknown tool, arguments that are not a JSON object) is told to
-the model as an error and the model is asked again; a call with wrongly typed arguments is
-refused by the tool's contract, which the model is told too. The chat history lives in the
-run's `LoopState.messages`, so the debugger shows it, the trace records it, and a
-conversation goes on from it (`loop.run(goal, state=previous.state)`).
+turns each tool call into `Intent.call`, hands the loop several calls of one response at
+once (it makes those without side effects together, the others one step each, in order),
+sends every observation back as a tool message paired with its call's id (the payload as
+JSON, an error as text), and turns a final assistant message into `Finish` (with a loop's
+`output=`, the model is asked for that shape: structured output, or a `final_answer` tool
+where the endpoint has none). A call the loop cannot make (an unknown tool, arguments that
+are not a JSON object) is told to the model as an error and the model is asked again; a
+call with wrongly typed arguments is refused by the tool's contract, which the model is
+told too. The chat history lives in the run's `LoopState.messages`, so the debugger shows
+it, the trace records it, and a conversation goes on from it (`loop.run(goal,
+state=previous.state)`).
 
 Sync under `run()` and async under `arun()`: inside a running event loop the policy returns
 a coroutine, awaited by the loop, that uses the async client. While a consumer streams the
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -41,7 +45,8 @@ from forge.errors import ForgeError, UsageError
 from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
 from forge.machine.effects import can_await, complete
 from forge.machine.trace import quoted
-from forge.policy import ASK, FINISH, Ask, Finish, Intent
+from forge.output import AnswerInvalid, Output
+from forge.policy import ASK, FINISH, Ask, Decision, Finish, Intent
 from forge.tools import Tool
 from forge.usage import USAGE_KEY, ModelCall, check_budget, usage_of
 
@@ -51,9 +56,9 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
     raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install 'forge-fsm[llm]') "
                       "or pip install openai") from missing
 
-__all__ = ["ASK_TOOL", "ECHO_LIMIT", "ChatPolicy", "ModelError", "ModelRefused", "tool_definitions"]
+__all__ = ["ASK_TOOL", "ECHO_LIMIT", "FINAL_ANSWER", "ChatPolicy", "ModelError", "ModelRefused", "tool_definitions"]
 
-_Steps = Generator[Mapping[str, Any], Any, "Intent | Finish | Ask"]
+_Steps = Generator[Mapping[str, Any], Any, "Decision"]
 
 ASK_TOOL: dict[str, Any] = {"type": "function", "function": {
     "name": ASK,
@@ -64,6 +69,10 @@ ASK_TOOL: dict[str, Any] = {"type": "function", "function": {
                    "required": ["question"], "additionalProperties": False},
 }}
 """The tool `ChatPolicy` offers the model to ask the user (its call becomes `forge.Ask`)."""
+
+FINAL_ANSWER = "final_answer"
+"""The tool `ChatPolicy` offers the model to give a typed answer with, where the endpoint has
+no structured output (`structured_output=False`): its call becomes `forge.Finish`."""
 
 
 ECHO_LIMIT = 300
@@ -150,6 +159,15 @@ class ChatPolicy:
     tokenizer: with a token budget, a request whose prompt alone would take the
     conversation past it is not sent (`forge.usage`). Without it the bound is the last
     call's cost."""
+    output: Output | None = None
+    """The shape of the final answer (`forge.output`; an `AgentLoop(output=...)` gives it,
+    `with_output`): the model is asked for it, and an answer that does not have it is told
+    to the model, which answers again."""
+    structured_output: bool = True
+    """How the shape is asked for: as structured output (`response_format` of type
+    `json_schema`, the answer the reply's content), which OpenAI's endpoints and most
+    compatible ones offer; False, for an endpoint without it: the model is offered a
+    `final_answer` tool whose parameters are the shape, and its call is the answer."""
     context: ContextLimit | None = None
     """Keeps every request within a context limit (`forge.compaction`): the oldest
     exchanges are left out, whole, noted or summarised by the model. None: everything is
@@ -166,6 +184,19 @@ class ChatPolicy:
                              "rename it, or pass ChatPolicy(..., ask=False)")
         return replace(self, tools=tuple(tools))
 
+    def with_output(self, output: Output) -> ChatPolicy:
+        """This policy asking the model for answers of `output`'s shape (what `AgentLoop`
+        calls with its `output=`).
+
+        Raises:
+            ValueError: the shape is asked for with a `final_answer` tool
+                (`structured_output=False`) and a tool has that name.
+        """
+        if not self.structured_output and any(tool.name == FINAL_ANSWER for tool in self.tools):
+            raise UsageError(f"a tool is named {FINAL_ANSWER!r}, the tool ChatPolicy offers the model to give a typed "
+                             "answer (structured_output=False): rename it, or use structured output")
+        return replace(self, output=output)
+
     def with_token_budget(self, budget: int) -> ChatPolicy:
         """This policy refusing a model call that would take its run past `budget` tokens
         (what `AgentLoop(token_budget=...)` calls)."""
@@ -178,7 +209,7 @@ class ChatPolicy:
             return complete(self._decide(goal, state))
         return self._decide(goal, state)
 
-    async def _decide(self, goal: str, state: LoopState) -> Intent | Finish | Ask:
+    async def _decide(self, goal: str, state: LoopState) -> Decision:
         """Send each request `requests` makes, awaiting its answer when it is awaitable."""
         steps = self.requests(goal, state)
         reply = None
@@ -278,7 +309,7 @@ class ChatPolicy:
             if refusal:
                 raise ModelRefused(refusal)
             if not message.get("tool_calls"):
-                return Finish(message.get("content") or "")
+                return Finish(self._answer_of(message.get("content") or ""))
         raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
 
     def _compact(self, messages: list[dict[str, Any]]) -> Generator[Mapping[str, Any], Any, None]:
@@ -309,6 +340,19 @@ class ChatPolicy:
                                "context limit.)")
         messages.append(note)
 
+    def _answer_of(self, content: str) -> Any:
+        """A final message's content as the answer: with structured output, the JSON it is
+        (unwrapped from `{"answer": …}` where the shape is not an object); else the text."""
+        if self.output is None or not self.structured_output:
+            return content
+        try:
+            return self.output.from_model(json.loads(content))
+        except ValueError:
+            return content  # not JSON: the output's check says so to the model
+
+    def _asks_by_tool(self) -> bool:
+        return self.output is not None and not self.structured_output
+
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         sent = compacted_messages(messages) if self.context is not None else messages
         request: dict[str, Any] = {
@@ -316,8 +360,13 @@ class ChatPolicy:
             "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in sent],
             **self.options,
         }
-        if self.tools or self.ask:
-            request["tools"] = [*tool_definitions(self.tools, self.strict), *([ASK_TOOL] if self.ask else [])]
+        final = [_final_answer_tool(self.output)] if self.output is not None and not self.structured_output else []
+        if self.tools or self.ask or final:
+            request["tools"] = [*tool_definitions(self.tools, self.strict), *([ASK_TOOL] if self.ask else []), *final]
+        if self.output is not None and self.structured_output:
+            request["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": re.sub(r"[^A-Za-z0-9_-]", "_", self.output.name)[:64] or "answer",
+                "schema": self.output.for_model(), "strict": self.strict}}
         return request
 
     def _begin_turn(self, goal: str, messages: list[dict[str, Any]], state: LoopState) -> int:
@@ -331,6 +380,9 @@ class ChatPolicy:
         for index, message in enumerate(messages):
             if message.get("_turn") == turn:
                 return index
+        for call in _pending_calls(messages):  # the answer that ended the last turn, given with final_answer
+            if call["function"]["name"] == FINAL_ANSWER:
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": "Answer received."})
         asked = [c for c in _pending_calls(messages) if c["function"]["name"] == ASK]
         last = state.observations[-1] if state.observations else None
         if asked and last is not None and last.tool_name == ASK:
@@ -349,11 +401,18 @@ class ChatPolicy:
                 continue
             if observation.tool_name == ASK:
                 continue  # answered by the next turn's goal (see _begin_turn)
-            if observation.tool_name == FINISH and isinstance(observation.payload, Finish):
+            if observation.tool_name == FINISH and isinstance(observation.payload, (Finish, AnswerInvalid)):
                 if observation.sequence <= turn:
                     continue  # the answer that ended an earlier turn
-                messages.append({"role": "user", "_observation": observation.sequence,
-                                 "content": "That answer was not accepted. Keep working on the goal."})
+                said = "That answer was not accepted. Keep working on the goal."
+                if isinstance(observation.payload, AnswerInvalid):
+                    said = f"error: {observation.payload}. Give the answer again, in the shape asked for."
+                final = [c for c in _pending_calls(messages) if c["function"]["name"] == FINAL_ANSWER]
+                if final:
+                    messages.append({"role": "tool", "tool_call_id": final[0]["id"],
+                                     "_observation": observation.sequence, "content": said})
+                else:
+                    messages.append({"role": "user", "_observation": observation.sequence, "content": said})
                 continue
             pending = _pending_calls(messages)
             if not pending:
@@ -361,10 +420,14 @@ class ChatPolicy:
             messages.append({"role": "tool", "tool_call_id": pending[0]["id"], "_observation": observation.sequence,
                              "content": _content_of(observation)})
 
-    def _next_call(self, messages: list[dict[str, Any]]) -> Intent | Ask | None:
-        """The first pending call the loop can make, as an intent (or, `ask_user`, as the
-        question); unusable ones are answered with the error on the way."""
-        names = {tool.name for tool in self.tools} | ({ASK} if self.ask else set())
+    def _next_call(self, messages: list[dict[str, Any]]) -> Intent | list[Intent] | Ask | Finish | None:
+        """The pending calls the loop can make next: the first as an intent (or, `ask_user`,
+        as the question; `final_answer`, as the answer), or the tool calls before anything
+        else as a list of intents (the loop makes those without side effects together);
+        unusable ones met before any usable call are answered with the error on the way."""
+        names = {tool.name for tool in self.tools} | ({ASK} if self.ask else set()) | \
+            ({FINAL_ANSWER} if self._asks_by_tool() else set())
+        usable: list[Intent] = []
         for call in _pending_calls(messages):
             name, raw = call["function"]["name"], call["function"].get("arguments") or "{}"
             problem = None
@@ -380,15 +443,22 @@ class ChatPolicy:
                 except (json.JSONDecodeError, TypeError) as error:
                     why = error.msg if isinstance(error, json.JSONDecodeError) else "not text"
                     problem = f"error: the arguments are not valid JSON ({why}): {quoted(str(raw), ECHO_LIMIT)}"
+            if usable and (problem is not None or name in (ASK, FINAL_ANSWER)):
+                break  # met once the calls before it are answered
+            if problem is None and name == FINAL_ANSWER and self.output is not None:
+                return Finish(self.output.from_model(arguments))
             if problem is None and name == ASK:
                 question = arguments.get("question")
                 if isinstance(question, str) and question.strip():
                     return Ask(question)
                 problem = f"error: {ASK} needs a non-blank question, got {quoted(str(raw), ECHO_LIMIT)}"
             if problem is None:
-                return Intent(frozenset(), arguments, tool=name, call_id=call["id"])
+                usable.append(Intent(frozenset(), arguments, tool=name, call_id=call["id"]))
+                continue
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": problem})
-        return None
+        if not usable:
+            return None
+        return usable[0] if len(usable) == 1 else usable
 
 
 _STREAMED: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}}
@@ -502,6 +572,16 @@ def _async_twin(client: Any) -> Any:
                               project=client.project, timeout=client.timeout, max_retries=client.max_retries,
                               default_headers=dict(client._custom_headers) or None,
                               default_query=dict(client._custom_query) or None)
+
+
+def _final_answer_tool(output: Output) -> dict[str, Any]:
+    """The tool a model gives a typed answer with, where it has no structured output."""
+    return {"type": "function", "function": {
+        "name": FINAL_ANSWER,
+        "description": (f"Give your final answer, a {output.name}, once the work is done. "
+                        + str(output.schema.get("description") or "")).strip(),
+        "parameters": output.for_model(),
+    }}
 
 
 def _pending_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -52,7 +52,10 @@ class AgentLoop:
     calls and answers) per run. `definition` is a built-in name, a file path or a loaded
     `MachineDefinition` (default: the shipped `single_agent` loop); `stages` adds user
     stages it may name (`{"audit": Stage(...)}`); `approver(request) -> True | False | None`
-    answers the `request_approval` stage of `machines/approval.toml`. Each run gets its own
+    answers the `request_approval` stage of `machines/approval.toml`. `output` (a pydantic
+    model, a dataclass or a JSON Schema, `forge.output`) is the shape of the final answer:
+    it is validated before `verify`, `result.answer` is the typed value, and an invalid
+    answer is told to the policy, which replans within the step budget. Each run gets its own
     idempotency registry, so an identical side effect runs once per run; pass `registry` to
     share one across runs and loops, so that a side effect done once stays done.
 
@@ -70,7 +73,8 @@ class AgentLoop:
     Raises:
         ValueError: no tools, duplicate tool names, a non-Tool in `tools`, a non-callable
             policy, verify or approver, a limit below 1, malformed stages or callbacks, or a
-            definition that asks for approvals without an approver.
+            definition that asks for approvals without an approver, an `output` that is no
+            shape, or one given to a definition without an `answer_invalid` edge.
         TypeError: an unknown keyword argument, or a group given as something else.
         FileNotFoundError, DefinitionError: the definition cannot be found or loaded, or
             `forge check` would find an error in it (nondeterminism, a verdict no transition
@@ -92,14 +96,16 @@ class AgentLoop:
         retry: Retry | None = None,
         clocks: Clocks | None = None,
         hooks: Hooks | None = None,
+        output: Any = None,
         **flat: Any,
     ) -> None:
         options = grouped({"limits": limits, "retry": retry, "clocks": clocks, "hooks": hooks}, flat)
-        self._made(tools, policy, verify, max_steps, definition, stages, approver, registry, options)
+        self._made(tools, policy, verify, max_steps, definition, stages, approver, registry, options, output)
 
     def _made(self, tools: Iterable[Tool], policy: Policy, verify: Callable[[Observation], bool], max_steps: int,
               definition: str | Path | MachineDefinition, stages: Mapping[str, Stage] | StageCatalog | None,
-              approver: Callable[..., Any] | None, registry: IdempotencyRegistry | None, options: Grouped) -> None:
+              approver: Callable[..., Any] | None, registry: IdempotencyRegistry | None, options: Grouped,
+              output: Any = None) -> None:
         from forge.agent.actions import duplicate_names
         from forge.agent.stopping import StopController
         from forge.machine.definition import DefinitionError, MachineDefinition, Problem
@@ -113,7 +119,7 @@ class AgentLoop:
 
         self._given: dict[str, Any] = {"policy": policy, "verify": verify, "max_steps": max_steps,
                                        "definition": definition, "stages": stages, "approver": approver,
-                                       "registry": registry}
+                                       "registry": registry, "output": output}
         self.options = options
         limits, hooks = options.limits, options.hooks
         tools = tuple(tools)
@@ -130,6 +136,14 @@ class AgentLoop:
         with_tools = getattr(policy, "with_tools", None)
         if callable(with_tools):  # a policy that offers the tools to a model (ChatPolicy) is given them
             policy = with_tools(tools)
+        shape = None
+        if output is not None:
+            from forge.output import Output
+
+            shape = Output.of(output)
+            with_output = getattr(policy, "with_output", None)
+            if callable(with_output):  # a policy that asks a model (ChatPolicy) asks it for the shape
+                policy = with_output(shape)
         if limits.token_budget is not None:
             with_budget = getattr(policy, "with_token_budget", None)
             if callable(with_budget):  # a policy that calls a model stops before a call that would exceed it
@@ -171,6 +185,10 @@ class AgentLoop:
             raise UsageError(f"definition {self.definition.name!r} has no budget_exhausted edge, so it cannot stop a run "
                              "at its token_budget: add a transition from the policy's state guarded by "
                              "token_budget_exhausted (as machines/single_agent.toml has)")
+        if shape is not None and not self._handles(Selection.ANSWER_INVALID):
+            raise UsageError(f"definition {self.definition.name!r} has no answer_invalid edge, so it cannot replan after "
+                             "an answer that is not a valid output: add a transition from the policy's state guarded "
+                             "by answer_invalid (as machines/single_agent.toml has)")
         if approver is None and any(s.action == "request_approval" for s in self.definition.states):
             raise UsageError(f"definition {self.definition.name!r} asks for approvals (request_approval): "
                              "pass AgentLoop(..., approver=...)")
@@ -204,6 +222,10 @@ class AgentLoop:
             machine=self.definition.name,
             token_budget=limits.token_budget,
             can_ask=self._handles(Selection.ASKED),
+            output=shape,
+            max_parallel=limits.max_parallel,
+            can_batch=self._handles(Selection.BATCHED),
+            asynchronous=frozenset(tool.name for tool in tools if _is_async(tool.handler)),
             timeouts={s.name: s.timeout for s in self.definition.states if s.timeout is not None and not s.terminal},
         )
 

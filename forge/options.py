@@ -33,7 +33,9 @@ __all__ = ["FLAT_NAMES", "GROUPS", "Clocks", "Grouped", "Hooks", "Limits", "Retr
 class Limits:
     """What bounds a run besides `max_steps`: `repeat_limit` stops a run whose last call has
     been made that many times (identical calls count, or with `repeat_by="tool"` any use of
-    the same tool); `token_budget` bounds the tokens of its model calls (`forge.usage`).
+    the same tool); `token_budget` bounds the tokens of its model calls (`forge.usage`);
+    `max_parallel` bounds how many calls without side effects that the policy asked for at
+    once run at the same time (1: one after another, each a step of its own, as before).
 
     Raises:
         ValueError: a limit that is not a whole number >= 1, or `repeat_by` other than
@@ -43,9 +45,11 @@ class Limits:
     repeat_limit: int = 3
     repeat_by: str = "call"
     token_budget: int | None = None
+    max_parallel: int = 4
 
     def __post_init__(self) -> None:
         check_count("repeat_limit", self.repeat_limit)
+        check_count("max_parallel", self.max_parallel)
         if self.repeat_by not in ("call", "tool"):
             raise UsageError(f"repeat_by must be 'call' or 'tool', got {self.repeat_by!r}")
         if self.token_budget is not None:
@@ -124,7 +128,9 @@ class Hooks:
 GROUPS: Mapping[str, type] = {"limits": Limits, "retry": Retry, "clocks": Clocks, "hooks": Hooks}
 """Each grouped argument of AgentLoop and the value it takes."""
 
-FLAT_NAMES: Mapping[str, str] = {each.name: group for group, kind in GROUPS.items() for each in fields(kind)}
+_NEVER_FLAT = frozenset({"max_parallel"})  # came with the groups: never an AgentLoop keyword of its own
+FLAT_NAMES: Mapping[str, str] = {each.name: group for group, kind in GROUPS.items() for each in fields(kind)
+                                 if each.name not in _NEVER_FLAT}
 """The group each flat name of an earlier forge now belongs to."""
 
 

@@ -1,4 +1,5 @@
-"""Policies: what decides the next step. A policy is `(goal, LoopState) -> Intent | Finish | Ask`.
+"""Policies: what decides the next step. A policy is `(goal, LoopState) -> Intent | Finish | Ask`,
+or several `Intent`s at once (a list: calls without side effects are made together).
 
 How a replay (and a fork, a cassette) treats a policy:
 
@@ -19,14 +20,14 @@ How a replay (and a fork, a cassette) treats a policy:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from forge.agent.observations import LoopState
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["ASK", "Ask", "Finish", "Intent", "ModelPolicy", "Policy", "RecordedPolicy", "ScriptExhausted",
+__all__ = ["ASK", "Ask", "Decision", "Finish", "Intent", "ModelPolicy", "Policy", "RecordedPolicy", "ScriptExhausted",
            "ScriptedPolicy", "answered_from_journal", "asks_a_model"]
 
 
@@ -127,8 +128,14 @@ ASK = "ask_user"
 """The tool name an `Ask` is recorded under (and the tool `ChatPolicy` offers the model)."""
 
 
+Decision = Intent | Finish | Ask | Sequence[Intent]
+"""What a policy returns: the next call, the final answer, a question for the user, or
+several calls at once (those without side effects are made together, `Limits.max_parallel`
+at a time; the policy is asked again after them)."""
+
+
 class Policy(Protocol):
-    def __call__(self, goal: str, state: LoopState, /) -> Intent | Finish | Ask: ...
+    def __call__(self, goal: str, state: LoopState, /) -> Decision: ...
 
 
 @runtime_checkable
@@ -144,7 +151,7 @@ class ModelPolicy(Protocol):
     and runs the rest of the policy again.
     """
 
-    def requests(self, goal: str, state: LoopState, /) -> Generator[Mapping[str, Any], Any, Intent | Finish | Ask]: ...
+    def requests(self, goal: str, state: LoopState, /) -> Generator[Mapping[str, Any], Any, Decision]: ...
 
     def send(self, request: Mapping[str, Any], /) -> Any: ...
 
@@ -161,7 +168,7 @@ class RecordedPolicy:
 
     policy: Policy
 
-    def __call__(self, goal: str, state: LoopState) -> Intent | Finish | Ask:
+    def __call__(self, goal: str, state: LoopState) -> Decision:
         return self.policy(goal, state)
 
 
@@ -192,14 +199,16 @@ class ScriptedPolicy:
     `RecordedPolicy`'s): a replay with the loop that recorded the run replays cleanly.
     """
 
-    def __init__(self, intents: Iterable[Intent | Finish | Ask]) -> None:
-        self._intents = tuple(intents)
+    def __init__(self, intents: Iterable[Intent | Finish | Ask | Sequence[Intent]]) -> None:
+        self._intents = tuple(tuple(i) if isinstance(i, list) else i for i in intents)
         for position, intent in enumerate(self._intents):
-            if not isinstance(intent, (Intent, Finish, Ask)):
-                raise UsageError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent, Finish or Ask")
+            several = isinstance(intent, tuple) and intent and all(isinstance(i, Intent) for i in intent)
+            if not several and not isinstance(intent, (Intent, Finish, Ask)):
+                raise UsageError(f"ScriptedPolicy item {position} is {intent!r}, not an Intent, Finish or Ask "
+                                 "(or a list of Intents)")
         self._next = 0
 
-    def __call__(self, goal: str, state: LoopState) -> Intent | Finish | Ask:
+    def __call__(self, goal: str, state: LoopState) -> Decision:
         if self._next >= len(self._intents):
             raise ScriptExhausted(
                 f"scripted policy has no intent left: all {len(self._intents)} were used "
@@ -219,7 +228,7 @@ class ScriptedPolicy:
         return self._next
 
     @property
-    def remaining(self) -> tuple[Intent | Finish | Ask, ...]:
+    def remaining(self) -> tuple[Decision, ...]:
         """The intents not yet handed out."""
         return self._intents[self._next :]
 

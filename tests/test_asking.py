@@ -26,8 +26,11 @@ def answered(observation):
 
 
 def written_before_asking():
-    """machines/single_agent.toml as it was before Ask and token budgets: neither state nor edge."""
+    """machines/single_agent.toml as it was before Ask and token budgets: neither state nor edge
+    (nor the calls made together, which came later still)."""
     text = Path(load_definition("single_agent").path).read_text().split('[[transitions]]\nsource = "select"\ntrigger = "ask"')[0]
+    batch = text.index("[states.execute_batch]")
+    text = text[:batch] + text[text.index("[states.", batch + 1):]
     start = text.index("[states.input_required]")
     return text[:start] + text[text.index("[[transitions]]", start):]
 

@@ -32,8 +32,8 @@ def test_coverage_counts_each_transition_taken_and_lists_those_never_taken():
     assert coverage.taken[Edge("select", "choose", "execute", "tool_selected")] == 1
     assert coverage.taken[Edge("verify", "stop", "verified_success", "decided_verified_success")] == 1
     assert Edge("select", "choose", "capability_gap", "no_tool_fits") in coverage.untaken
-    assert coverage.percent == pytest.approx(100 * 6 / 15)
-    assert str(coverage).splitlines()[0] == "single_agent: 6 of 15 transitions taken (40%) by 1 run"
+    assert coverage.percent == pytest.approx(100 * 6 / 18)
+    assert str(coverage).splitlines()[0] == "single_agent: 6 of 18 transitions taken (33%) by 1 run"
 
 
 def test_edges_sharing_source_trigger_and_destination_are_told_apart_by_the_guard_that_held():
@@ -114,8 +114,8 @@ def test_forge_cover_prints_the_coverage_and_writes_the_tests(tmp_path):
                           env={**os.environ, "FORGE_TRACE_DIR": ""})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("single_agent: 3 of 15 transitions taken (20%) by 1 run")
-    assert f"wrote {tmp_path / 'generated' / 'test_cover_single_agent.py'}: 12 tests" in done.stdout
+    assert lines[0].startswith("single_agent: 3 of 18 transitions taken (17%) by 1 run")
+    assert f"wrote {tmp_path / 'generated' / 'test_cover_single_agent.py'}: 15 tests" in done.stdout
     missing = subprocess.run([sys.executable, "-m", "forge", "cover", "single_agent", str(tmp_path / "nothing")],
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "no trace file or folder at" in missing.stderr

@@ -240,6 +240,6 @@ def test_a_diagram_has_a_legend_and_no_guard_that_repeats_its_destination():
 def test_an_overlay_shows_which_tools_ran_on_the_edges_they_took():
     result = known_run()
     overlay = overlay_of(load_definition(), result)
-    (call,) = [t for t in load_definition().transitions if t.trigger == "call"]
+    (call,) = [t for t in load_definition().transitions if t.source == "execute" and t.trigger == "call"]
     assert overlay.edge_tools[call.index] == {"fetch": 1, "read": 1}
     assert "fetch 1 · read 1" in diagram(load_definition(), trace=result).source

@@ -159,7 +159,7 @@ def test_every_guard_evaluation_goes_through_a_transitions_condition(monkeypatch
     result = loop.run("goal")
     recorded = [(r.source, g.name) for r in result.trace for g in r.guards]
     assert seen == recorded
-    assert len(seen) == 2 * (7 + 6)  # every guard of select and verify, on both steps
+    assert len(seen) == 2 * (9 + 6)  # every guard of select and verify, on both steps
 
 
 def test_a_guard_swapped_in_the_catalog_changes_the_route():

@@ -163,8 +163,9 @@ def test_trace_lists_every_guard_of_each_source_state():
     result = scripted_loop([tool("a")], [intent("a")], verify=lambda o: True).run("goal")
     select, execute, observe, verify = result.trace
     assert [g.name for g in select.guards] == ["tool_selected", "tool_choice_ambiguous", "no_tool_fits", "policy_raised",
-                                              "policy_finished", "policy_asked", "token_budget_exhausted"]
-    assert [g.value for g in select.guards] == [True, False, False, False, False, False, False]
+                                              "policy_finished", "policy_asked", "token_budget_exhausted",
+                                              "answer_invalid", "tools_batched"]
+    assert [g.value for g in select.guards] == [True, False, False, False, False, False, False, False, False]
     assert execute.guards == () and observe.guards == ()
     assert sum(g.value for g in verify.guards) == 1
     assert {g.name for g in verify.guards} == {

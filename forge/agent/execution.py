@@ -15,7 +15,8 @@ from typing import Any
 
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "check_arguments", "execute_tool"]
+__all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "check_arguments", "execute_tool",
+           "schema_validator", "schema_violations"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,28 +44,35 @@ class ToolContract:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_accepted", self.required | self.optional)
         if self.schema is not None:
-            object.__setattr__(self, "_validator", _validator_for(self.name, self.schema))
+            object.__setattr__(self, "_validator", schema_validator(f"tool {self.name!r}", self.schema))
 
     def violations(self, arguments: Mapping[str, Any]) -> tuple[SchemaViolation, ...]:
         """What `schema` refuses in `arguments`, every failing path once; () without a schema."""
         if self._validator is None:
             return ()
-        found: dict[tuple[str, str], SchemaViolation] = {}
-        try:
-            for error in self._validator.iter_errors(dict(arguments)):
-                for leaf in _specific(error):
-                    violation = SchemaViolation(_path(leaf.absolute_path), _message(leaf))
-                    found.setdefault((violation.path, violation.message), violation)
-        except Exception as error:  # a $ref that cannot be resolved: forge never retrieves one
-            from referencing.exceptions import Unresolvable
+        return schema_violations(self._validator, dict(arguments), "(arguments)", "the tool's schema")
 
-            unresolvable = error if isinstance(error, Unresolvable) else getattr(error, "__cause__", None)
-            if not isinstance(unresolvable, Unresolvable) and "Unresolvable" not in type(error).__name__:
-                raise
-            reference = getattr(unresolvable, "ref", None) or str(error)
-            return (SchemaViolation("(arguments)", f"the tool's schema refers to {reference!r}, which forge does "
-                                    "not retrieve (only references inside the schema resolve)"),)
-        return tuple(sorted(found.values(), key=lambda v: (v.path, v.message)))
+
+def schema_violations(validator: Any, value: Any, whole: str, schema: str) -> tuple[SchemaViolation, ...]:
+    """What `validator` (made by `schema_validator`) refuses in `value`, every failing path
+    once, sorted; `whole` names the value itself (`(arguments)`, `(answer)`) and `schema`
+    the schema ("the tool's schema")."""
+    found: dict[tuple[str, str], SchemaViolation] = {}
+    try:
+        for error in validator.iter_errors(value):
+            for leaf in _specific(error):
+                violation = SchemaViolation(_path(leaf.absolute_path, whole), _message(leaf))
+                found.setdefault((violation.path, violation.message), violation)
+    except Exception as error:  # a $ref that cannot be resolved: forge never retrieves one
+        from referencing.exceptions import Unresolvable
+
+        unresolvable = error if isinstance(error, Unresolvable) else getattr(error, "__cause__", None)
+        if not isinstance(unresolvable, Unresolvable) and "Unresolvable" not in type(error).__name__:
+            raise
+        reference = getattr(unresolvable, "ref", None) or str(error)
+        return (SchemaViolation(whole, f"{schema} refers to {reference!r}, which forge does "
+                                "not retrieve (only references inside the schema resolve)"),)
+    return tuple(sorted(found.values(), key=lambda v: (v.path, v.message)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +152,18 @@ def check_arguments(contract: ToolContract, arguments: Mapping[str, Any]) -> Non
             raise ArgumentContractError(contract.name, (), (), violations)
 
 
-def _validator_for(name: str, schema: Mapping[str, Any]) -> Any:
+def schema_validator(owner: str, schema: Mapping[str, Any]) -> Any:
+    """A draft 2020-12 validator of `schema` (a Python tuple counts as an array; no `$ref`
+    outside the schema is ever retrieved); `owner` ("tool 'x'") is what errors name.
+
+    Raises:
+        ValueError: `schema` is not valid JSON Schema (the message says where).
+        ImportError: jsonschema is not installed.
+    """
     try:
         from jsonschema import Draft202012Validator, exceptions, validators
     except ImportError as missing:
-        raise ImportError(f"tool {name!r} has a JSON Schema, and checking it needs jsonschema: "
+        raise ImportError(f"{owner} has a JSON Schema, and checking it needs jsonschema: "
                           "install forge with its schema extra (pip install 'forge-fsm[schema]')") from missing
     from referencing import Registry
 
@@ -156,8 +171,8 @@ def _validator_for(name: str, schema: Mapping[str, Any]) -> Any:
     try:
         cls.check_schema(schema)
     except exceptions.SchemaError as error:
-        raise UsageError(f"tool {name!r}: its schema is not valid JSON Schema at "
-                         f"{_path(error.absolute_path)}: {error.message}") from None
+        raise UsageError(f"{owner}: its schema is not valid JSON Schema at "
+                         f"{_path(error.absolute_path, '(schema)')}: {error.message}") from None
     arrays = cls.TYPE_CHECKER.redefine("array", lambda checker, instance: isinstance(instance, (list, tuple)))
     tuples = validators.extend(cls, type_checker=arrays)  # a Python caller's tuple is an array
     # a registry of nothing: a $ref outside the schema is unresolvable, never fetched (the schema's author
@@ -184,8 +199,8 @@ def _message(error: Any) -> str:
     return f"{error.message} ({branches})"
 
 
-def _path(parts: Any) -> str:
+def _path(parts: Any, whole: str) -> str:
     text = ""
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "(arguments)"
+    return text or whole

@@ -3,9 +3,10 @@
 For each transition a definition has and the recorded runs never took, a search finds the
 shortest script that makes a real run take it, as XState's test models do: the loop runs on
 its definition with stub tools (`forge.cover.stubs`), and each step of a script is one move:
-the policy calls a tool (a new call, the previous call again, a side-effecting tool, an
-intent two tools tie for, a tool that does not exist, a call that spends the run's token
-budget), finishes or asks the user; the tool returns or
+the policy calls a tool (a new call, the previous call again, a side-effecting tool, two
+calls at once, an intent two tools tie for, a tool that does not exist, a call that spends the run's token
+budget), finishes (with an answer that is not the loop's output, where the definition can
+take one: its loop's output is `forge.cover.stubs.DONE`) or asks the user; the tool returns or
 raises (`ToolError`, `PermanentToolError`, `TransientToolError` once or always); verify
 answers True, False or raises; the approver approves, rejects or does not answer. A script
 whose run asks for one more decision is extended (the policy that runs out of script
@@ -99,12 +100,14 @@ class Generated:
     unforced: tuple[Unforced, ...]
 
 
-def _moves(with_approval: bool, with_budget: bool = False) -> Iterator[Move]:
-    for decision in ("call", "finish", "repeat", "effect", "tie", "missing", "ask", "spend"):
-        if decision == "spend" and not with_budget:
+def _moves(with_approval: bool, with_budget: bool = False, with_output: bool = False) -> Iterator[Move]:
+    for decision in ("call", "finish", "repeat", "effect", "tie", "missing", "ask", "spend", "invalid", "together"):
+        if (decision == "spend" and not with_budget) or (decision == "invalid" and not with_output):
             continue
-        if decision in ("tie", "missing", "ask"):
+        if decision in ("tie", "missing", "ask", "invalid"):
             yield Move(decision)
+        elif decision == "together":
+            yield from (Move(decision, ("ok",), v) for v in _VERIFY)
         elif decision == "finish":
             yield from (Move(decision, (), v) for v in _VERIFY)
         elif decision == "effect" and with_approval:
@@ -172,6 +175,12 @@ class _Harness:
             decision, text = Intent.call("missing"), 'Intent.call("missing")'
         elif move.decision == "ask":
             decision, text = Ask("which one?"), 'Ask("which one?")'
+        elif move.decision == "invalid":
+            decision, text = Finish("not done"), 'Finish("not done")'
+        elif move.decision == "together":
+            n = self.step + 1
+            decision = [Intent.call("plain", n=n), Intent.call("plain", n=n + 10)]
+            text = f'[Intent.call("plain", n={n}), Intent.call("plain", n={n + 10})]'
         else:
             if move.decision == "spend":
                 spend(state, TOKENS)
@@ -219,18 +228,34 @@ def _budgeted(definition: MachineDefinition) -> bool:
                and BUILTIN_STAGES.guards[t.guard].verdict == "budget_exhausted" for t in definition.transitions)
 
 
+def _validates(definition: MachineDefinition) -> bool:
+    """Whether the definition can replan after an invalid answer (so its loop takes an output)."""
+    return any(t.guard and BUILTIN_STAGES.guards.get(t.guard) is not None
+               and BUILTIN_STAGES.guards[t.guard].verdict == "answer_invalid" for t in definition.transitions)
+
+
 def _options(definition: MachineDefinition) -> dict[str, Any]:
-    """The AgentLoop arguments a generated test's loop takes (`LIMITS`, grouped)."""
+    """The AgentLoop arguments a generated test's loop takes (`LIMITS`, grouped; `DONE` as
+    its output where the definition can take an invalid answer)."""
+    from forge.cover.stubs import DONE
     from forge.options import Limits, Retry
 
-    return {"max_steps": LIMITS["max_steps"],
-            "limits": Limits(LIMITS["repeat_limit"], token_budget=TOKENS if _budgeted(definition) else None),
-            "retry": Retry(LIMITS["max_attempts"])}
+    options: dict[str, Any] = {
+        "max_steps": LIMITS["max_steps"],
+        "limits": Limits(LIMITS["repeat_limit"], token_budget=TOKENS if _budgeted(definition) else None),
+        "retry": Retry(LIMITS["max_attempts"])}
+    if _validates(definition):
+        options["output"] = DONE
+    return options
 
 
 def _code(value: Any) -> str:
     """`value` as the code a test file makes it with: a grouped value by its fields that are
     not their defaults."""
+    from forge.cover.stubs import DONE
+
+    if value is DONE:
+        return "DONE"
     if not dataclasses.is_dataclass(value):
         return repr(value)
     given = ", ".join(f"{each.name}={getattr(value, each.name)!r}" for each in dataclasses.fields(value)
@@ -253,7 +278,7 @@ def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 
     found: dict[Edge, Script] = {}
     frontier: list[tuple[Move, ...]] = [()]
     runs = 0
-    moves = list(_moves(_asks_approval(definition), _budgeted(definition)))
+    moves = list(_moves(_asks_approval(definition), _budgeted(definition), _validates(definition)))
     for _depth in range(DEPTH):
         extendable: list[tuple[Move, ...]] = []
         for prefix, move in itertools.product(frontier, moves):
@@ -272,9 +297,9 @@ def force(definition: MachineDefinition, targets: Sequence[Edge], budget: int = 
         if not frontier or wanted <= set(found):
             break
     forced = [Forced(edge, found[edge]) for edge in targets if edge in found]
-    why = (f"no script of up to {DEPTH} steps reaches it: the policy calls a tool (new or again, side-effecting, "
-           "tied, unknown, spending the token budget), finishes or asks, the tool returns or raises, verify and the "
-           "approver answer either way")
+    why = (f"no script of up to {DEPTH} steps reaches it: the policy calls a tool (new or again, side-effecting, two at once, "
+           "tied, unknown, spending the token budget), finishes (validly or not) or asks, the tool returns or "
+           "raises, verify and the approver answer either way")
     return forced, [Unforced(edge, why) for edge in targets if edge not in found]
 
 
@@ -312,7 +337,7 @@ loop with {limits}. Regenerate rather than edit.
 
 from forge import AgentLoop, Ask, Finish, Intent, Limits, Retry, ScriptedPolicy
 from forge.cover import took
-from forge.cover.stubs import Answers, Spending, Stub
+from forge.cover.stubs import DONE, Answers, Spending, Stub
 
 DEFINITION = {reference!r}'''
 

@@ -4,14 +4,17 @@ test reads as what it does."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from forge.agent.execution import SchemaViolation
 from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
 from forge.errors import ForgeError, UsageError
+from forge.output import AnswerInvalid, Output
 from forge.tools import Tool
 
-__all__ = ["OUTCOMES", "Answers", "ScriptSpent", "ScriptedFailure", "Spending", "Stub", "perform", "spend"]
+__all__ = ["DONE", "OUTCOMES", "Answers", "ScriptSpent", "ScriptedFailure", "Spending", "Stub", "perform", "spend"]
 
 OUTCOMES = ("ok", "retryable", "fatal", "transient")
 """What a stub's call does: return, raise ToolError (the policy replans), raise
@@ -36,12 +39,15 @@ class Stub:
             raise UsageError(f"stub {name!r}: unknown outcome {unknown[0]!r} (expected one of {', '.join(OUTCOMES)})")
         self.name, self.outcomes, self.calls = name, list(outcomes), 0
         self.tool = Tool(name, frozenset(capabilities), self, optional={"n"}, side_effect=side_effect)
+        self._lock = threading.Lock()  # calls made together come from several threads
 
     def __call__(self, n: int = 0) -> str:
-        if self.calls >= len(self.outcomes):
-            raise ScriptSpent(f"stub {self.name!r} was called {self.calls + 1} times; {len(self.outcomes)} scripted")
-        outcome = self.outcomes[self.calls]
-        self.calls += 1
+        with self._lock:
+            if self.calls >= len(self.outcomes):
+                raise ScriptSpent(f"stub {self.name!r} was called {self.calls + 1} times; {len(self.outcomes)} "
+                                  "scripted")
+            outcome = self.outcomes[self.calls]
+            self.calls += 1
         return perform(self.name, outcome, n)
 
 
@@ -54,6 +60,17 @@ def perform(tool: str, outcome: str, n: int) -> str:
     if outcome == "transient":
         raise TransientToolError(f"{tool} is busy")
     return f"{tool} {n} done"
+
+
+def _done(answer: Any) -> Any:
+    if answer != "done":
+        raise AnswerInvalid("done", answer, (SchemaViolation("(answer)", "must be 'done'"),))
+    return answer
+
+
+DONE = Output("done", {"const": "done"}, True, _done)
+"""The output of a loop whose only valid answer is "done" (no extra needed): what makes a
+`Finish` of anything else take a definition's `answer_invalid` edge."""
 
 
 class Answers:

@@ -10,7 +10,7 @@ from forge.debug.stepper import Stepper
 from forge.diagram.overlay import overlay_of
 from forge.machine.catalog import StageCatalog
 from forge.machine.definition import MachineDefinition
-from forge.machine.details import arguments_of, finish_of, messages_of, payload_of, tool_call
+from forge.machine.details import arguments_of, finish_of, messages_of, payload_of, tool_calls
 from forge.machine.stages import BUILTIN_STAGES
 from forge.machine.trace import TransitionRecord
 
@@ -65,9 +65,11 @@ class ReplaySession(Stepper):
         arguments: str | None = None
         for record in self.trace:
             arguments = arguments_of(record) or arguments
-            call, answer, payload = tool_call(record), finish_of(record), payload_of(record)
-            if record.source in self._calls and call is not None:
-                out.append(RecordedObservation(len(out) + 1, call[0], call[1], arguments))
+            calls, answer, payload = tool_calls(record), finish_of(record), payload_of(record)
+            if record.source in self._calls and calls:
+                alone = len(calls) == 1  # calls made together share one arguments' text: none is kept per call
+                out.extend(RecordedObservation(len(out) + 1, tool, status, arguments if alone else None)
+                           for tool, status in calls)
             elif record.trigger == "finish" and answer is not None:
                 out.append(RecordedObservation(len(out) + 1, "finish", "ok", None, answer))
             elif payload is not None and out and out[-1].payload is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from forge.errors import ForgeError
 from forge.machine.definition import ANSWER_TRIGGER, FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
-from forge.machine.details import tool_call
+from forge.machine.details import tool_calls
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["RunOverlay", "TraceMismatch", "overlay_of", "records_of", "transition_of"]
@@ -99,9 +99,8 @@ def overlay_of(definition: MachineDefinition, trace: Iterable[TransitionRecord] 
             failures[edge.source] += 1
         elif edge.index >= 0:  # not a person's answer: the implicit edge back to the initial state
             counts[edge.index] += 1
-            call = tool_call(record)
-            if call is not None:  # a call: the tool ran on this edge
-                tools.setdefault(edge.index, Counter())[call[0]] += 1
+            for tool, _ in tool_calls(record):  # a call (or calls made together): the tool ran on this edge
+                tools.setdefault(edge.index, Counter())[tool] += 1
         position = record.dest
         visited.add(position)
     finished = definition.state(position).terminal if records else False

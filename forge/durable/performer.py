@@ -33,7 +33,7 @@ from __future__ import annotations
 import inspect
 import pickle
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -237,6 +237,21 @@ class DurablePerformer(ReplayingPerformer):
             return _keyed(value, key)
         self.flush()
         return value
+
+    def branches(self, count: int) -> list[Performer] | None:
+        """Live, calls made together journal apart and are stored together once all have
+        settled (`merge`): a crash among them runs them all again on recovery (they have no
+        side effects)."""
+        made = super().branches(count)
+        if made is not None:
+            if self.stopping.is_set():
+                raise ProcessStopping(self.run_id)
+            self.shown = len(self._run().trace)  # type: ignore[union-attr]
+        return made
+
+    def merge(self, branches: Sequence[Performer]) -> None:
+        super().merge(branches)
+        self.flush()
 
     def wait(self, seconds: float, asynchronous: bool = False) -> Any:
         if self.remaining:

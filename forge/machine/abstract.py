@@ -34,6 +34,7 @@ class AbstractRun:
     status: str | None = None  # the outcome waiting to be recorded
     recorded: str | None = None  # the status of the observation recorded and not yet decided on
     fatal: bool = False
+    batch: int = 0  # how many calls were selected to be made together; 0: one (or none)
 
 
 AbstractModel = Callable[[AbstractRun, StopController], Iterator[tuple[str, AbstractRun]]]

@@ -18,7 +18,7 @@ from typing import Any
 from forge.machine.trace import TransitionRecord
 
 __all__ = ["arguments_of", "chosen_call", "failure_of", "finish_of", "messages_of", "payload_of", "repeated_call",
-           "tool_call"]
+           "tool_call", "tool_calls"]
 
 _SELECTED = "selected"
 """select_tool's verdict when the policy's intent chose a tool."""
@@ -39,6 +39,19 @@ def tool_call(record: TransitionRecord) -> tuple[str, str] | None:
     detail = record.detail
     tool, status = detail.get("tool"), detail.get("status")
     return (tool, str(status)) if isinstance(tool, str) and status is not None else None
+
+
+def tool_calls(record: TransitionRecord) -> tuple[tuple[str, str], ...]:
+    """Each tool a call stage ran and the status it ended in: one for `call_tool`'s record,
+    each of the calls made together for `call_tools`' (in the order asked); () for a
+    record of anything else."""
+    one = tool_call(record)
+    if one is not None:
+        return (one,)
+    tools, statuses = record.detail.get("tools"), record.detail.get("statuses")
+    if isinstance(tools, list) and isinstance(statuses, list):
+        return tuple((str(tool), str(status)) for tool, status in zip(tools, statuses, strict=False))
+    return ()
 
 
 def arguments_of(record: TransitionRecord) -> str | None:

@@ -37,6 +37,7 @@ __all__ = [
     "Once",
     "Sleep",
     "Steps",
+    "Together",
     "complete",
     "notify",
     "can_await",
@@ -102,6 +103,19 @@ class Once(NamedTuple):
     body: Callable[[], Generator[Effect, Any, Any]]
 
 
+class Together(NamedTuple):
+    """Run each of `branches()` (the effects of one call each) at the same time, at most
+    `limit` at once; the result sent back is what each returned, in their order. Their
+    calls are journaled in that order too, whatever order they finish in, so a replay
+    (which runs them one after another, calling nothing) meets them as recorded. A branch
+    must not raise: it returns its call's outcome. `asynchronous[i]` says branch i calls an
+    `async def` (under `arun` it is awaited; a plain one runs in a worker thread)."""
+
+    branches: tuple[Callable[[], Generator[Effect, Any, Any]], ...]
+    limit: int
+    asynchronous: tuple[bool, ...]
+
+
 class Notify(NamedTuple):
     """Call `fn(*args)`, an observer hook named `hook`; its failure aborts the action."""
 
@@ -110,7 +124,7 @@ class Notify(NamedTuple):
     hook: str
 
 
-Effect = Call | Sleep | Once | Notify
+Effect = Call | Sleep | Once | Notify | Together
 Steps = Generator[Effect, Any, T]
 
 

@@ -662,6 +662,10 @@ def _fold(run: Run, outcome: StageOutcome) -> None:
         observe = outcome.observe  # the observation is the record's subject: the trace summarises its payload
         firing.subject = run.loop_state.record(observe[0], observe[1], observe[2], action=observe[3],
                                                repeat_of=observe[4] if len(observe) > 4 else None)
+    elif outcome.observe_all:  # calls made together: each observed, in the order asked
+        record = run.loop_state.record
+        firing.subject = tuple(record(name, status, payload, action=action)
+                               for name, status, payload, action in outcome.observe_all)
 
 
 def _failure_detail(hook: str, error: BaseException) -> dict[str, Any]:

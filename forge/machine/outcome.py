@@ -13,7 +13,8 @@ returns a `StageOutcome`; the engine folds it into the run (`Run.fold`) and the 
 - `counts`, what it adds to the run's counts (`CountChanges`: `RunCounts` fields);
 - `observe`, an observation to record: `(tool, status, payload, action)` for
   `LoopState.record`, or `(tool, status, payload, action, repeat_of)` for a side effect
-  answered from the idempotency registry (`Observation.repeat_of`).
+  answered from the idempotency registry (`Observation.repeat_of`); `observe_all`, the
+  observations of calls made together, in the order they were asked.
 
 A user stage may return a `StageOutcome` or, as before, its verdict alone.
 """
@@ -51,6 +52,8 @@ class FactChanges(TypedDict, total=False):
     ran: Mapping[str, int]
     pinned: Intent | None
     approvals: Mapping[str, bool]
+    batch: tuple[tuple[Intent, Action], ...]
+    outcomes: tuple[tuple[str, Any], ...]
 
 
 class CountChanges(TypedDict, total=False):
@@ -72,3 +75,4 @@ class StageOutcome:
     facts: FactChanges = field(default_factory=lambda: cast(FactChanges, _EMPTY))
     counts: CountChanges = field(default_factory=lambda: cast(CountChanges, _EMPTY))
     observe: tuple[str, str, Any, str | None] | tuple[str, str, Any, str | None, int | None] | None = None
+    observe_all: tuple[tuple[str, str, Any, str | None], ...] = ()

@@ -26,7 +26,18 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence, S
 from typing import Any, Protocol, TypeVar
 
 from forge.errors import UsageError
-from forge.machine.effects import SYNCHRONOUS, AsyncNotSupported, Call, Effect, Notify, Once, Sleep, Steps, notify
+from forge.machine.effects import (
+    SYNCHRONOUS,
+    AsyncNotSupported,
+    Call,
+    Effect,
+    Notify,
+    Once,
+    Sleep,
+    Steps,
+    Together,
+    notify,
+)
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss, decided_as_code, same_decision
 from forge.machine.recorded import revived
 
@@ -161,6 +172,22 @@ class Performer:
 
             return asyncio.sleep(seconds)
         return self.async_sleep(seconds)
+
+    def branches(self, count: int) -> list[Performer] | None:
+        """Performers for `count` calls made at the same time (`Together`), each journaling
+        apart, so that `merge` can journal them in call order; None when they are to run
+        one after another through this one (a replay: it calls nothing, and its journal
+        is answered in order)."""
+        run = self._run()
+        assert run is not None, "a performer performs only for a live run"
+        return [Performer(Journal(run_id=self.journal.run_id, codec=self.journal.codec), run, self.sleep,
+                          self.async_sleep) for _ in range(count)]
+
+    def merge(self, branches: Sequence[Performer]) -> None:
+        """Journal what `branches` journaled, branch after branch (the order they were asked in)."""
+        for branch in branches:
+            for entry in branch.journal:
+                self.journal.append(entry)
 
 
 class ReplayingPerformer(Performer):
@@ -307,6 +334,9 @@ class ReplayingPerformer(Performer):
     def remaining(self) -> int:
         """Recorded calls not yet replayed."""
         return len(self.recorded) - self._next
+
+    def branches(self, count: int) -> list[Performer] | None:
+        return None if self.replaying() else super().branches(count)
 
 
 class ForkingPerformer(ReplayingPerformer):
@@ -513,8 +543,49 @@ def _perform_sync(effect: Effect, performer: Performer) -> Any:
         return notify(effect)
     if type(effect) is Sleep:
         return performer.wait(effect.seconds)
+    if type(effect) is Together:
+        return _together_sync(effect, performer)
     assert isinstance(effect, Once)
     return effect.registry.execute_once(effect.key, effect.fingerprint, lambda: run_sync(effect.body(), performer))
+
+
+def _together_sync(effect: Together, performer: Performer) -> list[Any]:
+    """Each branch in a worker thread of its own (at most `limit` at once), under a copy
+    of this thread's context (a stream's listener, `run()`'s refusal to await)."""
+    branches = performer.branches(len(effect.branches))
+    if branches is None:
+        return [run_sync(make(), performer) for make in effect.branches]
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(effect.limit, len(branches)), thread_name_prefix="forge-call") as pool:
+        started = [pool.submit(contextvars.copy_context().run, run_sync, make(), branch)
+                   for make, branch in zip(effect.branches, branches, strict=True)]
+        results = [future.result() for future in started]
+    performer.merge(branches)
+    return results
+
+
+async def _together_async(effect: Together, performer: Performer) -> list[Any]:
+    """Each branch as a task (an `async def` call awaited, a plain one in a worker thread),
+    at most `limit` at once."""
+    import asyncio
+
+    branches = performer.branches(len(effect.branches))
+    if branches is None:
+        return [await run_async(make(), performer) for make in effect.branches]
+    gate = asyncio.Semaphore(effect.limit)
+
+    async def one(make: Callable[[], Steps[Any]], branch: Performer, asynchronous: bool) -> Any:
+        async with gate:
+            if asynchronous:
+                return await run_async(make(), branch)
+            return await asyncio.to_thread(run_sync, make(), branch)
+
+    results = await asyncio.gather(*(one(make, branch, asynchronous) for make, branch, asynchronous
+                                     in zip(effect.branches, branches, effect.asynchronous, strict=True)))
+    performer.merge(branches)
+    return list(results)
 
 
 def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
@@ -542,6 +613,8 @@ def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
             return notify(effect)
         if isinstance(effect, Sleep):
             return performer.wait(effect.seconds, asynchronous=True)
+        if isinstance(effect, Together):
+            return _together_async(effect, performer)
         return effect.registry.aexecute_once(effect.key, effect.fingerprint, lambda: run_async(effect.body(), performer))
 
     return _drive(steps, perform)

@@ -34,6 +34,7 @@ from forge.tools import Tool
 if TYPE_CHECKING:
     from forge.machine.performers import Performer
     from forge.machine.trace import TransitionRecord
+    from forge.output import Output
 
 __all__ = ["Firing", "Run", "RunConfig", "RunCounts", "RunFacts", "RunSnapshot"]
 
@@ -62,6 +63,10 @@ class RunConfig:
     machine: str = ""  # the definition's name
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
+    output: Output | None = None  # the shape a final answer must have (`forge.output`)
+    max_parallel: int = 1  # calls without side effects asked for at once run this many at the same time
+    can_batch: bool = False  # the definition has an edge for calls made together (tools_batched)
+    asynchronous: frozenset[str] = frozenset()  # the tools whose handler is an `async def`
     timeouts: Mapping[str, float] = field(default_factory=dict)  # seconds an approval state waits for its approver
     policy_replays: str = field(init=False, default="code")  # how a replay treats the policy: "code", "model"
     # (a ModelPolicy) or "journal"; worked out once from the policy, not on every step
@@ -78,8 +83,9 @@ class RunFacts:
     """What the run's stages have decided so far: the loop step, the call under way (its
     intent and the action chosen for it), that call's outcome (`status`, `payload`), the
     stop decision, the error that ended the run, if any, and the policy's question to the
-    user when it asked one; and what a person's answers decided (the next decision, the
-    calls approved or rejected)."""
+    user when it asked one; what a person's answers decided (the next decision, the
+    calls approved or rejected); and the calls made together (`batch`) with their
+    `outcomes`."""
 
     step: int = 0
     intent: Intent | None = None
@@ -93,6 +99,8 @@ class RunFacts:
     ran: Mapping[str, int] = field(default_factory=dict)  # idempotency key → the step that ran it, in this run
     pinned: Intent | None = None  # the next decision, made by a person's answer (`forge.machine.asking`)
     approvals: Mapping[str, bool] = field(default_factory=dict)  # a call's fingerprint → a person's answer
+    batch: tuple[tuple[Intent, Action], ...] = ()  # calls to make together, until their outcomes are decided on
+    outcomes: tuple[tuple[str, Any], ...] = ()  # the status and value (or failure) of each call of the batch
 
     def copy(self) -> RunFacts:
         return replace(self)

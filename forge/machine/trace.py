@@ -271,13 +271,22 @@ class Trace(Columns[TransitionRecord]):
             return {"arguments": subject}
         if isinstance(subject, Mapping):  # a call's arguments, kept as they were (no redact hook)
             return {"arguments": summary(subject, ARGUMENTS_LIMIT)}
-        payload = subject.payload
+        if isinstance(subject, list):  # the arguments of calls made together (text where redact made it)
+            return {"arguments": "[" + ", ".join(each if isinstance(each, str) else summary(each, ARGUMENTS_LIMIT)
+                                                 for each in subject) + "]"}
+        if isinstance(subject, tuple):  # the observations of calls made together
+            return {"payload": "[" + ", ".join(self._payload(each) for each in subject) + "]"}
+        return {"payload": self._payload(subject)}
+
+    def _payload(self, observation: Any) -> str:
+        """An observation's payload as the trace shows it: through `redact`, summarised."""
+        payload = observation.payload
         if self.redact is not None:
             try:
-                payload = self.redact(subject.tool_name, "payload", payload)
+                payload = self.redact(observation.tool_name, "payload", payload)
             except Exception as error:  # never show what could not be redacted
-                return {"payload": f"<not shown: redact raised {error_text(error, 200)}>"}
-        return {"payload": summary(payload, PAYLOAD_LIMIT)}
+                return f"<not shown: redact raised {error_text(error, 200)}>"
+        return summary(payload, PAYLOAD_LIMIT)
 
     def __len__(self) -> int:
         return len(self._step)

@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
-from forge.machine.stages import call_tool, record_observation, request_approval, select_tool, verify_and_decide
+from forge.machine.stages import (
+    call_tool,
+    call_tools,
+    record_observation,
+    request_approval,
+    select_tool,
+    verify_and_decide,
+)
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
 from forge.machine.stages.record_observation import Recording
@@ -32,7 +39,7 @@ __all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "Approval"
            "CallOutcome", "NotFingerprintable", "Recording", "Selection", "Verification", "error_text",
            "request_fingerprint"]
 
-STAGES = (select_tool, call_tool, request_approval, record_observation, verify_and_decide)
+STAGES = (select_tool, call_tool, call_tools, request_approval, record_observation, verify_and_decide)
 
 ACTIONS: Mapping[str, ActionSpec] = {stage.SPEC.name: stage.SPEC for stage in STAGES}
 GUARDS: Mapping[str, GuardSpec] = {guard.name: guard for stage in STAGES for guard in stage.GUARDS}

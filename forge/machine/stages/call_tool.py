@@ -22,7 +22,7 @@ from forge.machine.trace import error_text, quoted
 from forge.observe import ToolAttempt
 from forge.tools import Tool
 
-__all__ = ['GUARDS', 'SPEC', 'CallOutcome']
+__all__ = ['GUARDS', 'SPEC', 'CallOutcome', 'classified', 'outcome_of', 'retries_in']
 
 
 class CallOutcome(StrEnum):
@@ -77,6 +77,32 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def classified(failure: Exception) -> CallOutcome:
+    """The observation status of a call that raised `failure`: a broken argument contract,
+    a transient error retried to its bound or a `ToolError` the policy can replan around is
+    retryable; anything else (`PermanentToolError`, `IdempotencyConflict`, a handler's own
+    failure) is fatal."""
+    if isinstance(failure, (ArgumentContractError, TransientToolError, ToolError)):
+        return CallOutcome.RETRYABLE_ERROR
+    return CallOutcome.FATAL_ERROR
+
+
+def outcome_of(run: Run, tool: Tool, arguments: Mapping[str, Any]) -> Steps[tuple[CallOutcome, Any, list[Any]]]:
+    """A call without side effects under bounded retry, and what it came to: its status,
+    its value or failure, and its tally (`_attempts`); it never raises for the tool."""
+    tally: list[Any] = [0]
+    try:
+        value = yield from _attempts(run, tool, arguments, tally)
+    except Exception as failure:
+        return classified(failure), failure, tally
+    return CallOutcome.OK, value, tally
+
+
+def retries_in(tally: list[Any]) -> int:
+    """How many of a call's failed attempts were retried."""
+    return sum(1 for _, waited in tally[1:] if waited is not None)
+
+
 def _invoke(contract: ToolContract, arguments: Mapping[str, Any]) -> Any:
     return execute_tool(contract, arguments).value
 
@@ -103,10 +129,10 @@ def _call_tool(run: Run) -> Steps[StageOutcome]:
             value = yield from _attempts(run, tool, arguments, tally)
         status: CallOutcome = CallOutcome.OK
         payload: Any = value
-    except (ArgumentContractError, TransientToolError, ToolError) as failure:
-        status, payload = CallOutcome.RETRYABLE_ERROR, failure
-    except Exception as failure:  # PermanentToolError, IdempotencyConflict, or a handler's own failure
-        status, payload, error = CallOutcome.FATAL_ERROR, failure, failure
+    except Exception as failure:
+        status, payload = classified(failure), failure
+        if status is CallOutcome.FATAL_ERROR:
+            error = failure
     detail: dict[str, Any] = {"tool": tool.name, "status": str(status), "attempts": tally[0]}
     counts: CountChanges = {}
     facts_now: FactChanges = {"status": str(status), "payload": payload}
@@ -119,7 +145,7 @@ def _call_tool(run: Run) -> Steps[StageOutcome]:
             counts["side_effects_run"] = 1
             facts_now["ran"] = {**facts.ran, key: facts.step}
     if len(tally) > 1:
-        counts["retries"] = sum(1 for _, waited in tally[1:] if waited is not None)
+        counts["retries"] = retries_in(tally)
     if status is not CallOutcome.OK:
         detail["error"] = error_text(payload)
     if tally[0] > 1:

@@ -1,6 +1,7 @@
 """select_tool: ask the policy for an intent (`select_action` picks the one tool that fits), its
 final answer, or its question to the user; stop first when the run's token budget is spent.
-Verdicts: `Selection`."""
+Several intents at once are calls to make together where they have no side effects
+(`_batched`). Verdicts: `Selection`."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
+from forge.output import AnswerInvalid
 from forge.policy import ASK, FINISH, Ask, Finish, Intent
 from forge.usage import BudgetExhausted, usage_of
 
@@ -46,10 +48,13 @@ class Selection(StrEnum):
     POLICY_ERROR = "policy_error"
     ASKED = "asked"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    ANSWER_INVALID = "answer_invalid"
+    BATCHED = "batched"
 
 
-OPTIONAL = frozenset({Selection.ASKED, Selection.BUDGET_EXHAUSTED})
-"""The verdicts only a loop that opts in meets (a policy that asks, a token budget): a
+OPTIONAL = frozenset({Selection.ASKED, Selection.BUDGET_EXHAUSTED, Selection.ANSWER_INVALID, Selection.BATCHED})
+"""The verdicts only a loop that opts in meets (a policy that asks, a token budget, an
+output shape, calls asked for at once): a
 definition written before them need not handle them (see `ActionSpec.optional`)."""
 
 
@@ -71,10 +76,13 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         used = usage_of(state.messages)  # the whole conversation's, every turn: all its messages are this "turn"
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
+    batch: tuple[tuple[Intent, Action], ...] = ()
     try:
         intent = yield from _decided(run, step)
+        if isinstance(intent, (list, tuple)):
+            intent, batch = _batched(run, intent)
         if not isinstance(intent, (Intent, Finish, Ask)):
-            raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish or an Ask")
+            raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish, an Ask or a list of Intents")
         if isinstance(intent, Ask) and not config.can_ask:
             raise UsageError(f"the policy asked the user {intent.question!r:.200}, but definition {config.machine!r} "
                              "has no input_required state to wait in: add a transition from the policy's state "
@@ -96,18 +104,28 @@ def _selected(run: Run) -> Steps[StageOutcome]:
                             observe=(ASK, "ok", intent, None))
     if isinstance(intent, Finish):
         detail["finish"] = quoted(repr(intent.answer), 200)
+        if config.output is not None:
+            try:
+                intent = Finish(config.output.validated(intent.answer))
+            except AnswerInvalid as invalid:
+                detail["answer_invalid"] = error_text(invalid)
+                return StageOutcome(Selection.ANSWER_INVALID, detail, counts=counts,
+                                    facts={"step": step, "intent": None, "status": "retryable_error", "payload": invalid,
+                                           "action": Action(FINISH, "the policy's answer is not a valid output")})
         return StageOutcome(Selection.FINISHED, detail, counts=counts,
                             facts={"step": step, "intent": None, "action": Action(FINISH, "the policy gave its answer"),
                                    "status": "ok", "payload": intent})
+    if batch:
+        detail["tools"] = [chosen.tool_name for _, chosen in batch]
+        subjects = []
+        for each, chosen in batch:
+            subjects.append((yield from _arguments_text(run, chosen.tool_name, each)))
+        return StageOutcome(Selection.BATCHED, detail, subjects, {"step": step, "intent": None, "action": None,
+                                                                  "batch": batch}, counts)
     action: Action | None = None
     refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
-        if intent.tool is not None:
-            action = select_named(intent.tool, config.specs)
-        else:
-            action = config.chosen.get(intent.capabilities)
-            if action is None:  # failures are not kept: they end the run
-                action = config.chosen[intent.capabilities] = _ranked(intent.capabilities, config.specs)
+        action = _action_for(run, intent)
     except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
         refused = error
     subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
@@ -129,6 +147,54 @@ def _selected(run: Run) -> Steps[StageOutcome]:
 
 
 _NONE: CountChanges = {}
+
+
+def _action_for(run: Run, intent: Intent) -> Action:
+    """The tool `intent` selects: the one it names, or the one its capabilities rank first.
+
+    Raises:
+        UnknownTool, AmbiguousToolChoice, NoMatchingTool: it selects none.
+    """
+    config = run.config
+    if intent.tool is not None:
+        return select_named(intent.tool, config.specs)
+    action = config.chosen.get(intent.capabilities)
+    if action is None:  # failures are not kept: they end the run
+        action = config.chosen[intent.capabilities] = _ranked(intent.capabilities, config.specs)
+    return action
+
+
+def _batched(run: Run, decided: list[Any] | tuple[Any, ...]) -> tuple[Intent, tuple[tuple[Intent, Action], ...]]:
+    """Intents the policy asked for at once: the first, and the calls to make together, if
+    any — the leading calls whose tools have no side effect, two at least, no more than the
+    steps left (the policy is asked again after them, and decides the rest again: a model
+    policy answers its calls still pending). Nothing is made together where the loop runs
+    one call at a time (`Limits(max_parallel=1)`, or a definition without a
+    `tools_batched` edge).
+
+    Raises:
+        WrongType: the list is empty or holds anything but Intents.
+    """
+    if not decided:
+        raise WrongType("policy returned an empty list: return an Intent, a Finish, an Ask or a list of Intents")
+    odd = next((each for each in decided if not isinstance(each, Intent)), None)
+    if odd is not None:
+        raise WrongType(f"policy returned a list holding {odd!r:.200}: a list holds Intents only (a Finish or an "
+                        "Ask is returned alone)")
+    config, state = run.config, run.loop_state
+    room = config.controller.max_steps - (state.step_count - state.turn_start)
+    if len(decided) < 2 or room < 2 or config.max_parallel < 2 or not config.can_batch:
+        return decided[0], ()
+    batch = []
+    for intent in decided[:room]:
+        try:
+            action = _action_for(run, intent)
+        except (UnknownTool, AmbiguousToolChoice, NoMatchingTool):
+            break  # met on its own, when the policy asks it again
+        if config.tools[action.tool_name].side_effect:
+            break
+        batch.append((intent, action))
+    return decided[0], tuple(batch) if len(batch) > 1 else ()
 
 
 def _decided(run: Run, step: int) -> Steps[Any]:
@@ -239,6 +305,9 @@ def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tupl
     for made in range(min(run.steps, controller.repeat_limit - 1) + 1):  # a new call, or one made `made` times
         yield Selection.SELECTED, replace(run, pick=made)
         yield Selection.FINISHED, replace(run, pick=made, status=CallOutcome.OK)  # an answer is recorded like a call
+        yield Selection.ANSWER_INVALID, replace(run, pick=made, status=CallOutcome.RETRYABLE_ERROR)
+        for together in range(2, controller.max_steps - run.steps + 1):  # never past the step budget
+            yield Selection.BATCHED, replace(run, pick=made, batch=together)
 
 
 SPEC = ActionSpec("select_tool", _select_tool, frozenset(Selection),
@@ -253,4 +322,6 @@ GUARDS = (
     GuardSpec("policy_raised", "select_tool", Selection.POLICY_ERROR, StopReason.FATAL_ERROR.value),
     GuardSpec("policy_asked", "select_tool", Selection.ASKED, "input_required"),
     GuardSpec("token_budget_exhausted", "select_tool", Selection.BUDGET_EXHAUSTED, "budget_exhausted"),
+    GuardSpec("answer_invalid", "select_tool", Selection.ANSWER_INVALID),
+    GuardSpec("tools_batched", "select_tool", Selection.BATCHED),
 )

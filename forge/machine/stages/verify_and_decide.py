@@ -1,4 +1,5 @@
-"""verify_and_decide: verify an ok observation, then `StopController.decide`. Verdicts:
+"""verify_and_decide: verify an ok observation (of calls made together, each ok one in the
+order asked, until one is accepted), then `StopController.decide`. Verdicts:
 `Verification`, the stop controller's reasons and verify's failure."""
 
 from __future__ import annotations
@@ -32,19 +33,22 @@ class Verification(StrEnum):
 
 
 def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
-    config, state = run.config, run.loop_state
-    last = state.observations[-1]
+    config, state, made = run.config, run.loop_state, len(run.facts.batch)
     verified = False
-    if last.status == "ok":
+    for observation in state.observations[-made:] if made else state.observations[-1:]:
+        if observation.status != "ok":
+            continue
         try:
-            said = yield Call(config.verify, (last, state) if config.verify_takes_state else (last,), "verify",
-                              "verify", "verify", last.sequence)
+            said = yield Call(config.verify, (observation, state) if config.verify_takes_state else (observation,),
+                              "verify", "verify", "verify", observation.sequence)
             if not isinstance(said, bool):
                 raise WrongType(f"verify returned {said!r}; it must return True or False (a {type(said).__name__} "
                                 "is never taken as success)")
             verified = said
         except Exception as error:  # verify is user code: its failure ends the run, recorded
             return StageOutcome(Verification.VERIFY_ERROR, {"error": error_text(error)}, facts={"error": error})
+        if verified:
+            break
     decision = config.controller.decide(
         step_count=state.step_count - state.turn_start,
         verified=verified,
@@ -52,6 +56,9 @@ def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
         action_history=state.turn_history,
     )
     verdict = Verification(decision.reason.value if isinstance(decision.reason, StopReason) else str(decision.reason))
+    if made:  # the calls made together are decided on
+        return StageOutcome(verdict, {"verified": verified, "decision": str(verdict)},
+                            facts={"decision": decision, "batch": ()})
     return StageOutcome(verdict, {"verified": verified, "decision": str(verdict)}, facts={"decision": decision})
 
 
