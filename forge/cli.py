@@ -449,8 +449,9 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _follow(runs: Any, run_id: str, every: float) -> int:
-    """`forge runs follow`: each transition of the run as it fires, until it waits or ends."""
-    from forge.events import RunStopped, TransitionFired, WaitingOn
+    """`forge runs follow`: each transition of the run as it fires (and each tool attempt,
+    indented under the transition it is made in), until it waits or ends."""
+    from forge.events import RunStopped, ToolAttemptFinished, TransitionFired, WaitingOn
 
     if not every > 0:
         raise UsageError(f"--every must be a number of seconds > 0, got {every:g}")
@@ -459,6 +460,10 @@ def _follow(runs: Any, run_id: str, every: float) -> int:
     for event in runs.stream(run_id, every):
         if isinstance(event, TransitionFired):
             print(describe(event.record), flush=True)
+        elif isinstance(event, ToolAttemptFinished):
+            attempt = event.attempt
+            outcome = "returned" if attempt.error is None else f"raised {type(attempt.error).__name__}: {attempt.error}"
+            print(f"  {attempt.tool} attempt {attempt.number} {outcome}", flush=True)
         elif isinstance(event, WaitingOn):
             print(f"waiting in {event.waiting.state}: {event.waiting.question}", flush=True)
         elif isinstance(event, RunStopped):

@@ -171,7 +171,7 @@ def test_a_run_whose_transitions_cannot_be_written_costs_only_its_own_live_view(
 
 
 def test_a_stored_run_streams_its_transitions_as_it_moves_then_stops(held, runs):
-    from forge.events import RunStopped, TransitionFired
+    from forge.events import RunStopped, ToolAttemptFinished, TransitionFired
 
     durable = held("streamed-1")
     events = []
@@ -194,6 +194,12 @@ def test_a_stored_run_streams_its_transitions_as_it_moves_then_stops(held, runs)
     assert [(r.sequence, r.source, r.trigger, r.dest) for r in fired] == \
         [(r.sequence, r.source, r.trigger, r.dest) for r in whole.records]
     assert isinstance(events[-1], RunStopped) and events[-1].result.status == "finished"
+    attempts = [e.attempt for e in events if isinstance(e, ToolAttemptFinished)]
+    assert [(a.tool, a.number, a.error) for a in attempts] == [("slow", 1, None)] * 2
+    for position, event in enumerate(events):  # each attempt comes before the record of its transition
+        if isinstance(event, ToolAttemptFinished):
+            after = next(e.record for e in events[position:] if isinstance(e, TransitionFired))
+            assert after.source == "execute"
 
 
 def test_forge_runs_follow_prints_a_stored_runs_transitions_until_it_ends(make, db):
@@ -205,7 +211,9 @@ def test_forge_runs_follow_prints_a_stored_runs_transitions_until_it_ends(make, 
     shown = forge("runs", "follow", "followed-cli", "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert len(lines) == len(done.records) + 1
+    attempts = [line for line in lines if " attempt " in line]
+    assert attempts == ["  slow attempt 1 returned"] * 2
+    assert len(lines) == len(done.records) + len(attempts) + 1
     assert lines[-1].startswith("finished: verified_success")
     refused = forge("runs", "follow", "followed-cli", "--db", str(db), "--every", "0")
     assert refused.returncode == 1 and "--every must be a number of seconds > 0" in refused.stderr
@@ -228,3 +236,18 @@ def test_following_a_waiting_run_says_what_it_waits_for(make, db):
     waiting = [e.waiting for e in events if isinstance(e, WaitingOn)]
     assert [w.state for w in waiting] == ["approval_required"] and waiting[0].tool == "write"
     assert isinstance(events[-1], RunStopped) and events[-1].result.status == "waiting"
+
+
+def test_a_journal_gives_each_tool_attempt_its_number_and_the_wait_before_it():
+    from forge.agent.retry import TransientToolError
+    from forge.durable.runs import tool_attempts
+    from forge.machine.journal import JournalEntry
+
+    busy = TransientToolError("busy")
+    calls = [JournalEntry("r", 1, 1, "policy", "policy", ("g", 0)),
+             JournalEntry("r", 2, 1, "tool", "fetch", {"n": 1}, None, busy),
+             JournalEntry("r", 2, 1, "wait", "wait", 0.5),
+             JournalEntry("r", 2, 1, "tool", "fetch", {"n": 1}, "ok"),
+             JournalEntry("r", 6, 2, "tool", "fetch", {"n": 1}, "ok")]
+    found = [(transition, a.tool, a.number, a.delay_before, a.error) for transition, a in tool_attempts(calls)]
+    assert found == [(2, "fetch", 1, 0.0, busy), (2, "fetch", 2, 0.5, None), (6, "fetch", 1, 0.0, None)]

@@ -40,6 +40,7 @@ from forge.machine.trace import TransitionRecord
 
 if TYPE_CHECKING:
     from forge.events import StreamEvent
+    from forge.observe import ToolAttempt
 
 __all__ = ["RunRow", "StoredRuns", "new_run_id"]
 
@@ -83,6 +84,25 @@ def _loop_and_goal(status: Any) -> tuple[str, str]:
     arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
     loop, goal = ([*list(arguments), "?", "?"])[:2]
     return str(loop), str(goal)
+
+
+def tool_attempts(calls: Sequence[JournalEntry]) -> builtins.list[tuple[int, ToolAttempt]]:
+    """Each tool attempt a journal holds, with the transition it was made in: its number
+    counts the attempts of the same call (tool and arguments) in that transition, its delay
+    is the retry wait journaled just before it."""
+    from forge.observe import ToolAttempt
+
+    found: builtins.list[tuple[int, ToolAttempt]] = []
+    made: dict[tuple[int, str, str], int] = {}
+    for index, entry in enumerate(calls):
+        if entry.kind != "tool":
+            continue
+        key = (entry.transition, entry.name, json.dumps(entry.identity, sort_keys=True, default=str))
+        made[key] = number = made.get(key, 0) + 1
+        before = calls[index - 1] if index else None
+        delay = float(before.identity) if before is not None and before.kind == "wait" else 0.0
+        found.append((entry.transition, ToolAttempt(entry.name, number, delay, entry.error)))
+    return found
 
 
 def _readable(method: Callable[..., T]) -> Callable[..., T]:
@@ -230,20 +250,23 @@ class StoredRuns:
     def stream(self, run_id: str, every: float = 0.25) -> Iterator[StreamEvent]:
         """The run's events as it moves, read from the database (`forge.events`): a
         `TransitionFired` for each transition it has fired and fires (what it fired before
-        is given first), then, when it waits, `WaitingOn(waiting)`, and last
-        `RunStopped(result)` once it waits, finishes, is cancelled or fails. While the
-        stream is read the run is followed (`follow`), so the process running it stores its
-        transitions as it goes; `every` is how often the database is asked. What `forge
-        runs follow` prints. (A stored run keeps no tool attempt and no model delta: a
-        stream of the run in its own process, `loop.stream`, has those.)
+        is given first), a `ToolAttemptFinished` for each tool attempt as its outcome is
+        stored (before the record of the transition it was made in), then, when it waits,
+        `WaitingOn(waiting)`, and last `RunStopped(result)` once it waits, finishes, is
+        cancelled or fails. While the stream is read the run is followed (`follow`), so the
+        process running it stores its transitions as it goes; `every` is how often the
+        database is asked. What `forge runs follow` prints. (A stored run keeps no attempt's
+        start and no model delta: a stream of the run in its own process, `loop.stream`,
+        has those.)
 
         Raises (while iterating):
             RunNotFound: (a LookupError) no such run.
             UsageError: the database cannot be read.
         """
-        from forge.events import RunStopped, TransitionFired, WaitingOn
+        from forge.durable.performer import StoredCalls
+        from forge.events import RunStopped, ToolAttemptFinished, TransitionFired, WaitingOn
 
-        shown, followed = 0, -math.inf
+        shown, told, followed = 0, 0, -math.inf
         while True:
             if time.monotonic() - followed > 5:  # a watch lasts 15 s: renewed well before it lapses
                 self.follow(run_id, 15.0)
@@ -252,9 +275,16 @@ class StoredRuns:
             stopped = stored.status in ("waiting", "finished", "cancelled", "error")
             records = list(stored.records) if stopped or stored.legacy else \
                 (self.fired_so_far(run_id) or list(stored.records))
+            attempts = [] if stored.legacy else tool_attempts(StoredCalls(self.database, run_id).calls)
             for record in records[shown:]:
+                while told < len(attempts) and attempts[told][0] <= record.sequence:
+                    yield ToolAttemptFinished(attempts[told][1])
+                    told += 1
                 yield TransitionFired(record)
             shown = max(shown, len(records))
+            while told < len(attempts) and attempts[told][0] == shown + 1:  # made in the transition firing now
+                yield ToolAttemptFinished(attempts[told][1])
+                told += 1
             if stopped:
                 if stored.waiting is not None:
                     yield WaitingOn(stored.waiting)
