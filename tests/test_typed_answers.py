@@ -261,3 +261,17 @@ def test_an_output_made_by_hand_checks_with_its_own_function():
     shape = Output("even", {"type": "integer", "multipleOf": 2}, True, even)
     result = _loop([Finish(3), Finish(4)], output=shape).run("an even number")
     assert result.answer == 4 and "the answer is not a valid even number" in str(result.state.observations[0].payload)
+
+
+def test_a_streamed_typed_run_gives_the_typed_answer_and_the_same_journal():
+    from forge.events import RunFinished, TextDelta
+
+    with ChatServer(_structured_script()) as other:
+        plain = _chat_loop(other).run("weather in Oslo")
+    with ChatServer(_structured_script()) as server:
+        events = list(_chat_loop(server).stream("weather in Oslo"))
+    assert all(request["response_format"]["json_schema"]["name"] == "Weather" for request in server.requests)
+    streamed = events[-1].result
+    assert isinstance(events[-1], RunFinished) and streamed.answer == Weather("Oslo", 4.5) == plain.answer
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)).startswith('{"city":')
+    assert [(e.kind, e.identity) for e in streamed.journal] == [(e.kind, e.identity) for e in plain.journal]
