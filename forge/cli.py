@@ -449,9 +449,10 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _follow(runs: Any, run_id: str, every: float) -> int:
-    """`forge runs follow`: each transition of the run as it fires (and each tool attempt,
-    indented under the transition it is made in), until it waits or ends."""
-    from forge.events import RunStopped, ToolAttemptFinished, TransitionFired, WaitingOn
+    """`forge runs follow`: each transition of the run as it fires (and each tool attempt and
+    model call, with what the model said, indented before the transition it is made in),
+    until it waits or ends."""
+    from forge.events import ModelCallStarted, RunStopped, TextDelta, ToolAttemptFinished, TransitionFired, WaitingOn
 
     if not every > 0:
         raise UsageError(f"--every must be a number of seconds > 0, got {every:g}")
@@ -464,6 +465,10 @@ def _follow(runs: Any, run_id: str, every: float) -> int:
             attempt = event.attempt
             outcome = "returned" if attempt.error is None else f"raised {type(attempt.error).__name__}: {attempt.error}"
             print(f"  {attempt.tool} attempt {attempt.number} {outcome}", flush=True)
+        elif isinstance(event, ModelCallStarted):
+            print(f"  asked model {event.model}", flush=True)
+        elif isinstance(event, TextDelta):
+            print(f"  the model says: {event.text}", flush=True)
         elif isinstance(event, WaitingOn):
             print(f"waiting in {event.waiting.state}: {event.waiting.question}", flush=True)
         elif isinstance(event, RunStopped):

@@ -240,7 +240,8 @@ def test_following_a_waiting_run_says_what_it_waits_for(make, db):
 
 def test_a_journal_gives_each_tool_attempt_its_number_and_the_wait_before_it():
     from forge.agent.retry import TransientToolError
-    from forge.durable.runs import tool_attempts
+    from forge.durable.runs import journal_events
+    from forge.events import ToolAttemptFinished
     from forge.machine.journal import JournalEntry
 
     busy = TransientToolError("busy")
@@ -249,5 +250,17 @@ def test_a_journal_gives_each_tool_attempt_its_number_and_the_wait_before_it():
              JournalEntry("r", 2, 1, "wait", "wait", 0.5),
              JournalEntry("r", 2, 1, "tool", "fetch", {"n": 1}, "ok"),
              JournalEntry("r", 6, 2, "tool", "fetch", {"n": 1}, "ok")]
-    found = [(transition, a.tool, a.number, a.delay_before, a.error) for transition, a in tool_attempts(calls)]
+    found = [(transition, e.attempt.tool, e.attempt.number, e.attempt.delay_before, e.attempt.error)
+             for transition, e in journal_events(calls) if isinstance(e, ToolAttemptFinished)]
     assert found == [(2, "fetch", 1, 0.0, busy), (2, "fetch", 2, 0.5, None), (6, "fetch", 1, 0.0, None)]
+
+
+def test_a_journal_gives_each_model_call_with_its_replys_deltas():
+    from forge.durable.runs import journal_events
+    from forge.events import ModelCallStarted, TextDelta, ToolCallDelta
+    from forge.machine.journal import JournalEntry
+
+    reply = {"message": {"role": "assistant", "content": "looking",
+                         "tool_calls": [{"id": "c1", "function": {"name": "fetch", "arguments": "{}"}}]}}
+    found = journal_events([JournalEntry("r", 1, 1, "model", "gpt", {"model": "gpt"}, reply)])
+    assert found == [(1, ModelCallStarted("gpt")), (1, TextDelta("looking")), (1, ToolCallDelta(0, "c1", "fetch", "{}"))]

@@ -40,7 +40,6 @@ from forge.machine.trace import TransitionRecord
 
 if TYPE_CHECKING:
     from forge.events import StreamEvent
-    from forge.observe import ToolAttempt
 
 __all__ = ["RunRow", "StoredRuns", "new_run_id"]
 
@@ -86,22 +85,28 @@ def _loop_and_goal(status: Any) -> tuple[str, str]:
     return str(loop), str(goal)
 
 
-def tool_attempts(calls: Sequence[JournalEntry]) -> builtins.list[tuple[int, ToolAttempt]]:
-    """Each tool attempt a journal holds, with the transition it was made in: its number
-    counts the attempts of the same call (tool and arguments) in that transition, its delay
-    is the retry wait journaled just before it."""
+def journal_events(calls: Sequence[JournalEntry]) -> builtins.list[tuple[int, StreamEvent]]:
+    """The stream events a journal holds, each with the transition it was made in: a
+    `ToolAttemptFinished` for each tool attempt (its number counts the attempts of the same
+    call, tool and arguments, in that transition; its delay is the retry wait journaled just
+    before it), and for each model call a `ModelCallStarted` and its reply's deltas (one per
+    text and per tool call, without timing, as a replay gives them)."""
+    from forge.events import ModelCallStarted, ToolAttemptFinished, replayed_deltas
     from forge.observe import ToolAttempt
 
-    found: builtins.list[tuple[int, ToolAttempt]] = []
+    found: builtins.list[tuple[int, StreamEvent]] = []
     made: dict[tuple[int, str, str], int] = {}
     for index, entry in enumerate(calls):
+        if entry.kind == "model":
+            found.append((entry.transition, ModelCallStarted(entry.name)))
+            found.extend((entry.transition, delta) for delta in replayed_deltas(entry.value))
         if entry.kind != "tool":
             continue
         key = (entry.transition, entry.name, json.dumps(entry.identity, sort_keys=True, default=str))
         made[key] = number = made.get(key, 0) + 1
         before = calls[index - 1] if index else None
         delay = float(before.identity) if before is not None and before.kind == "wait" else 0.0
-        found.append((entry.transition, ToolAttempt(entry.name, number, delay, entry.error)))
+        found.append((entry.transition, ToolAttemptFinished(ToolAttempt(entry.name, number, delay, entry.error))))
     return found
 
 
@@ -250,21 +255,23 @@ class StoredRuns:
     def stream(self, run_id: str, every: float = 0.25) -> Iterator[StreamEvent]:
         """The run's events as it moves, read from the database (`forge.events`): a
         `TransitionFired` for each transition it has fired and fires (what it fired before
-        is given first), a `ToolAttemptFinished` for each tool attempt as its outcome is
-        stored (before the record of the transition it was made in), then, when it waits,
+        is given first), a `ToolAttemptFinished` for each tool attempt and a
+        `ModelCallStarted` with its reply's deltas for each model call as they are stored
+        (before the record of the transition they were made in), then, when it waits,
         `WaitingOn(waiting)`, and last `RunStopped(result)` once it waits, finishes, is
         cancelled or fails. While the stream is read the run is followed (`follow`), so the
         process running it stores its transitions as it goes; `every` is how often the
         database is asked. What `forge runs follow` prints. (A stored run keeps no attempt's
-        start and no model delta: a stream of the run in its own process, `loop.stream`,
-        has those.)
+        start and no delta's timing: a model's reply comes as one delta per text and per
+        tool call, as a replay gives it; a stream of the run in its own process,
+        `loop.stream`, has them as they come.)
 
         Raises (while iterating):
             RunNotFound: (a LookupError) no such run.
             UsageError: the database cannot be read.
         """
         from forge.durable.performer import StoredCalls
-        from forge.events import RunStopped, ToolAttemptFinished, TransitionFired, WaitingOn
+        from forge.events import RunStopped, TransitionFired, WaitingOn
 
         shown, told, followed = 0, 0, -math.inf
         while True:
@@ -275,15 +282,15 @@ class StoredRuns:
             stopped = stored.status in ("waiting", "finished", "cancelled", "error")
             records = list(stored.records) if stopped or stored.legacy else \
                 (self.fired_so_far(run_id) or list(stored.records))
-            attempts = [] if stored.legacy else tool_attempts(StoredCalls(self.database, run_id).calls)
+            made = [] if stored.legacy else journal_events(StoredCalls(self.database, run_id).calls)
             for record in records[shown:]:
-                while told < len(attempts) and attempts[told][0] <= record.sequence:
-                    yield ToolAttemptFinished(attempts[told][1])
+                while told < len(made) and made[told][0] <= record.sequence:
+                    yield made[told][1]
                     told += 1
                 yield TransitionFired(record)
             shown = max(shown, len(records))
-            while told < len(attempts) and attempts[told][0] == shown + 1:  # made in the transition firing now
-                yield ToolAttemptFinished(attempts[told][1])
+            while told < len(made) and made[told][0] == shown + 1:  # made in the transition firing now
+                yield made[told][1]
                 told += 1
             if stopped:
                 if stored.waiting is not None:
