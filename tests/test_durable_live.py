@@ -264,3 +264,23 @@ def test_a_journal_gives_each_model_call_with_its_replys_deltas():
                          "tool_calls": [{"id": "c1", "function": {"name": "fetch", "arguments": "{}"}}]}}
     found = journal_events([JournalEntry("r", 1, 1, "model", "gpt", {"model": "gpt"}, reply)])
     assert found == [(1, ModelCallStarted("gpt")), (1, TextDelta("looking")), (1, ToolCallDelta(0, "c1", "fetch", "{}"))]
+
+
+def test_a_stored_model_run_streams_each_model_call_and_what_the_model_said(make, runs):
+    openai = pytest.importorskip("openai")
+    from chat_server import ChatServer, reply
+
+    from forge.events import ModelCallStarted, TextDelta, ToolAttemptFinished, ToolCallDelta, TransitionFired
+    from forge.llm import ChatPolicy
+
+    with ChatServer([reply(None, ("c1", "slow", {"n": 1})), reply("slow said 1")]) as server:
+        policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
+        durable = make(AgentLoop([slow], policy, lambda o: o.tool_name == "finish"))
+        assert durable.run("call slow once", run_id="streamed-model", timeout=30).status == "finished"
+    events = list(runs.stream("streamed-model", every=0.02))
+    kinds = [type(e).__name__ for e in events if not isinstance(e, TransitionFired)][:5]
+    assert kinds == ["ModelCallStarted", "ToolCallDelta", "ToolAttemptFinished", "ModelCallStarted", "TextDelta"]
+    assert [e.model for e in events if isinstance(e, ModelCallStarted)] == ["test-model"] * 2
+    assert [e.name for e in events if isinstance(e, ToolCallDelta)] == ["slow"]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["slow said 1"]
+    assert [e.attempt.tool for e in events if isinstance(e, ToolAttemptFinished)] == ["slow"]
