@@ -47,6 +47,14 @@ def summarise_detail(detail: Mapping[str, Any], step: int | None = None) -> str:
         return text
     if "tool" in detail:
         return shorten(f"chose {get('tool')} {detail['arguments']}" if "arguments" in detail else f"chose {get('tool')}")
+    if "tools" in detail and "statuses" in detail:  # calls made together
+        made = ", ".join(f"{tool}: {status}" for tool, status in zip(detail["tools"], detail["statuses"], strict=False))
+        return shorten(f"{len(detail['tools'])} calls made together ({made})")
+    if "tools" in detail:
+        return shorten(f"chose {len(detail['tools'])} calls to make together: {', '.join(map(str, detail['tools']))}")
+    if "statuses" in detail:  # the observations of calls made together
+        text = f"{len(detail['statuses'])} observations: {', '.join(map(str, detail['statuses']))}"
+        return shorten(f"{text} · {detail['payload']}") if "payload" in detail else text
     if "tied" in detail:
         return f"tie between {', '.join(map(str, detail.get('tied') or ()))}"
     if "capabilities" in detail:

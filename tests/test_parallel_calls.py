@@ -315,3 +315,14 @@ def test_a_side_effect_in_a_model_reply_runs_alone_in_its_place():
     assert [r.dest for r in result.trace[:2]] == ["execute_batch", "observe"]
     answered = [m["tool_call_id"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert answered == ["c1", "c2", "c3"] and len(server.requests) == 2
+
+
+def test_the_narration_says_what_the_calls_made_together_did():
+    from forge.narrate import describe
+
+    lookup = _together(2)
+    result = AgentLoop([lookup], ScriptedPolicy([_calls("lookup", 2), Finish("done")]), _finished).run("look")
+    told = [describe(record) for record in result.trace[:3]]
+    assert told[0].endswith("chose 2 calls to make together: lookup, lookup")
+    assert told[1].endswith("2 calls made together (lookup: ok, lookup: ok)")
+    assert told[2].endswith("2 observations: ok, ok · [item 0, item 1]")
