@@ -306,7 +306,10 @@ def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tupl
         yield Selection.SELECTED, replace(run, pick=made)
         yield Selection.FINISHED, replace(run, pick=made, status=CallOutcome.OK)  # an answer is recorded like a call
         yield Selection.ANSWER_INVALID, replace(run, pick=made, status=CallOutcome.RETRYABLE_ERROR)
-        for together in range(2, controller.max_steps - run.steps + 1):  # never past the step budget
+        left = controller.max_steps - run.steps  # a batch never takes a run past its step budget
+        for together in sorted({2, left}) if left >= 2 else ():
+            # the smallest and the largest batch: every step count between is reached by single calls
+            # already, and a batch only shortens a path, so these two keep the search linear in max_steps
             yield Selection.BATCHED, replace(run, pick=made, batch=together)
 
 
