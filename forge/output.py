@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from forge.agent.execution import SchemaViolation, schema_validator, schema_violations
+from forge.agent.execution import SchemaViolation, schema_validator, schema_violations, value_path
 from forge.errors import ForgeError, UsageError
 
 __all__ = ["ANSWER_FIELD", "AnswerInvalid", "Output"]
@@ -129,17 +129,10 @@ def _of_type(shape: Any) -> Output:
         try:
             return adapter.validate_python(answer)
         except pydantic.ValidationError as error:
-            violations = tuple(SchemaViolation(_dotted(e["loc"]), e["msg"]) for e in error.errors())
+            violations = tuple(SchemaViolation(value_path(e["loc"], "(answer)"), e["msg"]) for e in error.errors())
             raise AnswerInvalid(name, answer, violations) from None
 
     return Output(name, schema, schema.get("type") != "object", check)
-
-
-def _dotted(location: tuple[Any, ...]) -> str:
-    text = ""
-    for part in location:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "(answer)"
 
 
 def _of_schema(schema: Mapping[str, Any]) -> Output:

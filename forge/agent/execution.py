@@ -16,7 +16,7 @@ from typing import Any
 from forge.errors import ForgeError, UsageError
 
 __all__ = ["ArgumentContractError", "ExecutionResult", "SchemaViolation", "ToolContract", "check_arguments", "execute_tool",
-           "schema_validator", "schema_violations"]
+           "schema_validator", "schema_violations", "value_path"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +61,7 @@ def schema_violations(validator: Any, value: Any, whole: str, schema: str) -> tu
     try:
         for error in validator.iter_errors(value):
             for leaf in _specific(error):
-                violation = SchemaViolation(_path(leaf.absolute_path, whole), _message(leaf))
+                violation = SchemaViolation(value_path(leaf.absolute_path, whole), _message(leaf))
                 found.setdefault((violation.path, violation.message), violation)
     except Exception as error:  # a $ref that cannot be resolved: forge never retrieves one
         from referencing.exceptions import Unresolvable
@@ -172,7 +172,7 @@ def schema_validator(owner: str, schema: Mapping[str, Any]) -> Any:
         cls.check_schema(schema)
     except exceptions.SchemaError as error:
         raise UsageError(f"{owner}: its schema is not valid JSON Schema at "
-                         f"{_path(error.absolute_path, '(schema)')}: {error.message}") from None
+                         f"{value_path(error.absolute_path, '(schema)')}: {error.message}") from None
     arrays = cls.TYPE_CHECKER.redefine("array", lambda checker, instance: isinstance(instance, (list, tuple)))
     tuples = validators.extend(cls, type_checker=arrays)  # a Python caller's tuple is an array
     # a registry of nothing: a $ref outside the schema is unresolvable, never fetched (the schema's author
@@ -199,7 +199,8 @@ def _message(error: Any) -> str:
     return f"{error.message} ({branches})"
 
 
-def _path(parts: Any, whole: str) -> str:
+def value_path(parts: Any, whole: str) -> str:
+    """Where in a value a validator looked: `tags[1]`, `filter.kind`; `whole` for the value itself."""
     text = ""
     for part in parts:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))

@@ -222,16 +222,20 @@ def _asks_approval(definition: MachineDefinition) -> bool:
     return any(state.action == "request_approval" for state in definition.states)
 
 
+def _takes(definition: MachineDefinition, verdict: str) -> bool:
+    """Whether the definition has a transition for this verdict of a built-in stage."""
+    return any(t.guard and BUILTIN_STAGES.guards.get(t.guard) is not None
+               and BUILTIN_STAGES.guards[t.guard].verdict == verdict for t in definition.transitions)
+
+
 def _budgeted(definition: MachineDefinition) -> bool:
     """Whether the definition can stop a run at its token budget (so its loop takes one)."""
-    return any(t.guard and BUILTIN_STAGES.guards.get(t.guard) is not None
-               and BUILTIN_STAGES.guards[t.guard].verdict == "budget_exhausted" for t in definition.transitions)
+    return _takes(definition, "budget_exhausted")
 
 
 def _validates(definition: MachineDefinition) -> bool:
     """Whether the definition can replan after an invalid answer (so its loop takes an output)."""
-    return any(t.guard and BUILTIN_STAGES.guards.get(t.guard) is not None
-               and BUILTIN_STAGES.guards[t.guard].verdict == "answer_invalid" for t in definition.transitions)
+    return _takes(definition, "answer_invalid")
 
 
 def _options(definition: MachineDefinition) -> dict[str, Any]:
