@@ -287,3 +287,28 @@ def test_an_async_run_journals_only_the_messages_each_decision_added():
     (entry,) = [e for e in second.journal if e.kind == "policy"]
     assert isinstance(entry.error, RuntimeError)
     assert entry.messages == ({"role": "assistant", "content": "on second"},)
+
+
+def test_a_question_to_the_user_is_written_to_a_file_and_replayed_from_it(tmp_path):
+    from forge import Ask
+
+    loop = AgentLoop([tool("lookup")], lambda goal, state: Ask("which one?"), verify=lambda o: False)
+    asked = loop.run("look it up")
+    path = write_trace(asked.trace, tmp_path / "run.jsonl", journal=asked.journal)
+    assert read_journal(path)[0].value == Ask("which one?")
+    replayed = loop.replay(path)
+    assert (replayed.reason, replayed.question, replayed.trace) == ("input_required", "which one?", asked.trace)
+
+
+def test_calls_asked_at_once_are_written_to_a_file_and_replayed_from_it(tmp_path):
+    recorder = Recorder("A", "B")
+
+    def together(goal, state):
+        return [Intent.call("lookup", q="a"), Intent.call("lookup", q="b")] if not state.observations else Finish("ok")
+
+    loop = AgentLoop([tool("lookup", handler=recorder, required={"q"})], together, verify=lambda o: True)
+    ran = loop.run("look both up")
+    path = write_trace(ran.trace, tmp_path / "run.jsonl", journal=ran.journal)
+    assert read_journal(path)[0].value == [Intent.call("lookup", q="a"), Intent.call("lookup", q="b")]
+    replayed = loop.replay(path)
+    assert replayed.trace == ran.trace and len(recorder.calls) == 2

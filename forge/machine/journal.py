@@ -36,7 +36,8 @@ number fired (so it stands before that transition's record)::
 - Exactly one of `value` (what it returned) and `error` (what it raised:
   `{"type": "module:QualName", "kind": …, "message": …, "args": […], "attributes": {…}}`,
   see `forge.machine.recorded`: reading it imports nothing) is present.
-  A policy's decision is `{"$forge": "intent", …}` or `{"$forge": "finish", "answer": …}`.
+  A policy's decision is `{"$forge": "intent", …}`, a list of them (calls asked at once),
+  `{"$forge": "finish", "answer": …}` or `{"$forge": "ask", "question": …}`.
 - `asked` (policy calls only) is what the policy was asked: `{"goal": …, "observations": n}`,
   with `"code": true` when the policy ran as code (a replay runs it again and checks its
   decision; without it, the decision is the world's answer, taken from the journal: see
@@ -378,8 +379,12 @@ class _Hashed:
 
 
 def _encode(value: Any, codec: JournalCodec | None, entry: JournalEntry) -> Any:
-    from forge.policy import Finish, Intent  # the policy's answers are journaled in a form of their own
+    from forge.policy import Ask, Finish, Intent  # the policy's answers are journaled in a form of their own
 
+    if isinstance(value, (list, tuple)) and any(isinstance(item, Intent) for item in value):  # calls asked at once
+        return [_encode(item, codec, entry) for item in value]
+    if isinstance(value, Ask):
+        return {"$forge": "ask", "question": value.question}
     if isinstance(value, Intent):
         return {"$forge": "intent", "capabilities": sorted(value.capabilities),
                 "arguments": _encode(dict(value.arguments), codec, entry),
@@ -415,6 +420,9 @@ def _json_problem(value: Any) -> str | None:
 
 
 def _decode(data: Any, codec: JournalCodec | None) -> Any:
+    if isinstance(data, list) and data and all(isinstance(item, dict) and item.get("$forge") == "intent"
+                                               for item in data):
+        return [_decode(item, codec) for item in data]
     if isinstance(data, dict):
         if "$codec" in data:
             if codec is None:
@@ -422,8 +430,10 @@ def _decode(data: Any, codec: JournalCodec | None) -> Any:
             return codec.decode(data["$codec"])
         marker = data.get("$forge")
         if marker is not None:
-            from forge.policy import Finish, Intent
+            from forge.policy import Ask, Finish, Intent
 
+            if marker == "ask":
+                return Ask(data["question"])
             if marker == "intent":
                 return Intent(frozenset(data["capabilities"]), _decode(data["arguments"], codec),
                               data.get("idempotency_key"), tool=data.get("tool"))
