@@ -33,8 +33,10 @@ def import_file(path: Path, what: str = "file") -> ModuleType:
     if spec is None or spec.loader is None:
         raise UsageError(f"cannot load {str(path)!r} as Python")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: a dataclass of the file looks its module up there
     try:
         spec.loader.exec_module(module)
     except Exception as error:
+        del sys.modules[spec.name]
         raise UsageError(f"{what} {str(path)!r} failed to load: {type(error).__name__}: {error}") from error
     return module
