@@ -31,6 +31,7 @@ EXTRA_MODULES = {  # the modules each extra is what makes importable
     "otel": ["forge.observe.otel"],
     "durable": ["forge.durable", "forge.durable.worker"],
     "ui": ["forge.ui", "forge.ui.app"],
+    "evals": ["forge.evals", "forge.evals.command"],
 }
 
 
@@ -89,6 +90,11 @@ def main() -> int:
                  f"assert '{into}' in forge.__file__, forge.__file__"], elsewhere)
             if extra == "":
                 run("[core] forge --help", [str(bin_ / "forge"), "--help"], elsewhere, expect="usage")
+            if extra == "evals":
+                run("[evals] the example eval, offline from its cassettes",
+                    [str(bin_ / "forge"), "eval", str(ROOT / "examples/evals/workspace.yaml"), "--loop",
+                     str(ROOT / "examples/evals/workspace_agent.py") + ":make_loop", "--offline", "--min-score", "1"],
+                    elsewhere, expect="5 of 5 cases passed")
             if extra == "schema":
                 (elsewhere / "quickstart.py").write_text(quickstart())
                 run("[schema] the README's Quickstart", [str(bin_ / "python"), "quickstart.py"], elsewhere,

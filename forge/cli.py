@@ -575,6 +575,15 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval(args: argparse.Namespace) -> int:
+    try:
+        from forge.evals.command import EvalCommand
+    except ImportError as missing:
+        raise UsageError(f"forge eval needs the evals extra: pip install 'forge-fsm[evals]' ({missing})") from None
+    return EvalCommand(args.dataset, args.loop, args.cassettes, args.record, args.offline, args.max_concurrency,
+                       args.out, args.against, args.min_score, args.no_regressions, tuple(args.scorers))()
+
+
 def _ui(args: argparse.Namespace) -> int:
     from forge.ui import serve
 
@@ -744,6 +753,28 @@ def _parser() -> argparse.ArgumentParser:
                          help="another run of the same definition: draw both paths, mark where they diverge, "
                               "and align the timelines")
     inspect.set_defaults(handler=_inspect)
+
+    evals = commands.add_parser("eval", help="run a dataset of cases on a loop, score each trajectory, gate on "
+                                             "score and regressions (exit 1 when a gate fails)")
+    evals.add_argument("dataset", metavar="DATASET", help="a pydantic-evals dataset file (YAML or JSON)")
+    evals.add_argument("--loop", required=True, metavar="MODULE:LOOP",
+                       help="the AgentLoop, or a function making one per case (a context manager may clean up)")
+    evals.add_argument("--cassettes", metavar="DIR",
+                       help="the cases' cassettes (default: cassettes/STEM/ beside the dataset)")
+    evals.add_argument("--record", action="store_true", help="run every case live and record its cassettes")
+    evals.add_argument("--offline", action="store_true",
+                       help="replay only: a case without a cassette, or departing from it, fails")
+    evals.add_argument("--max-concurrency", type=_positive, default=4, metavar="N",
+                       help="cases run at once (default 4)")
+    evals.add_argument("--out", metavar="DIR", help="write DIR/results.json, DIR/report.html and each run")
+    evals.add_argument("--against", metavar="BASELINE",
+                       help="an earlier eval's results.json (or its --out folder): show what changed")
+    evals.add_argument("--min-score", type=float, metavar="X", help="exit 1 when the eval's score is below X (0 to 1)")
+    evals.add_argument("--no-regressions", action="store_true",
+                       help="with --against: exit 1 when a case got worse")
+    evals.add_argument("--scorers", action="append", default=[], metavar="MODULE:NAME",
+                       help="an Evaluator class of yours the dataset names (repeatable)")
+    evals.set_defaults(handler=_eval, error_code=2)
 
     check = commands.add_parser("check", help="prove loop definitions sound before they run")
     check.add_argument("definitions", nargs="*", metavar="DEFINITION",
