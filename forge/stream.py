@@ -132,16 +132,17 @@ class _Handed:
     def __init__(self, relay: _Relay) -> None:
         self.relay, self.fired = relay, 0
 
-    def events(self, item: Any) -> list[StreamEvent]:
-        if isinstance(item, RunFinished):
-            upto, event = len(item.result.trace), item
-            trace: Sequence[Any] = item.result.trace
-        else:
+    def events(self, item: Any) -> Sequence[StreamEvent]:
+        if type(item) is tuple:
             (upto, event), trace = item, self.relay.trace
-        fired: list[StreamEvent] = [TransitionFired.at(trace, index) for index in range(self.fired, upto)]
-        self.fired = max(self.fired, upto)
-        fired.append(event)
-        return fired
+        else:
+            upto, event = len(item.result.trace), item
+            trace = item.result.trace
+        fired = self.fired
+        if upto <= fired:  # no record since the last event (a tool attempt's end follows its start)
+            return (event,)
+        self.fired = upto
+        return (*[TransitionFired.at(trace, index) for index in range(fired, upto)], event)
 
 
 def _relay_for(loop: Any) -> type[_Relay]:
