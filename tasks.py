@@ -118,6 +118,15 @@ def ensure_chromium() -> None:
         missing_part("Chromium and its driver (Debian's chromium, chromium-driver)", attempted)
 
 
+def ensure_http_tools() -> None:
+    """curl and jq, for the test that runs the README's JSON API examples against forge ui."""
+    if shutil.which("curl") and shutil.which("jq"):
+        return
+    attempted = can_apt()
+    if not (apt_install("curl", "jq") and shutil.which("curl") and shutil.which("jq")):
+        missing_part("curl and jq (Debian's curl, jq)", attempted)
+
+
 NODE_SERVERS = ROOT / ".mcp-servers"
 FILESYSTEM_SERVER = "@modelcontextprotocol/server-filesystem"
 
@@ -154,6 +163,7 @@ def main(argv: list[str]) -> int:
     if argv[0] == "test":
         ensure_node_servers()
         ensure_postgres()
+        ensure_http_tools()
     if argv[0] in ("test", "screenshot"):
         ensure_chromium()
     return subprocess.run([*command, *argv[1:]], cwd=ROOT).returncode

@@ -10,6 +10,9 @@ This page can approve side effects, so every request is checked before it is ser
 - a state-changing request is a POST whose `Origin` (or `Referer`) is this server and whose
   form carries the session's CSRF token;
 - `read_only` serves no action at all: the POST routes do not exist.
+
+The same runs and answers are a JSON API under `/api/` (`forge.ui.api`), for a front end of
+a team's own; a program authenticates there with `Authorization: Bearer TOKEN`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from forge.errors import ForgeError, RunNotFound
 from forge.files import valid_text
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
+from forge.ui.api import ApiGuard, api_routes
 from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
@@ -281,7 +285,9 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                           status_code=405 if allowed else 404, headers={"allow": ", ".join(allowed)} if allowed else None)
         return await handler(request)
 
-    routes = [Route("/", listing), Route("/inbox", inbox), Route("/loops/{name}", loop_page),
+    api = api_routes(runs, ApiGuard(token, guard.hosts, guard.csrf, COOKIE), read_only=read_only,
+                     answer_of=_answer_of)
+    routes = [*api, Route("/", listing), Route("/inbox", inbox), Route("/loops/{name}", loop_page),
               Route("/runs/{rest:path}", run_route, methods=["GET", "POST"])]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -1,0 +1,326 @@
+"""`forge ui`'s JSON API, under `/api/`: what a team's own front end (an approval screen, a
+chat) needs, without scraping the pages.
+
+    GET  /api/runs?status=&reason=&q=&page=   a page of runs, newest first
+    GET  /api/runs/RUN                         one run: its status, what it waits for, trace and journal
+    POST /api/runs/RUN/answer                  {"kind", "value", "question", "arguments"?}: answer what it waits for
+    POST /api/runs/RUN/cancel                  stop it at its next step
+    POST /api/runs/RUN/fork                    {"at": K, "patch": {...}?}: a new run, replayed to K, live from there
+    GET  /api/runs/RUN/events                  its events as server-sent events, until it waits or stops
+
+Every request passes the app's checks: the `Host` header names this server, and the token
+comes with it — as `Authorization: Bearer TOKEN` (a program's way), or as the page's
+`?token=` or session cookie (a browser's). A POST made with the cookie or `?token=` must also
+come from this server (`Origin`) and carry the session's CSRF token in an `X-CSRF-Token`
+header, as the page's forms do; a bearer token needs neither (a browser never sends one on
+its own). A POST's body is JSON (`Content-Type: application/json`). A read-only app serves
+no POST. Errors are JSON too: `{"error": "what was wrong and what to do"}`, with 400 (a bad
+request), 401 (no token), 403 (refused), 404 (no such run), 405, 409 (an answer to a question
+the run no longer asks: the body says what it asks now).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from forge.durable.answers import AnswerRefused
+from forge.durable.runs import RunRow, StoredRuns
+from forge.errors import ForgeError, RunNotFound
+from forge.machine.fork import Patch
+from forge.machine.trace import summary
+
+__all__ = ["API_PREFIX", "api_routes", "event_json", "run_json", "row_json"]
+
+API_PREFIX = "/api/runs"
+PAGE_SIZE = 50
+
+
+def error(code: int, message: str, **more: Any) -> JSONResponse:
+    """An error as the API answers one: `{"error": message, ...more}` with HTTP status `code`."""
+    return JSONResponse({"error": message, **more}, status_code=code)
+
+
+def row_json(row: RunRow) -> dict[str, Any]:
+    """A line of the runs list, as the API gives it."""
+    return {"run_id": row.run_id, "status": row.status, "loop": row.loop, "goal": row.goal, "reason": row.reason,
+            "steps": row.steps, "tokens": row.tokens, "created_at": row.created_at, "updated_at": row.updated_at,
+            "question": row.question}
+
+
+def _plain(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return summary(value, 2000)
+
+
+def run_json(stored: Any, journal: Any = ()) -> dict[str, Any]:
+    """A stored run (`DurableResult`) as the API gives it, with its `journal` entries."""
+    calls = []
+    for entry in journal:
+        try:
+            calls.append(entry.to_json())
+        except ForgeError:  # a value only the loop's codec writes: its text
+            calls.append({"transition": entry.transition, "kind": entry.kind, "name": entry.name,
+                          "value": summary(entry.value, 2000)})
+    return {"run_id": stored.run_id, "status": stored.status, "loop": stored.loop, "goal": stored.goal,
+            "reason": stored.reason, "outcome": stored.outcome, "summary": stored.summary,
+            "answer": _plain(stored.answer), "error": stored.error, "answers": stored.answers,
+            "waiting": None if stored.waiting is None else {**stored.waiting.to_json(),
+                                                              "question": stored.waiting.question},
+            "forked_from": None if stored.forked_from is None else stored.forked_from.to_json(),
+            "continues": stored.continues,
+            "trace": [record.to_json() for record in stored.records], "journal": calls}
+
+
+def event_json(event: Any) -> dict[str, Any]:
+    """A stored run's event (`StoredRuns.stream`) as one JSON object with its `type`."""
+    from forge.events import (
+        ModelCallStarted,
+        RunStopped,
+        TextDelta,
+        ToolAttemptFinished,
+        ToolCallDelta,
+        TransitionFired,
+        WaitingOn,
+    )
+
+    if isinstance(event, TransitionFired):
+        return {"type": "transition", "record": event.record.to_json()}
+    if isinstance(event, ToolAttemptFinished):
+        attempt = event.attempt
+        return {"type": "tool_attempt", "tool": attempt.tool, "number": attempt.number,
+                "error": None if attempt.error is None else f"{type(attempt.error).__name__}: {attempt.error}"}
+    if isinstance(event, ModelCallStarted):
+        return {"type": "model_call", "model": event.model}
+    if isinstance(event, TextDelta):
+        return {"type": "text", "text": event.text}
+    if isinstance(event, ToolCallDelta):
+        return {"type": "tool_call", "index": event.index, "call_id": event.call_id, "name": event.name,
+                "arguments": event.arguments}
+    if isinstance(event, WaitingOn):
+        return {"type": "waiting", "waiting": {**event.waiting.to_json(), "question": event.waiting.question}}
+    if isinstance(event, RunStopped):
+        stored = event.result
+        return {"type": "stopped", "status": stored.status, "reason": stored.reason, "summary": stored.summary}
+    return {"type": type(event).__name__}
+
+
+class ApiGuard:
+    """The API's checks (see the module), on the app's token, hosts and CSRF key."""
+
+    def __init__(self, token: str, hosts: frozenset[str], csrf: Callable[[Request], str], cookie: str) -> None:
+        self.token, self.hosts, self.csrf, self.cookie = token, hosts, csrf, cookie
+
+    def _bearer(self, request: Request) -> str | None:
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        return value.strip() if scheme.lower() == "bearer" else None
+
+    def refused(self, request: Request, *, changes: bool = False) -> JSONResponse | None:
+        host = request.headers.get("host", "").lower()
+        if host not in self.hosts:
+            return error(400, f"this forge ui does not serve the host {host!r}")
+        bearer = self._bearer(request)
+        given = bearer if bearer is not None else (request.query_params.get("token") or
+                                                    request.cookies.get(self.cookie) or "")
+        if not given:
+            return error(401, "no token: send Authorization: Bearer TOKEN (the token forge ui printed)")
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return error(403, "forbidden: the token is not this forge ui's")
+        if changes and bearer is None:  # a browser's session: the page's own rules
+            origin = request.headers.get("origin") or request.headers.get("referer") or ""
+            if urlsplit(origin).netloc.lower() not in self.hosts:
+                return error(403, "forbidden: a change made with the session cookie must come from this page "
+                                  "(Origin); a program sends Authorization: Bearer TOKEN instead")
+            if not hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), self.csrf(request).encode()):
+                return error(403, "forbidden: the X-CSRF-Token header is missing or wrong")
+        return None
+
+
+async def _body(request: Request) -> Mapping[str, Any]:
+    """The JSON object a POST carries.
+
+    Raises:
+        ValueError: (a UsageError) not JSON, or not an object, or not sent as JSON.
+    """
+    from forge.errors import UsageError
+
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise UsageError("send the body as JSON, with Content-Type: application/json")
+    raw = await request.body()
+    try:
+        data = json.loads(raw or b"{}")
+    except (ValueError, RecursionError):
+        raise UsageError("the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise UsageError("the body must be a JSON object")
+    return data
+
+
+def _run_of(request: Request) -> tuple[str, str]:
+    """The run id and what follows it in a path under /api/runs/ (an id with a `/` in it is
+    sent quoted, `%2F`, and read from the path as sent)."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    rest = raw.decode("latin-1").split("?", 1)[0][len(API_PREFIX) + 1:]
+    segment, _, tail = rest.partition("/")
+    return unquote(segment, errors="surrogatepass"), tail
+
+
+def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of: Callable[[Any], Any]) -> list[Route]:
+    """The API's routes over `runs` (see the module); `answer_of(form)` reads an answer as
+    the page's form gives one (the app's own reader, so both take the same answers)."""
+
+    async def listing(request: Request) -> Response:
+        refused = guard.refused(request)
+        if refused is not None:
+            return refused
+        from forge.ui.pages import STATUSES
+
+        status, reason, text = (request.query_params.get(k, "").strip() for k in ("status", "reason", "q"))
+        if status and status not in STATUSES:
+            return error(400, f"unknown status {status!r}; one of {', '.join(STATUSES)}")
+        try:
+            page = max(0, int(request.query_params.get("page", "0")))
+        except ValueError:
+            return error(400, "page must be a whole number")
+        rows, more = await run_in_threadpool(runs.find, status=status or None, reason=reason or None,
+                                             text=text or None, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+        return JSONResponse({"runs": [row_json(row) for row in rows], "page": page, "more": more})
+
+    async def one(request: Request, run_id: str) -> Response:
+        def read() -> dict[str, Any]:
+            stored = runs.get(run_id)
+            return run_json(stored, runs.recorded(run_id)[1])
+
+        try:
+            return JSONResponse(await run_in_threadpool(read))
+        except RunNotFound as missing:
+            return error(404, str(missing))
+
+    async def answer(request: Request, run_id: str) -> Response:
+        try:
+            body = await _body(request)
+            arguments = body.get("arguments")
+            given = answer_of({**body, "arguments": json.dumps(arguments) if isinstance(arguments, dict) else
+                               arguments or ""})
+            await run_in_threadpool(runs.resume, run_id, given)
+        except RunNotFound as missing:
+            return error(404, str(missing))
+        except AnswerRefused as refusal:
+            try:
+                stored = await run_in_threadpool(runs.get, run_id)
+            except RunNotFound as missing:
+                return error(404, str(missing))
+            if stored.waiting is None or stored.waiting.asked != given_question(body):
+                now = None if stored.waiting is None else {**stored.waiting.to_json(),
+                                                           "question": stored.waiting.question}
+                return error(409, f"not sent: {refusal}", status=stored.status, waiting=now)
+            return error(400, f"not sent: {refusal}")
+        except (ForgeError, ValueError) as refusal:
+            return error(400, f"not sent: {refusal}")
+        worker = await run_in_threadpool(runs.who_serves, run_id)
+        return JSONResponse({"run_id": run_id, "answered": True, "served": worker is not None})
+
+    async def cancel(request: Request, run_id: str) -> Response:
+        try:
+            await run_in_threadpool(runs.cancel, run_id)
+        except RunNotFound as missing:
+            return error(404, str(missing))
+        return JSONResponse({"run_id": run_id, "cancelled": True})
+
+    async def fork(request: Request, run_id: str) -> Response:
+        try:
+            body = await _body(request)
+            at = body.get("at")
+            if not isinstance(at, int) or isinstance(at, bool) or at < 1:
+                return error(400, "not forked: 'at' must be a transition number, 1 or more")
+            patch = Patch.from_json(body["patch"]) if body.get("patch") is not None else None
+            new = await run_in_threadpool(runs.fork, run_id, at, patch, body.get("run_id"))
+        except RunNotFound as missing:
+            return error(404, str(missing))
+        except (ForgeError, ValueError, LookupError) as refusal:
+            return error(400, f"not forked: {refusal}")
+        return JSONResponse({"run_id": new, "forked_from": run_id, "at": at}, status_code=201)
+
+    async def events(request: Request, run_id: str) -> Response:
+        try:
+            await run_in_threadpool(runs.get, run_id)
+        except RunNotFound as missing:
+            return error(404, str(missing))
+        return StreamingResponse(_feed(runs, run_id, request), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store"})
+
+    gets: dict[str, Callable[..., Any]] = {"": one, "events": events}
+    posts: dict[str, Callable[..., Any]] = {} if read_only else {"answer": answer, "cancel": cancel, "fork": fork}
+
+    async def run_route(request: Request) -> Response:
+        run_id, tail = _run_of(request)
+        table = gets if request.method == "GET" else posts
+        refused = guard.refused(request, changes=request.method != "GET")
+        if refused is not None:
+            return refused
+        handler = table.get(tail)
+        if handler is None:
+            allowed = [method for method, where in (("GET", gets), ("POST", posts)) if tail in where]
+            if allowed:
+                return JSONResponse({"error": f"{request.method} is not served here"}, status_code=405,
+                                    headers={"allow": ", ".join(allowed)})
+            return error(404, f"no such API route: {request.url.path}")
+        answered: Response = await handler(request, run_id)
+        return answered
+
+    async def unknown(request: Request) -> Response:
+        refused = guard.refused(request)
+        return refused if refused is not None else error(404, f"no such API route: {request.url.path}")
+
+    return [Route(API_PREFIX, listing), Route(API_PREFIX + "/{rest:path}", run_route, methods=["GET", "POST"]),
+            Route("/api/{rest:path}", unknown, methods=["GET", "POST"])]
+
+
+def given_question(body: Mapping[str, Any]) -> int:
+    try:
+        return int(str(body.get("question", "")))
+    except ValueError:
+        return 0
+
+
+async def _feed(runs: StoredRuns, run_id: str, request: Request) -> AsyncIterator[str]:
+    """The run's events (`StoredRuns.stream`, read in a worker thread) as server-sent
+    events, one JSON object each; a failure to read ends the feed with an `error` event."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+    done = object()
+
+    def read() -> None:
+        try:
+            for event in runs.stream(run_id):
+                loop.call_soon_threadsafe(queue.put_nowait, event_json(event))
+                if stop.is_set():
+                    return
+        except (ForgeError, LookupError) as failure:
+            loop.call_soon_threadsafe(queue.put_nowait, {"type": "error", "error": str(failure)})
+        finally:
+            loop.call_soon_threadsafe(queue.put_nowait, done)
+
+    threading.Thread(target=read, name="forge-ui-feed", daemon=True).start()
+    try:
+        while True:
+            item = await queue.get()
+            if item is done:
+                return
+            yield f"data: {json.dumps(item)}\n\n"
+    finally:
+        stop.set()
