@@ -219,6 +219,54 @@ def test_an_answer_with_no_worker_live_says_what_to_start(make, ui, db):
     assert "No forge worker is live" in page and f"forge worker --db {db} --loops MODULE" in page
 
 
+def test_a_page_opened_after_an_answer_follows_the_run_and_offers_no_answer_again(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="follow-page")
+    asked = durable.status("follow-page").waiting.asked
+    _, page, _ = request(ui["port"], "GET", f"/runs/follow-page?done=answered&answered={asked}")
+    assert 'id="following"' in page and 'value="approve"' not in page
+    assert "new EventSource(" in page and f"answered={asked}" in page
+    _, other, _ = request(ui["port"], "GET", f"/runs/follow-page?done=answered&answered={asked + 1}")
+    assert 'id="following"' not in other and 'value="approve"' in other  # another question's answer: ask this one
+
+
+def test_a_following_page_is_told_when_the_run_takes_the_answer_up(make, ui):
+    from forge.durable import Answer
+
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="follow-feed")
+    waiting = durable.status("follow-feed").waiting
+    _, page, _ = request(ui["port"], "GET", f"/runs/follow-feed?done=answered&answered={waiting.asked}")
+    feed = json.loads(page.split("new EventSource(", 1)[1].split(")", 1)[0])
+    connection = http.client.HTTPConnection("127.0.0.1", ui["port"], timeout=30)
+    connection.request("GET", feed, headers={"Host": f"127.0.0.1:{ui['port']}"})
+    response = connection.getresponse()
+    told = []
+    reader = threading.Thread(target=lambda: told.extend(sse_messages(response)))
+    reader.start()
+    time.sleep(0.6)  # the feed is open and the run still waits: nothing told, and it does not end
+    assert reader.is_alive() and told == []
+    durable.resume("follow-feed", Answer.approve(waiting.fingerprint).to(waiting))
+    reader.join(30)
+    assert [event for event, _ in told] == ["message"]  # told once, then the feed ended
+    assert durable.wait("follow-feed", timeout=30, answers=1).answer == "sent 500 to bob"
+
+
+def test_an_error_is_a_page_in_the_apps_style_saying_what_to_do(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="error-page")
+    status, page, headers = post_answer(ui["port"], "error-page", {"kind": "approve", "value": "0" * 64})
+    assert status == 400 and headers["content-type"].startswith("text/html")
+    assert 'id="error-page"' in page and "<header>" in page and "not sent:" in page
+    assert 'href="/runs/error-page?token=' in page  # back to the run
+
+
+def test_a_refusal_for_a_missing_token_is_a_page_that_gives_no_token_away(ui):
+    status, page, _ = request(ui["port"], "GET", "/", token=None)
+    assert status == 403 and 'id="error-page"' in page
+    assert TOKEN not in page and "Open the URL" in page
+
+
 def sse_messages(response):
     """The (event, data) messages of a server-sent event stream, until it ends."""
     event, data = "message", None

@@ -33,32 +33,31 @@ from urllib.parse import unquote, urlencode, urlsplit
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound
-from forge.files import valid_text
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
 from forge.ui.api import ApiGuard, api_routes
-from forge.ui.pages import STATUSES, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
+from forge.ui.pages import STATUSES, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
 
 COOKIE = "forge_ui"
 PAGE_SIZE = 50
 FOLLOW_RENEWED_EVERY = 3.0
+ANSWER_FOLLOWED_FOR = 120.0
+"""Seconds a page that sent an answer waits, on one connection, for the run to take it up
+(its browser connects again after that)."""
 """Seconds between a live page's renewals of its `StoredRuns.follow` (each for 10 s)."""
 
 
-class _Plain(PlainTextResponse):
-    """A plain-text answer whose text may hold what a run holds (a lone surrogate in its
-    id): shown escaped rather than failing the response."""
-
-    def render(self, content: Any) -> bytes:
-        return bytes(super().render(valid_text(content) if isinstance(content, str) else content))
+def _failed(status: int, message: str, token_query: str = "", run_id: str | None = None) -> HTMLResponse:
+    """A refusal as the app's own page (`error_page`): what was wrong and what to do."""
+    return HTMLResponse(error_page(status, message, token_query, run_id), status_code=status)
 
 
 class _Guard:
@@ -71,11 +70,10 @@ class _Guard:
     def refused(self, request: Request) -> Response | None:
         host = request.headers.get("host", "").lower()
         if host not in self.hosts:
-            return _Plain(f"this forge ui does not serve the host {host!r}", status_code=400)
+            return _failed(400, f"this forge ui does not serve the host {host!r}")
         given = request.query_params.get("token") or request.cookies.get(COOKIE) or ""
         if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return _Plain("forbidden: open the URL forge ui printed (it carries the token)",
-                                     status_code=403)
+            return _failed(403, "forbidden: open the URL forge ui printed (it carries the token)")
         return None
 
     def csrf(self, request: Request) -> str:
@@ -96,10 +94,9 @@ class _Guard:
     def forged(self, request: Request, form: Any) -> Response | None:
         origin = request.headers.get("origin") or request.headers.get("referer") or ""
         if urlsplit(origin).netloc.lower() not in self.hosts:
-            return _Plain("forbidden: a state-changing request must come from this page (Origin)",
-                                     status_code=403)
+            return _failed(403, "forbidden: a state-changing request must come from this page (Origin)")
         if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf(request).encode()):
-            return _Plain("forbidden: the form's CSRF token is missing or wrong", status_code=403)
+            return _failed(403, "forbidden: the form's CSRF token is missing or wrong; reload the page and try again")
         return None
 
 
@@ -128,12 +125,11 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             return refused
         filters = {k: request.query_params.get(k, "").strip() for k in ("status", "reason", "q")}
         if filters["status"] and filters["status"] not in STATUSES:
-            return _Plain(f"unknown status {filters['status']!r}; one of {', '.join(STATUSES)}",
-                                     status_code=400)
+            return _failed(400, f"unknown status {filters['status']!r}; one of {', '.join(STATUSES)}", query)
         try:
             page = max(0, int(request.query_params.get("page", "0")))
         except ValueError:
-            return _Plain("page must be a number", status_code=400)
+            return _failed(400, "page must be a number", query)
         rows, more = await run_in_threadpool(runs.find, status=filters["status"] or None,
                                              reason=filters["reason"] or None, text=filters["q"] or None,
                                              offset=page * PAGE_SIZE, limit=PAGE_SIZE)
@@ -154,9 +150,15 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         try:
             stored = await run_in_threadpool(runs.get, run_id)
         except RunNotFound as error:
-            return _Plain(str(error), status_code=404)
+            return _failed(404, str(error), query)
         seen = ""
-        if stored.status in ("queued", "running"):
+        try:
+            answered = int(request.query_params.get("answered", "0"))
+        except ValueError:
+            answered = 0
+        following = answered if (stored.status == "waiting" and stored.waiting is not None and answered > 0
+                                 and stored.waiting.asked == answered) else 0  # answered, not yet taken up: follow it
+        if stored.status in ("queued", "running") or following:
             await run_in_threadpool(runs.follow, run_id)
             seen = await run_in_threadpool(_moment, runs, stored)
         if stored.status == "running":
@@ -169,12 +171,14 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                      f"running: start one (forge worker --db {db} --loops MODULE, where MODULE makes the "
                      f"durable loop named {stored.loop!r}).")
         return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
-                                            token_query=query, note=note, seen=seen)))
+                                            token_query=query, note=note, seen=seen, following=following)))
 
-    async def gone_on(run_id: str, done: str) -> Response:
-        """To the page of a run just answered or forked, saying whether a worker is live to take it on."""
+    async def gone_on(run_id: str, done: str, answered: int = 0) -> Response:
+        """To the page of a run just answered (question `answered`) or forked, saying whether
+        a worker is live to take it on."""
         worker = await run_in_threadpool(runs.who_serves, run_id)
-        return RedirectResponse(f"{run_path(run_id)}?{query}&done={done}&served={int(worker is not None)}",
+        more = f"&answered={answered}" if answered else ""
+        return RedirectResponse(f"{run_path(run_id)}?{query}&done={done}&served={int(worker is not None)}{more}",
                                 status_code=303)
 
     async def loop_page(request: Request) -> Response:
@@ -196,7 +200,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             patch = Patch.from_json(json_of(text, "the patch")) if text else None
             new = await run_in_threadpool(runs.fork, run_id, at, patch, None)
         except (ForgeError, ValueError, LookupError) as error:
-            return _Plain(f"not forked: {error}", status_code=400)
+            return _failed(400, f"not forked: {error}", query, run_id)
         return await gone_on(new, "forked")
 
     async def events(request: Request) -> Response:
@@ -207,24 +211,38 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         try:
             await run_in_threadpool(runs.get, run_id)
         except RunNotFound as error:  # a feed of nothing would make a browser reconnect forever
-            return _Plain(str(error), status_code=404)
+            return _failed(404, str(error), query)
 
         async def changes() -> Any:
             """One message per change after `seen` (the digest a page was made at); without
-            `seen`, the first message is the run as it is now. A run that no longer runs ends
+            `seen`, the first message is the run as it is now. With `answered=N` (a page that
+            answered question N), one message once the run no longer waits on it. A run that no longer runs ends
             the stream; so does a database that cannot be read, with an `error` event (a
             browser's EventSource then connects again by itself)."""
             last, followed = request.query_params.get("seen") or "", 0.0
+            try:  # a page that answered question N: told once the run no longer waits on it
+                answered = int(request.query_params.get("answered", "0"))
+            except ValueError:
+                answered = 0
+            until = time.monotonic() + ANSWER_FOLLOWED_FOR
             while True:
                 try:
                     if time.monotonic() - followed > FOLLOW_RENEWED_EVERY:
                         await run_in_threadpool(runs.follow, run_id)
                         followed = time.monotonic()
                     stored = await run_in_threadpool(runs.get, run_id)
-                    now = await run_in_threadpool(_moment, runs, stored)
+                    now = "" if answered else await run_in_threadpool(_moment, runs, stored)
                 except (ForgeError, LookupError) as error:
                     yield f"event: error\ndata: {json.dumps({'error': str(error)})}\n\n"
                     return
+                if answered:  # its own digest moves as a followed run stores what it fired: not a change
+                    taken = stored.waiting is None or stored.waiting.asked != answered
+                    if taken:
+                        yield f"data: {json.dumps({'status': stored.status})}\n\n"
+                    if taken or time.monotonic() > until or await request.is_disconnected():
+                        return
+                    await asyncio.sleep(0.25)
+                    continue
                 if now != last:
                     yield f"data: {json.dumps({'status': stored.status})}\n\n"
                 last = now
@@ -242,19 +260,19 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         try:
             given = _answer_of(form)
         except (AnswerRefused, ForgeError, ValueError) as error:
-            return _Plain(f"not sent: {error}", status_code=400)
+            return _failed(400, f"not sent: {error}", query, run_id)
         try:
             await run_in_threadpool(runs.resume, run_id, given)  # refuses an answer to a question not asked now
         except RunNotFound as error:
-            return _Plain(str(error), status_code=404)
+            return _failed(404, str(error), query)
         except AnswerRefused as error:
             stored = await run_in_threadpool(runs.get, run_id)
             if stored.waiting is None or stored.waiting.asked != given.question:  # the form is stale: say what is asked now
                 return served(HTMLResponse(stale_answer_page(stored, given.question, query), status_code=409))
-            return _Plain(f"not sent: {error}", status_code=400)
+            return _failed(400, f"not sent: {error}", query, run_id)
         except (ForgeError, ValueError) as error:
-            return _Plain(f"not sent: {error}", status_code=400)
-        return await gone_on(run_id, "answered")
+            return _failed(400, f"not sent: {error}", query, run_id)
+        return await gone_on(run_id, "answered", given.question)
 
     async def cancel(request: Request) -> Response:
         refused, _ = await guard.posted(request)
@@ -264,7 +282,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         try:
             await run_in_threadpool(runs.cancel, run_id)
         except RunNotFound as error:
-            return _Plain(str(error), status_code=404)
+            return _failed(404, str(error), query)
         return RedirectResponse(f"{run_path(run_id)}?{query}&done=cancelled", status_code=303)
 
     gets = {"": one, "events": events}
@@ -281,8 +299,11 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             if refused is not None:
                 return refused
             allowed = [method for method, table in (("GET", gets), ("POST", {} if read_only else posts)) if tail in table]
-            return _Plain("not found" if not allowed else f"{request.method} is not served here",
-                          status_code=405 if allowed else 404, headers={"allow": ", ".join(allowed)} if allowed else None)
+            refusal = _failed(405 if allowed else 404, f"{request.method} is not served here" if allowed else
+                              f"no page at {request.url.path}", query)
+            if allowed:
+                refusal.headers["allow"] = ", ".join(allowed)
+            return refusal
         return await handler(request)
 
     api = api_routes(runs, ApiGuard(token, guard.hosts, guard.csrf, COOKIE), read_only=read_only,

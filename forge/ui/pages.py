@@ -56,6 +56,25 @@ def _page(title: str, body: str, token_query: str) -> str:
                  f"<a href=\"{escape(inbox)}\">inbox</a></header><main>{body}</main></body></html>")
 
 
+_ERROR_TITLES = {400: "not done", 403: "forbidden", 404: "not found", 405: "not served here"}
+
+
+def error_page(status: int, message: str, token_query: str = "", run_id: str | None = None) -> str:
+    """What a request forge ui refuses gets: the app's page saying what was wrong and what
+    to do — go back to the run (`run_id`), or to the runs list. A page for a request
+    without the token links nowhere that needs it (`token_query` empty)."""
+    title = _ERROR_TITLES.get(status, "error")
+    if run_id is not None and token_query:
+        back = (f'<p><a href="{escape(run_path(run_id))}?{escape(token_query)}">back to run '
+                f"{escape(run_id)}</a> to see what it waits for now</p>")
+    elif token_query:
+        back = f'<p><a href="/?{escape(token_query)}">back to the runs</a></p>'
+    else:
+        back = "<p>Open the URL <code>forge ui</code> printed when it started: it carries the token.</p>"
+    return _page(f"forge ui · {title}", f'<section class="box status-error" id="error-page"><h2>{escape(title)} '
+                 f'({status})</h2><p id="error-message">{escape(message)}</p>{back}</section>', token_query)
+
+
 def stale_answer_page(stored: DurableResult, answered: int, token_query: str) -> str:
     """What a form made for question `answered` gets when the run no longer asks it: what
     the run asks now (or that it asks nothing), and a link to its page."""
@@ -174,12 +193,14 @@ def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> 
 
 
 def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_query: str, note: str = "",
-             seen: str = "") -> str:
+             seen: str = "", following: int = 0) -> str:
     """A run's page: its status, the inspector (every turn), its conversation, and, when it
     waits and actions are allowed, the answers that fit. While the run is queued or running,
     the page listens for its changes since `seen` (what the page shows, as the events
     route digests it) and reloads at the first, unless the user has typed into it (a fork's
-    patch): then it says the run moved on, and keeps what they typed."""
+    patch): then it says the run moved on, and keeps what they typed. `following`: the
+    question it waits on (its number) was just answered from this page, so the page offers no answer
+    and follows the run until it takes the answer up (it waits again, or ends)."""
     head = (f"<h2>run {escape(stored.run_id)} · {escape(stored.loop or '?')} · "
             f'<span class="status-{escape(stored.status)}" id="status">{escape(stored.status)}</span>'
             + (f" · {escape(stored.reason)}" if stored.reason else "") + "</h2>"
@@ -193,7 +214,10 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     if note:
         head += f'<p class="box note" id="note">{escape(note)}</p>'
     actions = ""
-    if stored.waiting is not None and csrf is not None:
+    if following:
+        actions = ('<p class="box note" id="following">Your answer is sent: this page follows the run and shows '
+                   "where it goes next.</p>")
+    elif stored.waiting is not None and csrf is not None:
         actions = answer_forms(stored.run_id, stored.waiting, csrf, token_query)
     if csrf is not None and stored.status in ("queued", "running", "waiting"):
         actions += (f'<form method="post" action="{escape(run_path(stored.run_id, "/cancel") + "?" + token_query)}">'
@@ -201,15 +225,17 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     if csrf is not None and stored.traces:
         actions += fork_form(stored.run_id, len(stored.traces[0]), csrf, token_query)
     talk = conversation(stored.state.messages) if stored.state is not None else ""
-    events = run_path(stored.run_id, "/events") + f"?{token_query}&{urlencode({'seen': seen})}"
+    events = run_path(stored.run_id, "/events") + f"?{token_query}&{urlencode({'seen': seen})}" + \
+        (f"&answered={following}" if following else "")
+    fresh = run_path(stored.run_id) + f"?{token_query}"  # a reload drops what an answer's redirect added
     # a page the user has typed into is not reloaded under them: it says the run moved on instead
     live = ('<p class="box note" id="moved" hidden>the run has moved on since this page was made: '
-            '<a href="">reload it</a> (what you typed here is kept until you do)</p>'
+            f'<a href="{escape(fresh)}">reload it</a> (what you typed here is kept until you do)</p>'
             "<script>(function(){var s=new EventSource(" + json.dumps(events) + "),typed=false;"
             'document.addEventListener("input",function(){typed=true});'
-            's.onmessage=function(){if(!typed){location.reload();return}'
+            's.onmessage=function(){if(!typed){location.replace(' + json.dumps(fresh) + ');return}'
             'document.getElementById("moved").hidden=false;s.close()};})();</script>'
-            if stored.status in ("queued", "running") else "")
+            if stored.status in ("queued", "running") or following else "")
     return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query)
 
 
