@@ -506,8 +506,14 @@ def test_forking_from_the_page_makes_a_new_run_that_says_where_it_came_from(make
                                  form={"csrf": csrf_of(page), "at": "1", "patch": ""})
     assert status == 303 and "done=forked" in headers["location"]
     new = headers["location"].split("?")[0].rsplit("/", 1)[1]
+    assert new == "fork-source-fork-1"  # a readable id, saying what it was forked from
     forked = durable.status(new)
     assert forked.forked_from.run_id == "fork-source" and forked.forked_from.transition == 1
+    again = request(ui["port"], "POST", "/runs/fork-source/fork", headers=origin,
+                    form={"csrf": csrf_of(page), "at": "2", "patch": ""})
+    assert again[2]["location"].split("?")[0].endswith("/fork-source-fork-2")
+    _, child, _ = request(ui["port"], "GET", "/runs/fork-source-fork-1")
+    assert 'id="forked-from"' in child and 'href="/runs/fork-source?token=' in child
     bad = request(ui["port"], "POST", "/runs/fork-source/fork", headers=origin,
                   form={"csrf": csrf_of(page), "at": "99"})
     assert bad[0] == 400 and "not forked" in bad[1]

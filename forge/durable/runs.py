@@ -463,7 +463,7 @@ class StoredRuns:
         """Queue a new durable run that is the stored run `source` up to transition `at`,
         with `patch` replacing the outcome recorded there, then live (as `AgentLoop.fork`:
         at any transition, after a person's answers too), for a worker serving `source`'s
-        loop; return the new run's id (`run_id`, default random). Nothing `source` did
+        loop; return the new run's id (`run_id`, default `SOURCE-fork-N`, the next N). Nothing `source` did
         before `at` is done again; `source` itself is only read. Without the loop's code at
         hand, a patched decision's tool is checked by name against the tools `source`
         published; its arguments are checked when it runs. Forking again into the id of the
@@ -494,7 +494,7 @@ class StoredRuns:
             As `fork`.
         """
         parent, event = self._read(source)
-        new = new_run_id(run_id)
+        new = new_run_id(run_id) if run_id is not None else self._next_fork_id(source)
         loop = str(event.get("loop") or parent.loop)
         found = self.client.list_workflows(workflow_ids=[new], load_output=False)
         if found:
@@ -505,6 +505,14 @@ class StoredRuns:
             return new, None, loop
         known = tools if tools is not None else frozenset(event.get("tools", ()))
         return new, seed_fork(self.database, source, parent.traces, at, patch, known, new), loop
+
+    def _next_fork_id(self, source: str) -> str:
+        """`SOURCE-fork-N`, N one past the highest fork of `source` so named: a fork's id says
+        what it was forked from, and the forks of one run count up."""
+        prefix = f"{source}-fork-"
+        taken = [workflow.workflow_id[len(prefix):] for workflow in
+                 self.client.list_workflows(workflow_id_prefix=prefix, load_input=False, load_output=False)]
+        return f"{prefix}{max((int(n) for n in taken if n.isdigit()), default=0) + 1}"
 
     @_readable
     def recorded(self, run_id: str) -> tuple[Sequence[TransitionRecord], Sequence[JournalEntry]]:

@@ -205,6 +205,12 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
             f'<span class="status-{escape(stored.status)}" id="status">{escape(stored.status)}</span>'
             + (f" · {escape(stored.reason)}" if stored.reason else "") + "</h2>"
             f"<p>goal: {escape(stored.goal or '')}</p>")
+    origin = stored.forked_from
+    if origin is not None:
+        parent = f'<a href="{escape(run_path(origin.run_id))}?{escape(token_query)}">{escape(origin.run_id)}</a>'
+        patched = (f"; transition {origin.transition} patched: <code>{escape(json.dumps(origin.patch))}</code>"
+                   if origin.patch else f"; live from transition {origin.transition}")
+        head += f'<p class="box" id="forked-from">forked from run {parent} at transition {origin.transition}{patched}</p>'
     if stored.answer is not None:
         head += f"<p>answer: {escape(str(stored.answer))}</p>"
     if stored.summary:
