@@ -168,6 +168,61 @@ def test_the_inbox_lists_the_runs_that_wait_with_their_question(make, ui):
     assert 'data-run="inbox-1"' in page and "approve send" in page
 
 
+def inbox_entry(page, run_id):
+    """The part of the inbox page about `run_id`."""
+    start = page.index(f'<div class="box" data-run="{run_id}">')
+    return page[start:page.index("</div>", page.index("</section>", start))]
+
+
+def test_the_inbox_shows_each_waiting_call_with_its_arguments_and_the_answers_that_fit(make, ui):
+    make(approval_loop()).run("pay bob", run_id="inbox-call")
+    _, page, _ = request(ui["port"], "GET", "/inbox")
+    entry = inbox_entry(page, "inbox-call")
+    assert "call <code>send</code> with <code>{&quot;to&quot;: &quot;bob&quot;, &quot;amount&quot;: 500}</code>" in entry
+    assert 'value="approve"' in entry and 'value="reject"' in entry and 'name="back" value="inbox"' in entry
+
+
+def test_approving_from_the_inbox_makes_the_run_go_on_and_returns_to_the_inbox(make, ui):
+    SENT.clear()
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="inbox-approve")
+    port = ui["port"]
+    _, page, _ = request(port, "GET", "/inbox")
+    entry = inbox_entry(page, "inbox-approve")
+    status, _, headers = request(port, "POST", "/runs/inbox-approve/answer", headers={"Origin": f"http://127.0.0.1:{port}"},
+                                 form={"csrf": csrf_of(page), "question": field_of(entry, "question"), "back": "inbox",
+                                       "kind": "approve", "value": field_of(entry, "value")})
+    assert status == 303 and headers["location"].startswith("/inbox?") and "run=inbox-approve" in headers["location"]
+    assert durable.wait("inbox-approve", timeout=30, answers=1).answer == "sent 500 to bob"
+    _, after, _ = request(port, "GET", headers["location"].split("?")[0] + "?done=answered&run=inbox-approve")
+    assert "Answered inbox-approve." in after and 'data-run="inbox-approve"' not in after
+
+
+def test_a_question_is_answered_from_the_inbox(make, ui):
+    def asker(goal, state):
+        return Ask("Whom should I pay?") if not state.observations else Finish(f"paying {goal}")
+
+    durable = make(AgentLoop([send], asker, lambda o: o.tool_name == "finish"))
+    durable.run("pay someone", run_id="inbox-ask")
+    port = ui["port"]
+    _, page, _ = request(port, "GET", "/inbox")
+    entry = inbox_entry(page, "inbox-ask")
+    assert "Whom should I pay?" in entry and 'placeholder="your reply"' in entry
+    status, _, _ = request(port, "POST", "/runs/inbox-ask/answer", headers={"Origin": f"http://127.0.0.1:{port}"},
+                           form={"csrf": csrf_of(page), "question": field_of(entry, "question"), "back": "inbox",
+                                 "kind": "text", "value": "carol"})
+    assert status == 303
+    assert durable.wait("inbox-ask", timeout=30, answers=1).answer == "paying carol"
+
+
+def test_the_navigation_says_how_many_runs_wait(make, ui):
+    make(approval_loop()).run("pay bob", run_id="nav-count")
+    _, page, _ = request(ui["port"], "GET", "/")
+    counted = int(page.split('id="waiting-count">', 1)[1].split("<", 1)[0])
+    _, inbox, _ = request(ui["port"], "GET", "/inbox")
+    assert counted >= 1 and f"waiting for you: {counted}</h2>" in inbox
+
+
 # --- answering -------------------------------------------------------------------------
 
 

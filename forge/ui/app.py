@@ -115,6 +115,10 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                                                        "form-action 'self'; frame-ancestors 'none'")
         return response
 
+    def waiting_count() -> int:
+        """How many runs wait for an answer (what the navigation shows; at most 500 counted)."""
+        return len(runs.find(status="waiting", limit=500)[0])
+
     def run_id_of(request: Request) -> str:
         """The run id in the request's path (see `_run_path_of`)."""
         return _run_path_of(request)[0]
@@ -133,14 +137,27 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         rows, more = await run_in_threadpool(runs.find, status=filters["status"] or None,
                                              reason=filters["reason"] or None, text=filters["q"] or None,
                                              offset=page * PAGE_SIZE, limit=PAGE_SIZE)
-        return served(HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=query)))
+        waiting = await run_in_threadpool(waiting_count)
+        return served(HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=query,
+                                             waiting=waiting)))
 
     async def inbox(request: Request) -> Response:
         refused = guard.refused(request)
         if refused is not None:
             return refused
-        rows, _ = await run_in_threadpool(runs.find, status="waiting", limit=500)
-        return served(HTMLResponse(inbox_page(rows, query)))
+        def asked() -> list[tuple[Any, Any]]:
+            rows, _ = runs.find(status="waiting", limit=500)
+            found = []
+            for row in rows:
+                try:
+                    found.append((row, runs.get(row.run_id).waiting))
+                except RunNotFound:  # gone since it was listed
+                    continue
+            return found
+
+        note = f"Answered {request.query_params.get('run', '')}." if request.query_params.get("done") == "answered" else ""
+        return served(HTMLResponse(inbox_page(await run_in_threadpool(asked), query,
+                                              None if read_only else guard.csrf(request), note)))
 
     async def one(request: Request) -> Response:
         refused = guard.refused(request)
@@ -171,7 +188,8 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                      f"running: start one (forge worker --db {db} --loops MODULE, where MODULE makes the "
                      f"durable loop named {stored.loop!r}).")
         return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
-                                            token_query=query, note=note, seen=seen, following=following)))
+                                            token_query=query, note=note, seen=seen, following=following,
+                                            waiting=await run_in_threadpool(waiting_count))))
 
     async def gone_on(run_id: str, done: str, answered: int = 0) -> Response:
         """To the page of a run just answered (question `answered`) or forked, saying whether
@@ -187,7 +205,8 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             return refused
         name = request.path_params["name"]
         found = await run_in_threadpool(runs.outcomes, name)
-        return served(HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found), len(found), query)))
+        return served(HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found), len(found), query,
+                                             await run_in_threadpool(waiting_count))))
 
     async def fork(request: Request) -> Response:
         refused, form = await guard.posted(request)
@@ -272,6 +291,8 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             return _failed(400, f"not sent: {error}", query, run_id)
         except (ForgeError, ValueError) as error:
             return _failed(400, f"not sent: {error}", query, run_id)
+        if form.get("back") == "inbox":
+            return RedirectResponse(f"/inbox?{query}&{urlencode({'done': 'answered', 'run': run_id})}", status_code=303)
         return await gone_on(run_id, "answered", given.question)
 
     async def cancel(request: Request) -> Response:

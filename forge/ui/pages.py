@@ -35,6 +35,7 @@ th{background:#eef2f6}
 .msg{border-left:3px solid #9fb3c8;padding:4px 10px;margin:6px 0;white-space:pre-wrap}
 .msg.assistant{border-color:#1f4e8c}.msg.tool{border-color:#6a8f3a}.msg.user{border-color:#8a5a00}
 form.inline{display:inline}
+header .count{background:#fff;color:#1f4e8c;border-radius:9px;padding:0 7px;font-size:12px;margin-left:4px}
 textarea{width:100%;font:13px monospace}
 """
 
@@ -45,15 +46,17 @@ def run_path(run_id: str, tail: str = "") -> str:
     return f"/runs/{quote(run_id.encode('utf-8', 'surrogatepass'), safe='')}{tail}"
 
 
-def _page(title: str, body: str, token_query: str) -> str:
-    """A whole page. Text that is not valid Unicode (a lone surrogate in a goal or a run id,
-    which a run may hold) is shown escaped (`\\udcff`), never failing the page."""
+def _page(title: str, body: str, token_query: str, waiting: int | None = None) -> str:
+    """A whole page; its navigation says how many runs wait (`waiting`, when counted).
+    Text that is not valid Unicode (a lone surrogate in a goal or a run id, which a run may
+    hold) is shown escaped (`\\udcff`), never failing the page."""
     runs, inbox = f"/?{token_query}", f"/inbox?{token_query}"
+    count = "" if waiting is None else f' <span class="count" id="waiting-count">{waiting}</span>'
     return valid_text("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
                  f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>"
                  f"<header><a href=\"{escape(runs)}\">forge ui</a><a href=\"{escape(runs)}\">runs</a>"
-                 f"<a href=\"{escape(inbox)}\">inbox</a></header><main>{body}</main></body></html>")
+                 f"<a href=\"{escape(inbox)}\">inbox{count}</a></header><main>{body}</main></body></html>")
 
 
 _ERROR_TITLES = {400: "not done", 403: "forbidden", 404: "not found", 405: "not served here"}
@@ -94,7 +97,8 @@ def _when(at: float | None) -> str:
     return "" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping[str, str], token_query: str) -> str:
+def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping[str, str], token_query: str,
+              waiting: int | None = None) -> str:
     """The runs list: newest first, filtered, paged."""
     def link(**change: Any) -> str:
         query = {**{k: v for k, v in filters.items() if v}, **{k: str(v) for k, v in change.items()}}
@@ -126,7 +130,7 @@ def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping
     pager = (f'<p>page {page + 1}'
              + (f' · <a href="{link(page=page - 1)}">newer</a>' if page > 0 else "")
              + (f' · <a href="{link(page=page + 1)}" rel="next">older</a>' if more else "") + "</p>")
-    return _page("forge ui · runs", form + table + pager, token_query)
+    return _page("forge ui · runs", form + table + pager, token_query, waiting)
 
 
 def _token_of(token_query: str) -> str:
@@ -158,8 +162,9 @@ def conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     return f'<section class="box" id="conversation"><h3>conversation · {total} tokens</h3>{"".join(parts)}</section>'
 
 
-def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> str:
-    """The actions that fit what the run waits for, each a POST with the CSRF token."""
+def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str, back: str = "") -> str:
+    """The actions that fit what the run waits for, each a POST with the CSRF token; `back`
+    ("inbox") is where the answer returns to, instead of the run's page."""
     action = escape(run_path(run_id, "/answer") + "?" + token_query)
 
     def form(fields: str, label: str) -> str:
@@ -169,7 +174,7 @@ def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> 
 
     def hidden(**values: Any) -> str:
         return "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(str(v))}">'
-                       for k, v in {**values, "question": asked}.items())
+                       for k, v in {**values, "question": asked, **({"back": back} if back else {})}.items())
 
     out = [f"<p><b>waiting in {escape(waiting.state)}</b>: {escape(waiting.question)}</p>"]
     asked = waiting.asked  # every form says which question it answers: a stale one is refused, not taken for the next
@@ -189,11 +194,12 @@ def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str) -> 
     if "did_run" in kinds:
         out.append(form(hidden(kind="did_run") + '<input name="value" placeholder="its result, as JSON">', "it ran"))
         out.append(form(hidden(kind="run_again"), "run it again"))
-    return '<section class="box" id="answer">' + "".join(out) + "</section>"
+    where = f'data-run="{escape(run_id)}" class="box answer"' if back else 'class="box" id="answer"'
+    return f"<section {where}>" + "".join(out) + "</section>"
 
 
 def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_query: str, note: str = "",
-             seen: str = "", following: int = 0) -> str:
+             seen: str = "", following: int = 0, waiting: int | None = None) -> str:
     """A run's page: its status, the inspector (every turn), its conversation, and, when it
     waits and actions are allowed, the answers that fit. While the run is queued or running,
     the page listens for its changes since `seen` (what the page shows, as the events
@@ -242,23 +248,35 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
             's.onmessage=function(){if(!typed){location.replace(' + json.dumps(fresh) + ');return}'
             'document.getElementById("moved").hidden=false;s.close()};})();</script>'
             if stored.status in ("queued", "running") or following else "")
-    return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query)
+    return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query, waiting)
 
 
-def inbox_page(waiting: Sequence[RunRow], token_query: str) -> str:
-    """Every run that waits for an answer, with what it waits for."""
+def inbox_page(waiting: Sequence[tuple[RunRow, Waiting | None]], token_query: str, csrf: str | None = None,
+               note: str = "") -> str:
+    """Every run that waits for an answer, with what it waits for — the call and its
+    arguments — and, when actions are allowed (`csrf`), the answers that fit, answered from
+    here (each returns to the inbox)."""
+    told = f'<p class="box note" id="note">{escape(note)}</p>' if note else ""
     if not waiting:
-        return _page("forge ui · inbox", '<p class="box">nothing waits for an answer</p>', token_query)
-    items = "".join(
-        f'<div class="box" data-run="{escape(row.run_id)}"><a href="{escape(run_path(row.run_id))}?{escape(token_query)}">'
-        f"{escape(row.run_id)}</a> · {escape(row.goal)}<br>{escape(row.question or '')}</div>" for row in waiting)
-    return _page("forge ui · inbox", f"<h2>waiting for you: {len(waiting)}</h2>{items}", token_query)
+        return _page("forge ui · inbox", told + '<p class="box">nothing waits for an answer</p>', token_query, 0)
+    items = []
+    for row, asked in waiting:
+        link = f'<a href="{escape(run_path(row.run_id))}?{escape(token_query)}">{escape(row.run_id)}</a>'
+        call = ""
+        if asked is not None and asked.tool:
+            call = (f'<p>call <code>{escape(asked.tool)}</code> with '
+                    f"<code>{escape(json.dumps(dict(asked.arguments), default=str))}</code></p>")
+        forms = (answer_forms(row.run_id, asked, csrf, token_query, back="inbox")
+                 if asked is not None and csrf is not None else f"<p>{escape(row.question or '')}</p>")
+        items.append(f'<div class="box" data-run="{escape(row.run_id)}">{link} · {escape(row.goal)}{call}{forms}</div>')
+    return _page("forge ui · inbox", f"{told}<h2>waiting for you: {len(waiting)}</h2>{''.join(items)}", token_query,
+                 len(waiting))
 
 
-def loop_html(name: str, svg: str, runs: int, token_query: str) -> str:
+def loop_html(name: str, svg: str, runs: int, token_query: str, waiting: int | None = None) -> str:
     """A loop's page: its definition with, per edge, what its finished runs did there."""
     return _page(f"forge ui · {name}", f"<h2>loop {escape(name)} · {runs} finished runs</h2>"
-                 f'<div class="box" id="many-runs">{svg}</div>', token_query)
+                 f'<div class="box" id="many-runs">{svg}</div>', token_query, waiting)
 
 
 def fork_form(run_id: str, transitions: int, csrf: str, token_query: str) -> str:
