@@ -679,6 +679,34 @@ def test_the_conversation_panel_of_a_chat_policy_run_shows_what_the_model_was_se
         assert seen in panel, seen
 
 
+@pytest.mark.parametrize("width", [900, 1280])
+def test_in_chromium_approving_from_a_page_shows_the_run_finished_without_a_reload(make, ui, width):
+    from browser import console_errors, open_browser, why_no_browser
+
+    reason = why_no_browser()
+    if reason is not None:
+        pytest.fail(f"the browser tests need Chromium: {reason}")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id=f"browser-approve-{width}")
+    driver = open_browser(width, 900)
+    try:
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-approve-{width}?token={TOKEN}")
+        approve = driver.find_element(By.CSS_SELECTOR, '#answer button')
+        cancel = driver.find_element(By.XPATH, '//button[text()="cancel the run"]')
+        assert approve.text == "approve" and approve.value_of_css_property("color") == "rgba(255, 255, 255, 1)"
+        assert approve.value_of_css_property("background-color") != cancel.value_of_css_property("background-color")
+        approve.click()  # the page the answer leads to follows the run: nobody reloads it
+        status = 'var s = document.getElementById("status"); return s ? s.textContent : null'
+        WebDriverWait(driver, 30, poll_frequency=0.1).until(lambda d: d.execute_script(status) == "finished")
+        assert "done=answered" not in driver.current_url and driver.find_elements(By.ID, "answer") == []
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()
+
+
 def test_in_chromium_approving_with_edited_arguments_runs_the_edited_call(make, ui):
     from browser import console_errors, open_browser, why_no_browser
 

@@ -35,6 +35,17 @@ th{background:#eef2f6}
 .msg{border-left:3px solid #9fb3c8;padding:4px 10px;margin:6px 0;white-space:pre-wrap}
 .msg.assistant{border-color:#1f4e8c}.msg.tool{border-color:#6a8f3a}.msg.user{border-color:#8a5a00}
 form.inline{display:inline}
+button{font:inherit;padding:5px 14px;border-radius:6px;border:1px solid #1f4e8c;background:#1f4e8c;color:#fff;
+cursor:pointer;margin:2px 0}
+button:hover{background:#163a69}button.secondary{background:transparent;color:#1f4e8c}
+button.secondary:hover{background:#e8eef6}
+:focus-visible{outline:3px solid #f0a500;outline-offset:2px}
+input,textarea{font:inherit;padding:4px 6px;border:1px solid #9fb3c8;border-radius:4px;background:inherit;color:inherit}
+@media (prefers-color-scheme:dark){body{color:#e3e8ee;background:#12171d}table,.box{background:#1b222b;
+border-color:#2e3a47}th{background:#232c37}th,td{border-color:#2e3a47}.note{background:#3a2f12;border-color:#7a5c1c}
+a{color:#8cc0ff}header{background:#15365f}button{background:#2b6cb8;border-color:#2b6cb8}
+button.secondary{color:#8cc0ff;border-color:#8cc0ff;background:transparent}button.secondary:hover{background:#22303f}
+.status-waiting{color:#f0c36d}.status-finished{color:#7ccf82}.status-error{color:#ff8a80}}
 header .count{background:#fff;color:#1f4e8c;border-radius:9px;padding:0 7px;font-size:12px;margin-left:4px}
 textarea{width:100%;font:13px monospace}
 """
@@ -233,7 +244,8 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
         actions = answer_forms(stored.run_id, stored.waiting, csrf, token_query)
     if csrf is not None and stored.status in ("queued", "running", "waiting"):
         actions += (f'<form method="post" action="{escape(run_path(stored.run_id, "/cancel") + "?" + token_query)}">'
-                    f'<input type="hidden" name="csrf" value="{escape(csrf)}"><button>cancel the run</button></form>')
+                    f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
+                    '<button class="secondary">cancel the run</button></form>')
     if csrf is not None and stored.traces:
         actions += fork_form(stored.run_id, len(stored.traces[0]), csrf, token_query)
     talk = conversation(stored.state.messages) if stored.state is not None else ""
@@ -286,4 +298,4 @@ def fork_form(run_id: str, transitions: int, csrf: str, token_query: str) -> str
             f'fork at transition <input name="at" type="number" min="1" max="{transitions + 1}" value="1"> '
             'with the outcome there replaced by (optional, a forge Patch as JSON) '
             '<textarea name="patch" rows="2" placeholder=\'{"tool_result": "…"}\'></textarea>'
-            "<button type=\"submit\">fork</button></form>")
+            "<button type=\"submit\" class=\"secondary\">fork</button></form>")
