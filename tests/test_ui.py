@@ -165,13 +165,27 @@ def test_a_runs_page_shows_the_inspector_the_answer_and_the_conversation(make, u
 def test_the_inbox_lists_the_runs_that_wait_with_their_question(make, ui):
     make(approval_loop()).run("pay bob", run_id="inbox-1")
     _, page, _ = request(ui["port"], "GET", "/inbox")
-    assert 'data-run="inbox-1"' in page and "approve send" in page
+    assert 'data-run="inbox-1"' in page and "may it call send(" in page
 
 
 def inbox_entry(page, run_id):
     """The part of the inbox page about `run_id`."""
     start = page.index(f'<div class="box" data-run="{run_id}">')
     return page[start:page.index("</div>", page.index("</section>", start))]
+
+
+def test_a_waiting_runs_page_asks_in_words_with_the_fingerprint_short_and_no_python(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="words")
+    fingerprint = durable.status("words").waiting.fingerprint
+    _, page, _ = request(ui["port"], "GET", "/runs/words")
+    answer = page[page.index('id="answer"'):page.index("</section>", page.index('id="answer"'))]
+    assert "may it call send({&quot;to&quot;: &quot;bob&quot;, &quot;amount&quot;: 500})?" in answer
+    assert f"<summary>call {fingerprint[:12]}…</summary><code>{fingerprint}</code>" in answer
+    where = page.find("Answer.")
+    assert where < 0, page[where - 200:where + 80]
+    assert "ended in approval_required" not in page
+    assert "waits in approval_required for an answer" in page
 
 
 def test_the_inbox_shows_each_waiting_call_with_its_arguments_and_the_answers_that_fit(make, ui):
@@ -535,7 +549,7 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
         driver.find_element(By.CSS_SELECTOR, 'div[data-run="browser-wait"] a').click()
         WebDriverWait(driver, 30).until(lambda d: d.execute_script(
             "var r = document.querySelector('.forge-inspector'); return r && r.dataset.ready"))
-        assert driver.find_element(By.ID, "answer").text.startswith("waiting in approval_required")
+        assert driver.find_element(By.ID, "answer").text.startswith("waiting for your answer (approval_required)")
         driver.save_screenshot(str(tmp_path / "ui-run.png"))
         driver.get(f"{base}/loops/{finishing.name}")
         assert "3 finished runs" in driver.find_element(By.TAG_NAME, "h2").text

@@ -53,7 +53,7 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         return _compared(definition, overlay, against, diverged, names)
     title = definition.title or definition.name
     if overlay is not None:
-        where = "ended in" if overlay.finished else "now in"
+        where = _where(definition, overlay.position, overlay.finished)
         title += f"{LINE_BREAK}run: {overlay.transitions} transitions, {where} {overlay.position}"
     steps: dict[int, list[int]] = {}
     for number, index in enumerate(counterexample, start=1):
@@ -157,7 +157,7 @@ SECOND_ONLY = "#d35400"
 def _compared(definition: MachineDefinition, a: RunOverlay, b: RunOverlay, diverged: str | None,
               names: tuple[str, str]) -> graphviz.Digraph:
     """Both runs' paths on one diagram (see `to_digraph`)."""
-    ended = " · ".join(f"{name}: {o.transitions} transitions, {'ended in' if o.finished else 'now in'} {o.position}"
+    ended = " · ".join(f"{name}: {o.transitions} transitions, {_where(definition, o.position, o.finished)} {o.position}"
                        for name, o in zip(names, (a, b), strict=True))
     graph = _started(definition, f"{definition.title or definition.name}{LINE_BREAK}{ended}")
     for state in definition.states:
@@ -241,3 +241,12 @@ def _stats_label(stat: Any) -> str:
         return "no run"
     return (f"{stat.runs} runs · p50 {stat.p50 * 1000:.1f} ms · p95 {stat.p95 * 1000:.1f} ms · "
             f"{stat.failed:.0%} failed")
+
+
+def _where(definition: MachineDefinition, position: str, finished: bool) -> str:
+    """How a run's overlay says where it is: ended in a terminal state, waits in a
+    needs-input one (for an answer), or now in a state it is passing through."""
+    if not finished:
+        return "now in"
+    state = next((s for s in definition.states if s.name == position), None)
+    return "waits in" if state is not None and state.outcome == "needs_input" else "ended in"

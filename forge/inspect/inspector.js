@@ -117,9 +117,10 @@ function forgeInspector(root, data) {
   root.replaceChildren(root.querySelector("style"), banner,
     el("div", {class: "fi-main"}, [diagram, panel]), controls, list);
 
-  // a run that failed opens at the transition that ended it, one still under way where it is
-  // now (its page reloads as it goes on); any other at its first
-  let current = !end.finished || end.outcome === "failure" ? records.length - 1 : 0;
+  // a run that failed opens at the transition that ended it, one that waits for an answer at
+  // the transition where it waits, one still under way where it is now (its page reloads as
+  // it goes on); one that succeeded at its first
+  let current = !end.finished || end.outcome === "failure" || end.outcome === "needs_input" ? records.length - 1 : 0;
   let shown = records, timer = null, lastRendered = "";
   let marked = [];
 

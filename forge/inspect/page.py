@@ -154,7 +154,8 @@ def _summary(state: str, outcome: str | None, finished: bool, last: TransitionRe
              records: Sequence[TransitionRecord] = ()) -> str:
     if not finished:
         return f"the trace stops in {state}, before the run ended"
-    text = f"ended in {state}" + (f" ({outcome})" if outcome else "")
+    text = f"waits in {state} for an answer" if outcome == "needs_input" else \
+        f"ended in {state}" + (f" ({outcome})" if outcome else "")
     error = last.detail.get("error")
     if error:
         return f"{text}: {error}"

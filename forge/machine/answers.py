@@ -11,6 +11,7 @@ question and answer it, and the answer is a call of the run's journal like any o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,8 +77,25 @@ class Waiting:
                    int(data.get("asked") or 0), data.get("prompt"), data.get("deadline"), data.get("contract"))
 
     @property
+    def asks(self) -> str:
+        """What a person is asked, in words, in one line (how to answer it left to where it is
+        asked: a page's buttons, `question`'s hints for code)."""
+        call = f"{self.tool}({json.dumps(dict(self.arguments), default=str)})" if self.tool else ""
+        if self.state == "input_required":
+            return str(self.prompt)
+        if self.state == "clarification_required":
+            return f"which tool should run: {' or '.join(self.tied)}?"
+        if self.state == "capability_gap":
+            return f"no tool can do {self.tool or ', '.join(self.capabilities)}: add one, or name another"
+        if self.state == "approval_required":
+            return f"may it call {call}?"
+        if self.state == "in_doubt":
+            return f"{call} was running when the process died: did it run?"
+        return f"the run waits in {self.state}" + (f" about {call}" if call else "")
+
+    @property
     def question(self) -> str:
-        """The question a person is asked, in one line."""
+        """The question a person is asked, in one line, with how code answers it."""
         if self.state == "input_required":
             return f"{self.prompt} (answer: Answer.text(REPLY))"
         if self.state == "clarification_required":

@@ -78,7 +78,7 @@ def run_json(stored: Any, journal: Any = ()) -> dict[str, Any]:
             "reason": stored.reason, "outcome": stored.outcome, "summary": stored.summary,
             "answer": _plain(stored.answer), "error": stored.error, "answers": stored.answers,
             "waiting": None if stored.waiting is None else {**stored.waiting.to_json(),
-                                                              "question": stored.waiting.question},
+                                                              "question": stored.waiting.asks},
             "forked_from": None if stored.forked_from is None else stored.forked_from.to_json(),
             "continues": stored.continues,
             "trace": [record.to_json() for record in stored.records], "journal": calls}
@@ -110,7 +110,7 @@ def event_json(event: Any) -> dict[str, Any]:
         return {"type": "tool_call", "index": event.index, "call_id": event.call_id, "name": event.name,
                 "arguments": event.arguments}
     if isinstance(event, WaitingOn):
-        return {"type": "waiting", "waiting": {**event.waiting.to_json(), "question": event.waiting.question}}
+        return {"type": "waiting", "waiting": {**event.waiting.to_json(), "question": event.waiting.asks}}
     if isinstance(event, RunStopped):
         stored = event.result
         return {"type": "stopped", "status": stored.status, "reason": stored.reason, "summary": stored.summary}
@@ -225,7 +225,7 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of:
                 return error(404, str(missing))
             if stored.waiting is None or stored.waiting.asked != given_question(body):
                 now = None if stored.waiting is None else {**stored.waiting.to_json(),
-                                                           "question": stored.waiting.question}
+                                                           "question": stored.waiting.asks}
                 return error(409, f"not sent: {refusal}", status=stored.status, waiting=now)
             return error(400, f"not sent: {refusal}")
         except (ForgeError, ValueError) as refusal:

@@ -93,7 +93,7 @@ def stale_answer_page(stored: DurableResult, answered: int, token_query: str) ->
     """What a form made for question `answered` gets when the run no longer asks it: what
     the run asks now (or that it asks nothing), and a link to its page."""
     if stored.status == "waiting" and stored.waiting is not None:
-        now = (f"It now asks question {stored.waiting.asked}: <b>{escape(stored.waiting.question)}</b>. "
+        now = (f"It now asks question {stored.waiting.asked}: <b>{escape(stored.waiting.asks)}</b>. "
                "Answer that on the run's page.")
     else:
         now = f"It no longer waits for an answer: it is {escape(stored.status)}."
@@ -187,7 +187,10 @@ def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str, bac
         return "".join(f'<input type="hidden" name="{escape(k)}" value="{escape(str(v))}">'
                        for k, v in {**values, "question": asked, **({"back": back} if back else {})}.items())
 
-    out = [f"<p><b>waiting in {escape(waiting.state)}</b>: {escape(waiting.question)}</p>"]
+    out = [f'<p class="asks"><b>waiting for your answer</b> ({escape(waiting.state)}): {escape(waiting.asks)}</p>']
+    if waiting.fingerprint:  # short, the whole on demand: an approval is bound to it
+        out.append(f'<details class="fingerprint"><summary>call {escape(waiting.fingerprint[:12])}…</summary>'
+                   f"<code>{escape(waiting.fingerprint)}</code></details>")
     asked = waiting.asked  # every form says which question it answers: a stale one is refused, not taken for the next
     kinds = waiting.answers
     if "approve" in kinds and waiting.fingerprint:
