@@ -595,6 +595,20 @@ def test_a_loops_page_draws_its_runs_on_the_definition(make, ui):
     _, page, _ = request(ui["port"], "GET", f"/loops/{durable.name}")
     assert "3 finished runs" in page and "<svg" in page
     assert "3 runs · p50" in page and "0% failed" in page and "no run" in page
+    table = page[page.index('<table id="edges">'):]
+    assert "<tr><td>select -finish-&gt; observe [policy_finished]</td><td>3</td>" in table  # the labels, as text
+
+
+def test_a_loops_page_with_no_finished_run_draws_its_definition(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="loop-waits")
+    _, page, _ = request(ui["port"], "GET", f"/loops/{durable.name}")
+    assert "no finished run of this loop yet: its definition" in page and "<svg" in page and "approve" in page
+
+
+def test_a_loops_page_with_no_run_says_so(ui):
+    _, page, _ = request(ui["port"], "GET", "/loops/never-ran")
+    assert "no run of this loop yet" in page and "<svg" not in page
 
 
 def test_forge_diagram_runs_draws_the_same_as_a_picture(make, db, tmp_path):

@@ -205,7 +205,8 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             return refused
         name = request.path_params["name"]
         found = await run_in_threadpool(runs.outcomes, name)
-        return served(HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found), len(found), query,
+        machine = None if found else await run_in_threadpool(_machine_of_loop, runs, name)
+        return served(HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found, machine), len(found), query,
                                              await run_in_threadpool(waiting_count))))
 
     async def fork(request: Request) -> Response:
@@ -351,24 +352,64 @@ def _quietly(action: Any) -> None:
         action()
 
 
-def _many_runs_svg(found: list[tuple[list[Any], str | None]]) -> str:
-    """The many-runs diagram of `found` (records, outcome), as inline SVG, or why there is none."""
+def _many_runs_svg(found: list[tuple[list[Any], str | None]], machine: str | None = None) -> str:
+    """The many-runs diagram of `found` (records, outcome), as inline SVG, with a table of
+    its edges' figures beside it (readable at any width); with no finished run, the
+    definition `machine` (a run of the loop that has not finished names it) drawn plain;
+    or why there is none."""
     from html import escape
 
+    from forge.diagram.dot import to_digraph
     from forge.diagram.many import edge_stats, many_runs_digraph
     from forge.inspect.page import inline_svg
     from forge.machine.loader import load_definition
 
-    if not found:
-        return '<p class="box">no finished run of this loop yet</p>'
-    machine = next((r.machine for r in found[0][0] if r.machine), "single_agent")
+    if found:
+        machine = next((r.machine for r in found[0][0] if r.machine), "single_agent")
+    if machine is None:
+        return '<p class="box">no run of this loop yet: its definition is drawn once a run of it starts</p>'
     try:
         definition = load_definition(machine)
+        if not found:
+            return ('<p class="box note">no finished run of this loop yet: its definition, with no figures</p>'
+                    + inline_svg(to_digraph(definition)))
         stats, count = edge_stats(definition, found)
-        return inline_svg(many_runs_digraph(definition, stats, count))
+        return inline_svg(many_runs_digraph(definition, stats, count)) + _edge_table(definition, stats)
     except (ForgeError, FileNotFoundError, ValueError) as error:
         return f'<p class="box">cannot draw the runs of {escape(machine)}: {escape(str(error))}</p>'
 
+
+def _machine_of_loop(runs: StoredRuns, name: str) -> str | None:
+    """The definition a loop's latest run that has fired a transition names, if any."""
+    rows, _ = runs.find(loop=name, limit=20)
+    for row in rows:
+        records = runs.get(row.run_id).records
+        machine = next((r.machine for r in records if r.machine), None)
+        if machine:
+            return machine
+    return None
+
+
+def _edge_table(definition: Any, stats: Any) -> str:
+    """Each edge the runs took, most taken first: what the diagram's labels say, as text."""
+    from html import escape
+
+    edges = {edge.index: edge for edge in definition.transitions}
+    for state in definition.states:
+        for edge in (None if state.terminal else definition.failure_edge(state.name), definition.answer_edge(state.name)):
+            if edge is not None:
+                edges.setdefault(edge.index, edge)
+    rows = []
+    for index, figures in sorted(stats.items(), key=lambda item: -item[1].runs):
+        edge = edges.get(index)
+        if edge is None:
+            continue
+        guard = f" [{escape(edge.guard)}]" if edge.guard else ""
+        rows.append(f"<tr><td>{escape(edge.source)} -{escape(edge.trigger)}-&gt; {escape(edge.dest)}{guard}</td>"
+                    f"<td>{figures.runs}</td><td>{figures.p50 * 1000:.1f} ms</td><td>{figures.p95 * 1000:.1f} ms</td>"
+                    f"<td>{figures.failed:.0%}</td></tr>")
+    return ('<table id="edges"><thead><tr><th>edge</th><th>runs</th><th>p50</th><th>p95</th><th>failed</th></tr>'
+            f"</thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 def _run_path_of(request: Request) -> tuple[str, str]:
