@@ -735,6 +735,28 @@ def test_in_chromium_approving_from_a_page_shows_the_run_finished_without_a_relo
         driver.quit()
 
 
+def test_in_chromium_the_fork_form_follows_the_transition_selected_in_the_timeline(make, ui):
+    from browser import console_errors, open_browser, why_no_browser
+
+    reason = why_no_browser()
+    if reason is not None:
+        pytest.fail(f"the browser tests need Chromium: {reason}")
+    from selenium.webdriver.common.by import By
+
+    durable = make(AgentLoop([send], sender, lambda o: o.tool_name == "finish"))
+    durable.run("pay bob", run_id="browser-fork")
+    driver = open_browser(1280, 900)
+    try:
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-fork?token={TOKEN}")
+        at = driver.find_element(By.CSS_SELECTOR, '#fork input[name="at"]')
+        assert at.get_attribute("value") == "1"  # a finished run opens at its first transition
+        driver.find_elements(By.CSS_SELECTOR, ".fi-row")[2].click()
+        assert at.get_attribute("value") == "3" and driver.find_element(By.ID, "fork-at").text == "3"
+        assert console_errors(driver) == []
+    finally:
+        driver.quit()
+
+
 def test_in_chromium_approving_with_edited_arguments_runs_the_edited_call(make, ui):
     from browser import console_errors, open_browser, why_no_browser
 

@@ -154,6 +154,8 @@ function forgeInspector(root, data) {
     if (edge) { edge.classList.add("fi-current-edge"); marked.push(edge); }
     root.dataset.currentState = r.dest;
     root.dataset.current = String(r.sequence);
+    // the page around the inspector (forge ui's fork form) follows the selected transition
+    root.dispatchEvent(new CustomEvent("forge-inspector-select", {bubbles: true, detail: {sequence: r.sequence}}));
   }
 
   function field(name, value, pre) {

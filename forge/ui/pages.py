@@ -48,6 +48,7 @@ button.secondary{color:#8cc0ff;border-color:#8cc0ff;background:transparent}butto
 .status-waiting{color:#f0c36d}.status-finished{color:#7ccf82}.status-error{color:#ff8a80}}
 header .count{background:#fff;color:#1f4e8c;border-radius:9px;padding:0 7px;font-size:12px;margin-left:4px}
 textarea{width:100%;font:13px monospace}
+.why{color:#52606d;font-size:13px}
 """
 
 
@@ -250,7 +251,7 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
                     f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
                     '<button class="secondary">cancel the run</button></form>')
     if csrf is not None and stored.traces:
-        actions += fork_form(stored.run_id, len(stored.traces[0]), csrf, token_query)
+        actions += fork_form(stored.run_id, len(stored.traces[0]), csrf, token_query, stored.legacy)
     talk = conversation(stored.state.messages) if stored.state is not None else ""
     events = run_path(stored.run_id, "/events") + f"?{token_query}&{urlencode({'seen': seen})}" + \
         (f"&answered={following}" if following else "")
@@ -294,11 +295,23 @@ def loop_html(name: str, svg: str, runs: int, token_query: str, waiting: int | N
                  f'<div class="box" id="many-runs">{svg}</div>', token_query, waiting)
 
 
-def fork_form(run_id: str, transitions: int, csrf: str, token_query: str) -> str:
-    """Fork the run at a transition, optionally patching the outcome recorded there."""
+def fork_form(run_id: str, transitions: int, csrf: str, token_query: str, legacy: bool = False) -> str:
+    """Fork the run at a transition — the one selected in the inspector, as it is selected —
+    optionally patching the outcome recorded there; what a fork may be asked is said beside it."""
+    script = ('<script>document.addEventListener("forge-inspector-select",function(e){'
+              'var at=document.querySelector("#fork input[name=at]");if(at){at.value=e.detail.sequence;'
+              'document.getElementById("fork-at").textContent=e.detail.sequence}});</script>')
     return (f'<form method="post" action="{escape(run_path(run_id, "/fork") + "?" + token_query)}" class="box" id="fork">'
             f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
-            f'fork at transition <input name="at" type="number" min="1" max="{transitions + 1}" value="1"> '
+            f'fork at the selected transition, #<span id="fork-at">{transitions}</span> '
+            f'<input name="at" type="number" min="1" max="{transitions}" value="{transitions}" '
+            'aria-label="the transition to fork at"> '
             'with the outcome there replaced by (optional, a forge Patch as JSON) '
             '<textarea name="patch" rows="2" placeholder=\'{"tool_result": "…"}\'></textarea>'
+            '<p class="why">The fork replays transitions 1 to the one before it, calling nothing, and goes on live '
+            f"from it; any of 1 to {transitions}"
+            + (" (a run stored by an earlier forge forks within its first turn only)" if legacy else "") + ". A patch must fit the call recorded there (a tool's result or "
+            "error for a tool call, a decision for the policy's, a verdict for verify or an approval): one that "
+            "does not is refused before anything runs.</p>"
+            + script +
             "<button type=\"submit\" class=\"secondary\">fork</button></form>")
