@@ -310,7 +310,8 @@ def fork_form(run_id: str, transitions: int, csrf: str, token_query: str, legacy
             '<textarea name="patch" rows="2" placeholder=\'{"tool_result": "…"}\'></textarea>'
             '<p class="why">The fork replays transitions 1 to the one before it, calling nothing, and goes on live '
             f"from it; any of 1 to {transitions}"
-            + (" (a run stored by an earlier forge forks within its first turn only)" if legacy else "") + ". A patch must fit the call recorded there (a tool's result or "
+            + (" (a run stored by an earlier forge forks within its first turn only)" if legacy else "")
+            + ". A patch must fit the call recorded there (a tool's result or "
             "error for a tool call, a decision for the policy's, a verdict for verify or an approval): one that "
             "does not is refused before anything runs.</p>"
             + script +
