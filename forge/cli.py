@@ -805,6 +805,28 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def reference_markdown() -> str:
+    """The command line's reference page (`docs/cli.md`): `forge --help` and each command's
+    help, as argparse prints them at 100 columns. Regenerate the page with
+    `python -c "from forge.cli import reference_markdown as r; print(r(), end='')" > docs/cli.md`;
+    a test keeps it equal to this."""
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parser = _parser()
+        commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+        parts = ["# The command line\n\nEvery command, as `forge COMMAND --help` prints it.\n\n",
+                 "```text\n" + parser.format_help() + "```\n"]
+        for name, sub in commands.choices.items():
+            parts.append(f"\n## forge {name}\n\n```text\n{sub.format_help()}```\n")
+        return "".join(parts).replace("usage: forge", "forge")
+    finally:
+        if previous is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = previous
+
+
 def _installed_version() -> str:
     import forge
 

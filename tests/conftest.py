@@ -1,9 +1,15 @@
+import logging
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import pytest
+
+_DBOS = logging.getLogger("dbos")
+if not _DBOS.handlers:  # DBOS's own console handler would bind sys.stderr as it is when DBOS first
+    _DBOS.addHandler(logging.StreamHandler(sys.__stderr__))  # starts: a test's capsys, closed after it
+    _DBOS.propagate = False
 
 
 @pytest.fixture(scope="module")

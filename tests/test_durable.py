@@ -5,6 +5,7 @@ One DBOS per process: this module launches it on a temporary database."""
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -324,6 +325,39 @@ def test_forge_submit_queues_runs_that_a_forge_worker_finishes(tmp_path):
     assert len(made) == 9 and set(made.values()) == {1}  # each write of each run called once
 
 
+def test_the_docs_loops_module_runs_in_a_worker_a_submitted_run_waits_and_is_approved(tmp_path):
+    import os
+    import signal
+
+    module = Path(__file__).resolve().parents[1] / "examples" / "notes_worker.py"
+    db = tmp_path / "runs.sqlite"
+    env = dict(os.environ, FORGE_DB=str(db), FORGE_NOTES=str(tmp_path / "notes"))
+    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", str(db), "--loops", str(module)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        from forge.durable.runs import StoredRuns
+
+        for _ in range(200):  # the worker serves the loop once it has started
+            submitted = forge("submit", "note: buy milk", "--loop", "notes", "--db", str(db), "--run-id", "note-1")
+            if submitted.returncode == 0:
+                break
+            time.sleep(0.1)
+        assert submitted.returncode == 0, submitted.stderr
+        with StoredRuns(db) as runs:
+            waiting = runs.wait("note-1", timeout=120)
+            assert (waiting.status, waiting.reason) == ("waiting", "approval_required")
+            shown = forge("runs", "show", "note-1", "--db", str(db))
+            assert waiting.waiting.fingerprint in shown.stdout
+            resumed = forge("runs", "resume", "note-1", "--approve", waiting.waiting.fingerprint, "--db", str(db))
+            assert resumed.returncode == 0, resumed.stderr
+            done = runs.wait("note-1", timeout=120, answers=1)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+    assert (done.status, done.reason) == ("finished", "verified_success")
+    assert (tmp_path / "notes" / "buy.md").read_text() == "buy milk\n"
+
+
 def test_a_worker_with_no_loops_module_says_what_is_missing(tmp_path):
     out = forge("worker", "--db", str(tmp_path / "w.sqlite"), "--loops", str(tmp_path / "missing.py"))
     assert out.returncode == 1 and "missing.py" in out.stderr and "Traceback" not in out.stderr
@@ -434,6 +468,7 @@ def test_item_26_resuming_a_run_no_live_process_serves_says_so_and_what_to_start
 
 WAITING_SCRIPT = """
 import sys
+import time
 sys.path.insert(0, {tests!r})
 from builders import Recorder, forge
 from forge import AgentLoop, Finish, Intent, Tool

@@ -510,7 +510,7 @@ def test_item_31_the_readme_opens_with_a_quickstart_agent_made_with_tool():
     assert first_section is not None and first_section.group(1) == "Quickstart"
     first_block = re.search(r"^```(\w+)\n(.*?)^```", readme, re.S | re.M)
     assert first_block is not None and first_block.group(1) == "python" and "@tool" in first_block.group(2)
-    assert readme.index("@tool") < readme.index("Tool(")
+    assert "Tool(" not in readme or readme.index("@tool") < readme.index("Tool(")  # the rest lives in docs/ now
 
 
 def test_item_31_every_python_fragment_of_the_readme_is_a_whole_program():

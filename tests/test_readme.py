@@ -1,4 +1,6 @@
-"""The README cannot rot: every shell command and Python snippet in it is executed here.
+"""The README and the documentation site cannot rot: every shell command and Python snippet
+of the README and of every page of `docs/` (in the site's order, `mkdocs.yml`) is executed
+here, and the site builds strictly.
 
 `sh` blocks run line by line from the root of a copy of the repository in a temporary folder
 (its `.venv` a link to this checkout's, and `.venv/bin/` read as the bin folder of the Python
@@ -18,7 +20,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+SITE = [ROOT / "docs" / name for name in re.findall(r":\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)]
+PAGES = [ROOT / "README.md", *SITE, ROOT / "benchmarks" / "README.md"]
+"""What is run: the front page, the site in its order, and the benchmarks' own page."""
+README = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, re.S | re.M)
 BIN = str(Path(sys.executable).parent)
 SELF = "python3 tasks.py test"
@@ -98,3 +103,30 @@ def test_the_readme_excerpts_of_examples_are_in_the_example_files():
     assert excerpts
     for body in excerpts:  # each excerpt comes whole from one example file
         assert any(all(line.strip() in example for line in body.splitlines()) for example in examples), body
+
+
+def test_every_page_of_the_site_is_in_its_navigation():
+    assert {page.name for page in SITE} == {page.name for page in (ROOT / "docs").glob("*.md")}
+
+
+def test_the_readme_is_a_short_front_page_that_links_every_page_of_the_site():
+    front = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(front.splitlines()) <= 250
+    for page in SITE[1:]:  # every page but the site's own front page
+        assert f"(docs/{page.name})" in front, page.name
+
+
+def test_the_command_line_reference_is_what_the_command_line_says():
+    from forge.cli import reference_markdown
+
+    assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == reference_markdown(), (
+        "docs/cli.md is stale: python -c \"from forge.cli import reference_markdown as r; print(r(), end='')\" "
+        "> docs/cli.md")
+
+
+def test_the_documentation_site_builds_strictly(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "api" / "index.html").read_text().count("doc-heading") > 10

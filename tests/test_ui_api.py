@@ -19,7 +19,7 @@ from test_ui import SENT, TOKEN, approval_loop, csrf_of
 from forge import AgentLoop, Finish
 
 ui = test_ui.ui  # the fixture
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+README = (Path(__file__).resolve().parents[1] / "docs" / "ui.md").read_text(encoding="utf-8")
 
 
 def call(port, method, path, body=None, *, token=TOKEN, headers=None, raw=None):
@@ -181,7 +181,7 @@ def test_the_readmes_curl_examples_answer_a_waiting_run(make, ui, tmp_path):
         pytest.skip("curl and jq are not installed (python3 tasks.py test installs them)")
     SENT.clear()
     durable = waiting(make, "api-curl")
-    section = README.split("#### The JSON API", 1)[1].split("\n#", 1)[0]
+    section = README.split("### The JSON API", 1)[1].split("\n#", 1)[0]
     commands = [line for line in re.findall(r"```bash\n(.*?)```", section, re.S)[0].splitlines()
                 if line.strip() and not line.startswith("#")]
     environment = {"PATH": "/usr/bin:/bin", "URL": f"http://127.0.0.1:{ui['port']}", "TOKEN": TOKEN,

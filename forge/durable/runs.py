@@ -491,7 +491,7 @@ class StoredRuns:
         the loop's own, check a patched decision's arguments too.
 
         Raises:
-            As `fork`.
+            RunNotFound, PatchRefused, UsageError: as `fork`.
         """
         parent, event = self._read(source)
         new = new_run_id(run_id) if run_id is not None else self._next_fork_id(source)
