@@ -336,6 +336,16 @@ def test_a_refusal_for_a_missing_token_is_a_page_that_gives_no_token_away(ui):
     assert TOKEN not in page and "Open the URL" in page
 
 
+def need_chromium():
+    """Fail the test (never skip it: Chromium is a real part tasks.py installs) where a
+    headless Chromium cannot be driven, saying why."""
+    from browser import why_no_browser
+
+    reason = why_no_browser()
+    if reason is not None:
+        pytest.fail(f"the browser tests need Chromium: {reason}")
+
+
 def sse_messages(response):
     """The (event, data) messages of a server-sent event stream, until it ends."""
     event, data = "message", None
@@ -525,11 +535,9 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
     from pathlib import Path
 
     tmp_path = Path(os.environ.get("FORGE_UI_SHOTS") or tmp_path)
-    from browser import console_errors, open_browser, png_summary, why_no_browser
+    from browser import console_errors, open_browser, png_summary
 
-    reason = why_no_browser()
-    if reason is not None:
-        pytest.fail(f"the browser tests need Chromium: {reason}")
+    need_chromium()
     make(approval_loop()).run("pay bob in the browser", run_id="browser-wait")
     finishing = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
     for number in range(3):
@@ -709,11 +717,9 @@ def test_the_conversation_panel_of_a_chat_policy_run_shows_what_the_model_was_se
 
 @pytest.mark.parametrize("width", [900, 1280])
 def test_in_chromium_approving_from_a_page_shows_the_run_finished_without_a_reload(make, ui, width):
-    from browser import console_errors, open_browser, why_no_browser
+    from browser import console_errors, open_browser
 
-    reason = why_no_browser()
-    if reason is not None:
-        pytest.fail(f"the browser tests need Chromium: {reason}")
+    need_chromium()
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -736,11 +742,9 @@ def test_in_chromium_approving_from_a_page_shows_the_run_finished_without_a_relo
 
 
 def test_in_chromium_the_fork_form_follows_the_transition_selected_in_the_timeline(make, ui):
-    from browser import console_errors, open_browser, why_no_browser
+    from browser import console_errors, open_browser
 
-    reason = why_no_browser()
-    if reason is not None:
-        pytest.fail(f"the browser tests need Chromium: {reason}")
+    need_chromium()
     from selenium.webdriver.common.by import By
 
     durable = make(AgentLoop([send], sender, lambda o: o.tool_name == "finish"))
@@ -758,11 +762,9 @@ def test_in_chromium_the_fork_form_follows_the_transition_selected_in_the_timeli
 
 
 def test_in_chromium_approving_with_edited_arguments_runs_the_edited_call(make, ui):
-    from browser import console_errors, open_browser, why_no_browser
+    from browser import console_errors, open_browser
 
-    reason = why_no_browser()
-    if reason is not None:
-        pytest.fail(f"the browser tests need Chromium: {reason}")
+    need_chromium()
     from selenium.webdriver.common.by import By
 
     SENT.clear()
@@ -789,11 +791,9 @@ def test_in_chromium_a_running_run_is_followed_live_and_opens_where_it_is(make, 
     import os
     from pathlib import Path
 
-    from browser import console_errors, open_browser, png_summary, why_no_browser
+    from browser import console_errors, open_browser, png_summary
 
-    reason = why_no_browser()
-    if reason is not None:
-        pytest.fail(f"the browser tests need Chromium: {reason}")
+    need_chromium()
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -834,11 +834,9 @@ def test_forge_ui_notes_the_goals_for_the_search_as_it_starts_not_at_the_first_s
 
 
 def test_in_chromium_a_page_the_user_typed_into_says_the_run_moved_on_instead_of_reloading(make, ui):
-    from browser import console_errors, open_browser, why_no_browser
+    from browser import console_errors, open_browser
 
-    reason = why_no_browser()
-    if reason is not None:
-        pytest.fail(f"the browser tests need Chromium: {reason}")
+    need_chromium()
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
