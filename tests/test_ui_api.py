@@ -192,3 +192,11 @@ def test_the_readmes_curl_examples_answer_a_waiting_run(make, ui, tmp_path):
     assert durable.wait("api-curl", timeout=30, answers=1).answer == "sent 500 to bob"
     assert '"run_id": "api-curl"' in outputs[0].stdout.replace('":"', '": "')
     assert '"type":"stopped"' in outputs[3].stdout.replace(": ", ":")
+
+
+def test_an_answer_that_names_no_question_is_a_bad_request_not_a_conflict(make, ui):
+    waiting(make, "api-noquestion")
+    asked = call(ui["port"], "GET", "/api/runs/api-noquestion")[1]["waiting"]
+    status, body = call(ui["port"], "POST", "/api/runs/api-noquestion/answer",
+                        {"kind": "approve", "value": asked["fingerprint"]})
+    assert status == 400 and "which question it answers" in body["error"]

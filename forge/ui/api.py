@@ -37,10 +37,11 @@ from starlette.routing import Route
 from forge.durable.answers import AnswerRefused
 from forge.durable.runs import RunRow, StoredRuns
 from forge.errors import ForgeError, RunNotFound
+from forge.machine.answers import Waiting
 from forge.machine.fork import Patch
 from forge.machine.trace import summary
 
-__all__ = ["API_PREFIX", "api_routes", "event_json", "run_json", "row_json"]
+__all__ = ["API_PREFIX", "api_routes", "run_path_parts", "event_json", "row_json", "run_json", "waiting_json"]
 
 API_PREFIX = "/api/runs"
 PAGE_SIZE = 50
@@ -65,6 +66,11 @@ def _plain(value: Any) -> Any:
         return summary(value, 2000)
 
 
+def waiting_json(waiting: Waiting | None) -> dict[str, Any] | None:
+    """What a run waits for, as the API gives it: `Waiting`'s JSON and its question in words."""
+    return None if waiting is None else {**waiting.to_json(), "question": waiting.asks}
+
+
 def run_json(stored: Any, journal: Any = ()) -> dict[str, Any]:
     """A stored run (`DurableResult`) as the API gives it, with its `journal` entries."""
     calls = []
@@ -77,8 +83,7 @@ def run_json(stored: Any, journal: Any = ()) -> dict[str, Any]:
     return {"run_id": stored.run_id, "status": stored.status, "loop": stored.loop, "goal": stored.goal,
             "reason": stored.reason, "outcome": stored.outcome, "summary": stored.summary,
             "answer": _plain(stored.answer), "error": stored.error, "answers": stored.answers,
-            "waiting": None if stored.waiting is None else {**stored.waiting.to_json(),
-                                                              "question": stored.waiting.asks},
+            "waiting": waiting_json(stored.waiting),
             "forked_from": None if stored.forked_from is None else stored.forked_from.to_json(),
             "continues": stored.continues,
             "trace": [record.to_json() for record in stored.records], "journal": calls}
@@ -110,7 +115,7 @@ def event_json(event: Any) -> dict[str, Any]:
         return {"type": "tool_call", "index": event.index, "call_id": event.call_id, "name": event.name,
                 "arguments": event.arguments}
     if isinstance(event, WaitingOn):
-        return {"type": "waiting", "waiting": {**event.waiting.to_json(), "question": event.waiting.asks}}
+        return {"type": "waiting", "waiting": waiting_json(event.waiting)}
     if isinstance(event, RunStopped):
         stored = event.result
         return {"type": "stopped", "status": stored.status, "reason": stored.reason, "summary": stored.summary}
@@ -169,11 +174,12 @@ async def _body(request: Request) -> Mapping[str, Any]:
     return data
 
 
-def _run_of(request: Request) -> tuple[str, str]:
-    """The run id and what follows it in a path under /api/runs/ (an id with a `/` in it is
-    sent quoted, `%2F`, and read from the path as sent)."""
+def run_path_parts(request: Request, prefix: str) -> tuple[str, str]:
+    """The run id and what follows it (`""`, `events`, `answer`, …) in a path under `prefix`
+    (`/runs/`, `/api/runs/`), read from the path as sent: links quote an id whole, so a `/` in
+    one is `%2F` there, where a decoded path could not tell it from a separator."""
     raw = request.scope.get("raw_path") or request.url.path.encode()
-    rest = raw.decode("latin-1").split("?", 1)[0][len(API_PREFIX) + 1:]
+    rest = raw.decode("latin-1").split("?", 1)[0][len(prefix):]
     segment, _, tail = rest.partition("/")
     return unquote(segment, errors="surrogatepass"), tail
 
@@ -215,7 +221,10 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of:
             arguments = body.get("arguments")
             given = answer_of({**body, "arguments": json.dumps(arguments) if isinstance(arguments, dict) else
                                arguments or ""})
-            await run_in_threadpool(runs.resume, run_id, given)
+        except (AnswerRefused, ForgeError, ValueError) as refusal:
+            return error(400, f"not sent: {refusal}")
+        try:
+            await run_in_threadpool(runs.resume, run_id, given)  # refuses an answer to a question not asked now
         except RunNotFound as missing:
             return error(404, str(missing))
         except AnswerRefused as refusal:
@@ -223,10 +232,8 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of:
                 stored = await run_in_threadpool(runs.get, run_id)
             except RunNotFound as missing:
                 return error(404, str(missing))
-            if stored.waiting is None or stored.waiting.asked != given_question(body):
-                now = None if stored.waiting is None else {**stored.waiting.to_json(),
-                                                           "question": stored.waiting.asks}
-                return error(409, f"not sent: {refusal}", status=stored.status, waiting=now)
+            if stored.waiting is None or stored.waiting.asked != given.question:  # stale: say what is asked now
+                return error(409, f"not sent: {refusal}", status=stored.status, waiting=waiting_json(stored.waiting))
             return error(400, f"not sent: {refusal}")
         except (ForgeError, ValueError) as refusal:
             return error(400, f"not sent: {refusal}")
@@ -266,7 +273,7 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of:
     posts: dict[str, Callable[..., Any]] = {} if read_only else {"answer": answer, "cancel": cancel, "fork": fork}
 
     async def run_route(request: Request) -> Response:
-        run_id, tail = _run_of(request)
+        run_id, tail = run_path_parts(request, API_PREFIX + "/")
         table = gets if request.method == "GET" else posts
         refused = guard.refused(request, changes=request.method != "GET")
         if refused is not None:
@@ -287,13 +294,6 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of:
 
     return [Route(API_PREFIX, listing), Route(API_PREFIX + "/{rest:path}", run_route, methods=["GET", "POST"]),
             Route("/api/{rest:path}", unknown, methods=["GET", "POST"])]
-
-
-def given_question(body: Mapping[str, Any]) -> int:
-    try:
-        return int(str(body.get("question", "")))
-    except ValueError:
-        return 0
 
 
 async def _feed(runs: StoredRuns, run_id: str, request: Request) -> AsyncIterator[str]:

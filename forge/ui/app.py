@@ -28,7 +28,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import replace
 from typing import Any
-from urllib.parse import unquote, urlencode, urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -41,7 +41,7 @@ from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
-from forge.ui.api import ApiGuard, api_routes
+from forge.ui.api import ApiGuard, api_routes, run_path_parts
 from forge.ui.pages import STATUSES, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
@@ -49,10 +49,10 @@ __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
 COOKIE = "forge_ui"
 PAGE_SIZE = 50
 FOLLOW_RENEWED_EVERY = 3.0
+"""Seconds between a live page's renewals of its `StoredRuns.follow` (each for 10 s)."""
 ANSWER_FOLLOWED_FOR = 120.0
 """Seconds a page that sent an answer waits, on one connection, for the run to take it up
 (its browser connects again after that)."""
-"""Seconds between a live page's renewals of its `StoredRuns.follow` (each for 10 s)."""
 
 
 def _failed(status: int, message: str, token_query: str = "", run_id: str | None = None) -> HTMLResponse:
@@ -169,10 +169,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         except RunNotFound as error:
             return _failed(404, str(error), query)
         seen = ""
-        try:
-            answered = int(request.query_params.get("answered", "0"))
-        except ValueError:
-            answered = 0
+        answered = _answered(request)
         following = answered if (stored.status == "waiting" and stored.waiting is not None and answered > 0
                                  and stored.waiting.asked == answered) else 0  # answered, not yet taken up: follow it
         if stored.status in ("queued", "running") or following:
@@ -240,10 +237,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             the stream; so does a database that cannot be read, with an `error` event (a
             browser's EventSource then connects again by itself)."""
             last, followed = request.query_params.get("seen") or "", 0.0
-            try:  # a page that answered question N: told once the run no longer waits on it
-                answered = int(request.query_params.get("answered", "0"))
-            except ValueError:
-                answered = 0
+            answered = _answered(request)  # a page that answered question N: told once it is no longer asked
             until = time.monotonic() + ANSWER_FOLLOWED_FOR
             while True:
                 try:
@@ -413,13 +407,16 @@ def _edge_table(definition: Any, stats: Any) -> str:
 
 
 def _run_path_of(request: Request) -> tuple[str, str]:
-    """The run id and what follows it (`""`, `events`, `answer`, …) in a path under /runs/,
-    read from the path as sent: links quote an id whole (`run_path`), so a `/` in one is
-    `%2F` there, where a decoded path could not tell it from a separator."""
-    raw = request.scope.get("raw_path") or request.url.path.encode()
-    rest = raw.decode("latin-1").split("?", 1)[0][len("/runs/"):]
-    segment, _, tail = rest.partition("/")
-    return unquote(segment, errors="surrogatepass"), tail
+    """The run id and what follows it in a path under /runs/ (`run_path_parts`)."""
+    return run_path_parts(request, "/runs/")
+
+
+def _answered(request: Request) -> int:
+    """The question a page says it answered (`?answered=N`, what an answer's redirect adds); 0: none."""
+    try:
+        return int(request.query_params.get("answered", "0"))
+    except ValueError:
+        return 0
 
 
 def json_of(text: str, what: str) -> Any:
