@@ -31,12 +31,10 @@ from forge.machine.effects import (
     AsyncNotSupported,
     Call,
     Effect,
-    Notify,
     Once,
     Sleep,
     Steps,
     Together,
-    notify,
 )
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss, decided_as_code, same_decision
 from forge.machine.recorded import revived
@@ -539,8 +537,6 @@ def _perform_sync(effect: Effect, performer: Performer) -> Any:
                 performer.settled(effect, before, None, refused)
             raise refused
         return value
-    if type(effect) is Notify:
-        return notify(effect)
     if type(effect) is Sleep:
         return performer.wait(effect.seconds)
     if type(effect) is Together:
@@ -609,8 +605,6 @@ def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
             if effect.kind and isinstance(value, Awaitable):
                 return settle(effect, before, value)
             return value
-        if isinstance(effect, Notify):
-            return notify(effect)
         if isinstance(effect, Sleep):
             return performer.wait(effect.seconds, asynchronous=True)
         if isinstance(effect, Together):

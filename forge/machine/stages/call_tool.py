@@ -14,7 +14,7 @@ from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopController
 from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Call, ObserverFailed, Once, Sleep, Steps
+from forge.machine.effects import Call, Once, Sleep, Steps, tell
 from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.fingerprint import request_fingerprint
@@ -77,13 +77,8 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
 
 
 def _tell(run: Run, hook: str, attempt: ToolAttempt) -> None:
-    """Tell the observers of `attempt` where the attempt is made, not as an effect: a hook
-    is no call to the world, and the round trip through the driver cost a streamed run a
-    tenth of its time. Its failure leaves as `ObserverFailed`, as a `Notify` effect's does."""
-    try:
-        run.observers.notify(run, hook, attempt)
-    except Exception as error:
-        raise ObserverFailed(hook, error) from error
+    """Tell the observers of `attempt`, where the attempt is made (`forge.machine.effects.tell`)."""
+    tell(hook, run.observers.notify, run, hook, attempt)
 
 
 def classified(failure: Exception) -> CallOutcome:
