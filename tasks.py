@@ -12,8 +12,10 @@ For the tests it also installs Debian's PostgreSQL server (the durable-run worke
 its own) and Chromium with its driver (the inspector's browser tests), as root. A real part
 that fails to install ends the run saying so; one this platform cannot install (not root, no
 apt-get) is a note and its tests skip, saying why, except in CI (CI=true), where it fails.
-`python3 tasks.py screenshot` remakes docs/inspector.png, the README's picture of the run
-inspector, in headless Chromium (installed with Debian's chromium and chromium-driver).
+`python3 tasks.py screenshot` remakes the documentation's pictures in headless Chromium
+(installed with Debian's chromium and chromium-driver): docs/inspector.png, the run
+inspector, and docs/ui-*.png, forge ui's pages, which the UI's browser tests take as they
+run (FORGE_UI_SHOTS=docs).
 """
 
 from __future__ import annotations
@@ -166,7 +168,28 @@ def main(argv: list[str]) -> int:
         ensure_http_tools()
     if argv[0] in ("test", "screenshot"):
         ensure_chromium()
-    return subprocess.run([*command, *argv[1:]], cwd=ROOT).returncode
+    if argv[0] == "screenshot":
+        return screenshots()
+    return subprocess.run([*command, *parallel_workers(argv), *argv[1:]], cwd=ROOT).returncode
+
+
+def screenshots() -> int:
+    inspector = subprocess.run([str(PYTHON), str(ROOT / "tests" / "browser.py")], cwd=ROOT).returncode
+    pages = subprocess.run([str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ui.py", "-k",
+                            "not_blank or followed_live"], cwd=ROOT, env=dict(os.environ, FORGE_UI_SHOTS="docs"))
+    return inspector or pages.returncode
+
+
+def parallel_workers(argv: list[str]) -> list[str]:
+    """For the tests, pytest-xdist's options: one worker more than the cores (the suite waits
+    on real processes and servers as much as it computes; 3 on 2 cores took the suite from
+    8.4 to 4.3 minutes), each test file kept on one worker so its module fixtures (a DBOS, a
+    uvicorn, a PostgreSQL server) start once. None when the arguments choose their own (`-n`,
+    `-p no:xdist`) or for the other jobs."""
+    if argv[0] != "test" or any(arg.startswith(("-n", "--numprocesses", "--dist")) or arg == "no:xdist"
+                                for arg in argv[1:]):
+        return []
+    return ["-n", str(min((os.cpu_count() or 1) + 1, 6)), "--dist", "loadfile"]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Crash and recover, for real: 100 trials (25 outside CI), each a process SIGKILLed at a random point of a
+"""Crash and recover, for real: 100 trials (25 sampled unless --full-trials), each a process SIGKILLed at a random point of a
 durable run with side effects, then a new process that recovers the run from the database.
 
 After recovery each run's trace equals the uninterrupted run's, the ledger (outside the
@@ -7,7 +7,6 @@ before the crash is made again: the only repeated calls are the ones running at 
 made again with the same idempotency key (at-least-once, made safe by the key)."""
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -20,9 +19,16 @@ import pytest
 from forge import TransitionRecord
 
 AGENT = str(Path(__file__).with_name("durable_agent.py"))
-TRIALS = 100 if os.environ.get("CI") else 25
-"""In CI (CI=true, as .ci/run runs) all 100 trials; elsewhere a sample of 25 chosen the same
-way, so `python3 tasks.py test` stays within its minutes on two cores."""
+FULL_TRIALS = 100
+SAMPLED_TRIALS = 25
+"""`python3 tasks.py test` runs a sample of 25 trials chosen the same way as the full 100, so
+the suite stays within its minutes on two cores; `--full-trials` runs all 100 (.ci/run does,
+after the suite)."""
+
+
+@pytest.fixture
+def trials(request):
+    return FULL_TRIALS if request.config.getoption("full_trials") else SAMPLED_TRIALS
 
 
 def run_agent(folder, run_id, *options):
@@ -65,11 +71,11 @@ def trial(number, folder, crash, in_tool, *more):
             "before": before, "calls": calls_of(folder)}
 
 
-def test_a_hundred_runs_killed_at_random_points_recover_as_if_never_interrupted(reference, tmp_path):
+def test_a_hundred_runs_killed_at_random_points_recover_as_if_never_interrupted(reference, tmp_path, trials):
     expected, reference_calls = reference
     chooser = random.Random(2026)
     plans = [(n, chooser.randint(1, 3), True) if n % 4 == 3 else (n, chooser.randint(1, len(expected)), False)
-             for n in range(TRIALS)]
+             for n in range(trials)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda plan: trial(plan[0], tmp_path / f"trial{plan[0]}", plan[1], plan[2]), plans))
 
@@ -77,14 +83,14 @@ def test_a_hundred_runs_killed_at_random_points_recover_as_if_never_interrupted(
     once = sum(len(r["ledger"]) == 3 and len({row[0] for row in r["ledger"]}) == 3
                and sorted(row[1] for row in r["ledger"]) == ["alpha", "beta", "gamma"] for r in results)
     repeated = [r for r in results if r["calls"] != reference_calls]
-    print(f"\ncrash test: {TRIALS} trials ({sum(not r['in_tool'] for r in results)} killed as a transition began, "
+    print(f"\ncrash test: {trials} trials ({sum(not r['in_tool'] for r in results)} killed as a transition began, "
           f"{sum(r['in_tool'] for r in results)} inside a side effect after it landed); traces equal to the "
-          f"uninterrupted run: {equal}/{TRIALS}; ledger exactly once: {once}/{TRIALS}; runs with a call made again: "
+          f"uninterrupted run: {equal}/{trials}; ledger exactly once: {once}/{trials}; runs with a call made again: "
           f"{len(repeated)} (all killed inside that call)")
     for result in results:
         assert result["end"] == {"status": "finished", "reason": "verified_success"}, result["number"]
         assert result["trace"] == expected, f"trial {result['number']} (crash {result['crash']}) diverged"
-    assert once == TRIALS
+    assert once == trials
     for result in results:
         extra = result["calls"] - reference_calls
         if result["in_tool"]:  # the write running at the crash, again, with its key: nothing else

@@ -60,3 +60,36 @@ def test_a_test_that_writes_into_the_checkout_fails_the_run(tmp_path):
     body = 'from pathlib import Path\n\ndef test_writes():\n    (Path(__file__).parents[1] / "stray.txt").write_text("x")\n'
     done = suite(tmp_path, body, ci=False, git=True)
     assert done.returncode == 1 and "the tests changed the checkout (git status): ?? stray.txt" in done.stdout
+
+
+def test_the_suite_runs_on_one_worker_more_than_the_cores_keeping_each_file_on_one_worker(monkeypatch):
+    sys.path.insert(0, str(CONFTEST.parents[1]))
+    import tasks
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert tasks.parallel_workers(["test"]) == ["-n", "3", "--dist", "loadfile"]
+    assert tasks.parallel_workers(["test", "-k", "retry"]) == ["-n", "3", "--dist", "loadfile"]
+
+
+def test_arguments_that_choose_their_own_workers_are_left_alone():
+    sys.path.insert(0, str(CONFTEST.parents[1]))
+    import tasks
+
+    assert tasks.parallel_workers(["test", "-n", "0"]) == []
+    assert tasks.parallel_workers(["test", "-p", "no:xdist"]) == []
+    assert tasks.parallel_workers(["demo"]) == []
+
+
+def test_in_ci_a_slow_test_that_did_not_run_fails_the_run_under_parallel_workers(tmp_path):
+    body = 'import pytest\n\n@pytest.mark.slow\ndef test_slow():\n    pytest.skip("no server")\n\n' \
+           '@pytest.mark.slow\ndef test_other():\n    pass\n'
+    root = tmp_path / "project"
+    (root / "tests").mkdir(parents=True)
+    shutil.copy(CONFTEST, root / "tests" / "conftest.py")
+    (root / "pyproject.toml").write_text(PYPROJECT)
+    (root / "tests" / "test_small.py").write_text(body)
+    environment = {k: v for k, v in os.environ.items() if k != "CI"} | {"CI": "true"}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"], cwd=root,
+                          capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 1
+    assert "slow tests in CI: 2 collected, 1 passed" in done.stdout

@@ -558,6 +558,7 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
         WebDriverWait(driver, 30).until(lambda d: d.execute_script(
             "var r = document.querySelector('.forge-inspector'); return r && r.dataset.ready"))
         assert driver.find_element(By.ID, "answer").text.startswith("waiting for your answer (approval_required)")
+        assert driver.find_element(By.CSS_SELECTOR, ".fi-end-label").text == "waits in"
         driver.save_screenshot(str(tmp_path / "ui-run.png"))
         driver.get(f"{base}/loops/{finishing.name}")
         assert "3 finished runs" in driver.find_element(By.TAG_NAME, "h2").text

@@ -41,7 +41,7 @@ function forgeInspector(root, data) {
   const end = data.end;
   const banner = el("header", {class: "fi-banner fi-" + (end.finished ? (end.outcome || "ended") : end.running ? "running" : "unfinished")}, [
     el("div", {class: "fi-end"}, [
-      el("span", {class: "fi-end-label", text: end.finished ? "ended in" : end.running ? "running, now in" : "stopped in"}),
+      el("span", {class: "fi-end-label", text: end.finished ? (end.outcome === "needs_input" ? "waits in" : "ended in") : end.running ? "running, now in" : "stopped in"}),
       el("strong", {class: "fi-end-state", text: end.state}),
       el("span", {class: "fi-end-outcome", text: end.outcome ? end.outcome.replace("_", " ") : ""})
     ]),

@@ -234,7 +234,7 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
         head += f'<p class="box" id="forked-from">forked from run {parent} at transition {origin.transition}{patched}</p>'
     if stored.answer is not None:
         head += f"<p>answer: {escape(str(stored.answer))}</p>"
-    if stored.summary:
+    if stored.summary and stored.waiting is None:  # a waiting run's answer box says where it waits
         head += f'<p class="box">{escape(stored.summary)}</p>'
     if stored.error and stored.error not in (stored.summary or ""):
         head += f'<p class="box status-error" id="error">error: {escape(stored.error)}</p>'
