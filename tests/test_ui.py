@@ -336,6 +336,16 @@ def test_a_refusal_for_a_missing_token_is_a_page_that_gives_no_token_away(ui):
     assert TOKEN not in page and "Open the URL" in page
 
 
+def page_wait(driver, poll_frequency=0.5):
+    """A wait on a page that reloads as its run moves: an element read as the page is
+    replaced (stale) or before it is there is read again at the next poll."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, 30, poll_frequency=poll_frequency,
+                         ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
+
+
 def need_chromium():
     """Fail the test (never skip it: Chromium is a real part tasks.py installs) where a
     headless Chromium cannot be driven, saying why."""
@@ -543,7 +553,6 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
     for number in range(3):
         finishing.run("done in the browser", run_id=f"browser-done{'' if number == 0 else number}")
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     driver = open_browser(1280, 900)
     base = f"http://127.0.0.1:{ui['port']}"
@@ -555,7 +564,7 @@ def test_in_chromium_the_list_the_inbox_and_a_runs_inspector_work_and_are_not_bl
         assert driver.find_element(By.CSS_SELECTOR, 'div[data-run="browser-wait"]')
         driver.save_screenshot(str(tmp_path / "ui-inbox.png"))
         driver.find_element(By.CSS_SELECTOR, 'div[data-run="browser-wait"] a').click()
-        WebDriverWait(driver, 30).until(lambda d: d.execute_script(
+        page_wait(driver).until(lambda d: d.execute_script(
             "var r = document.querySelector('.forge-inspector'); return r && r.dataset.ready"))
         assert driver.find_element(By.ID, "answer").text.startswith("waiting for your answer (approval_required)")
         assert driver.find_element(By.CSS_SELECTOR, ".fi-end-label").text == "waits in"
@@ -722,7 +731,6 @@ def test_in_chromium_approving_from_a_page_shows_the_run_finished_without_a_relo
 
     need_chromium()
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     durable = make(approval_loop())
     durable.run("pay bob", run_id=f"browser-approve-{width}")
@@ -735,7 +743,7 @@ def test_in_chromium_approving_from_a_page_shows_the_run_finished_without_a_relo
         assert approve.value_of_css_property("background-color") != cancel.value_of_css_property("background-color")
         approve.click()  # the page the answer leads to follows the run: nobody reloads it
         status = 'var s = document.getElementById("status"); return s ? s.textContent : null'
-        WebDriverWait(driver, 30, poll_frequency=0.1).until(lambda d: d.execute_script(status) == "finished")
+        page_wait(driver, 0.1).until(lambda d: d.execute_script(status) == "finished")
         assert "done=answered" not in driver.current_url and driver.find_elements(By.ID, "answer") == []
         assert console_errors(driver) == []
     finally:
@@ -796,7 +804,6 @@ def test_in_chromium_a_running_run_is_followed_live_and_opens_where_it_is(make, 
 
     need_chromium()
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     shots = Path(os.environ.get("FORGE_UI_SHOTS") or tmp_path)
     durable = held_run(make, "browser-live")
@@ -805,12 +812,12 @@ def test_in_chromium_a_running_run_is_followed_live_and_opens_where_it_is(make, 
     try:
         driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-live?token={TOKEN}")
         position = lambda d: d.find_element(By.CSS_SELECTOR, ".fi-position").text  # noqa: E731
-        WebDriverWait(driver, 30).until(lambda d: position(d) == "5 / 5")  # the page reloads as transitions arrive
+        page_wait(driver).until(lambda d: position(d) == "5 / 5")  # the page reloads as transitions arrive
         assert driver.find_element(By.ID, "status").text == "running"
         driver.save_screenshot(str(shots / "ui-live.png"))
         RELEASE.set()
-        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "status").text == "finished")
-        WebDriverWait(driver, 30).until(lambda d: position(d) == "1 / 11")  # a finished run opens at its first
+        page_wait(driver).until(lambda d: d.find_element(By.ID, "status").text == "finished")
+        page_wait(driver).until(lambda d: position(d) == "1 / 11")  # a finished run opens at its first
         assert console_errors(driver) == []
     finally:
         RELEASE.set()
@@ -839,7 +846,6 @@ def test_in_chromium_a_page_the_user_typed_into_says_the_run_moved_on_instead_of
 
     need_chromium()
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     from forge.durable import Answer
     from forge.durable.runs import StoredRuns
@@ -862,11 +868,11 @@ def test_in_chromium_a_page_the_user_typed_into_says_the_run_moved_on_instead_of
         patch = driver.find_element(By.CSS_SELECTOR, '#fork textarea[name="patch"]')
         patch.send_keys('{"tool_result": "half typed')
         RELEASE.set()  # the run goes on and finishes: its feed tells the page
-        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "moved").is_displayed())
+        page_wait(driver).until(lambda d: d.find_element(By.ID, "moved").is_displayed())
         assert patch.get_attribute("value") == '{"tool_result": "half typed'  # the same page: not reloaded
         assert driver.find_element(By.ID, "status").text == "running"
         driver.find_element(By.CSS_SELECTOR, "#moved a").click()
-        WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "status").text == "finished")
+        page_wait(driver).until(lambda d: d.find_element(By.ID, "status").text == "finished")
         assert console_errors(driver) == []
     finally:
         RELEASE.set()
