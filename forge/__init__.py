@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import LoopState, Observation
     from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
+    from forge.child import LoopCycle
     from forge.errors import ForgeError, RunNotFound, ToolSignal, UsageError, WrongType
     from forge.loop import AgentLoop
     from forge.machine.catalog import Stage
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from forge.observe.log import LoggingObserver
     from forge.options import Clocks, Hooks, Limits, Retry
     from forge.policy import Ask, Finish, Intent, ModelPolicy, Policy, RecordedPolicy, ScriptedPolicy, ScriptExhausted
-    from forge.result import LoopResult
+    from forge.result import ChildRun, LoopResult
     from forge.tools import Tool, tool
     from forge.usage import BudgetExhausted, Usage
 
@@ -55,6 +56,8 @@ _WHERE: dict[str, str] = {
     "ToolError": "forge.agent.retry",
     "TransientToolError": "forge.agent.retry",
     "LoopResult": "forge.result",
+    "ChildRun": "forge.result",
+    "LoopCycle": "forge.child",
     "AgentLoop": "forge.loop",
     "Limits": "forge.options",
     "Retry": "forge.options",
@@ -153,6 +156,8 @@ __all__ = [
     "ToolError",
     # results and traces
     "LoopResult",
+    "ChildRun",
+    "LoopCycle",
     "LoopState",
     "Observation",
     "TransitionRecord",

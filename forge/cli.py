@@ -30,6 +30,26 @@ def _machine_of(given: str | None, trace: Sequence[TransitionRecord] | None) -> 
     return given or next((r.machine for r in trace or () if r.machine), "single_agent")
 
 
+def _loop_named(given: str | None) -> Any:
+    """The loop `MODULE:LOOP` or `PATH.py:LOOP` names (drawn with its children), or None when
+    `given` names a definition (a built-in name or a file).
+
+    Raises:
+        UsageError: the reference cannot be imported, or names something that is no loop.
+    """
+    from pathlib import Path
+
+    from forge.diagram.render import is_loop
+    from forge.machine.catalog import import_reference
+
+    if not given or ":" not in given or Path(given).exists():
+        return None
+    loop = import_reference(given, "forge diagram", "examples/writer.py:writer")
+    if not is_loop(loop):
+        raise UsageError(f"forge diagram {given!r}: that is a {type(loop).__name__}, not an AgentLoop")
+    return loop
+
+
 def _diagram(args: argparse.Namespace) -> int:
     from forge.diagram import diagram_text, format_for, render
     from forge.machine.trace import read_trace
@@ -39,7 +59,7 @@ def _diagram(args: argparse.Namespace) -> int:
     if args.loop:
         raise UsageError("--loop picks the stored runs of one loop: give it with --runs DB")
     trace = read_trace(args.trace) if args.trace else None
-    machine = _machine_of(args.machine, trace)
+    machine: Any = _loop_named(args.machine) or _machine_of(args.machine, trace)
     fmt = format_for(args.output, args.format)
     if args.output is None:
         if fmt not in ("dot", "mermaid"):
@@ -584,6 +604,26 @@ def _eval(args: argparse.Namespace) -> int:
                        args.out, args.against, args.min_score, args.no_regressions, tuple(args.scorers))()
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from forge.machine.catalog import import_reference
+
+    try:
+        from forge.serve import serve_http, serve_stdio, served_tools
+    except ImportError as missing:
+        raise UsageError(f"forge serve needs the mcp extra: pip install 'forge-fsm[mcp]' ({missing})") from None
+    named = {reference.rpartition(":")[2]: import_reference(reference, "forge serve", "examples/writer.py:writer")
+             for reference in args.loops}
+    tools = served_tools(named)
+    if args.http:
+        print(f"forge serve: {', '.join(t.name for t in tools)} at http://{args.host}:{args.port}/mcp", flush=True)
+        serve_http(tools, args.host, args.port, args.name)
+        return 0
+    import anyio
+
+    anyio.run(serve_stdio, tools, args.name)
+    return 0
+
+
 def _ui(args: argparse.Namespace) -> int:
     from forge.ui import serve
 
@@ -654,7 +694,8 @@ def _parser() -> argparse.ArgumentParser:
 
     diagram = commands.add_parser("diagram", help="draw a loop definition, optionally with a run overlaid")
     diagram.add_argument("machine", nargs="?", metavar="MACHINE",
-                         help="built-in name or definition file (default: single_agent, or the trace's machine)")
+                         help="built-in name or definition file (default: single_agent, or the trace's machine), "
+                              "or MODULE:LOOP (or PATH.py:LOOP), an AgentLoop, drawn with the loops it calls")
     diagram.add_argument("-o", "--output", metavar="PATH", help="file to write; without it DOT/Mermaid go to stdout")
     diagram.add_argument("--format", choices=_FORMATS, help="default: from PATH's suffix, else dot")
     diagram.add_argument("--trace", metavar="RUN.jsonl", help="overlay this recorded run")
@@ -775,6 +816,15 @@ def _parser() -> argparse.ArgumentParser:
     evals.add_argument("--scorers", action="append", default=[], metavar="MODULE:NAME",
                        help="an Evaluator class of yours the dataset names (repeatable)")
     evals.set_defaults(handler=_eval, error_code=2)
+
+    serve = commands.add_parser("serve", help="serve loops as MCP tools, over stdio (default) or streamable HTTP")
+    serve.add_argument("loops", nargs="+", metavar="MODULE:LOOP",
+                       help="an AgentLoop (served as the tool LOOP, taking a goal), or a tool loop.as_tool(...) made")
+    serve.add_argument("--http", action="store_true", help="serve over streamable HTTP at http://HOST:PORT/mcp")
+    serve.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="with --http (default 8000)")
+    serve.add_argument("--name", default="forge", help="the server's name, as clients see it (default forge)")
+    serve.set_defaults(handler=_serve)
 
     check = commands.add_parser("check", help="prove loop definitions sound before they run")
     check.add_argument("definitions", nargs="*", metavar="DEFINITION",

@@ -282,6 +282,25 @@ class AgentLoop:
         made._made(tools, **{**self._given, **given}, options=options)
         return made
 
+    def as_tool(self, name: str, description: str = "", *, input: Any = None, side_effect: bool | None = None) -> Tool:
+        """This loop as a `Tool` another loop may call: each call is a child run of the
+        calling run (its path as run id, the parent's steps left as its budget, its usage
+        rolled up, its result in the parent's `result.children`), and the tool's value is the
+        child's answer. A child that does not end in success is a tool error of the parent,
+        naming its stop reason (see `forge.child`).
+
+        Without `input` the tool takes `{"goal": "..."}`; with `input` (a pydantic model, a
+        dataclass or an object's JSON Schema) it takes those arguments, checked, and gives
+        the child their JSON as its goal. `side_effect` defaults to whether this loop has a
+        side-effect tool.
+
+        Raises:
+            ValueError: a blank name, or an `input` that is not an object's shape.
+        """
+        from forge.child import loop_tool
+
+        return loop_tool(self, name, description, input, side_effect)
+
     def durable(self, name: str = "forge", db: str | os.PathLike[str] | None = None, *,
                 extra_tools: Iterable[Tool] = ()) -> Durable:
         """This loop's runs, made durable (`pip install 'forge-fsm[durable]'`): each survives
@@ -311,7 +330,8 @@ class AgentLoop:
 
     def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
               run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-              performer: PerformerFactory | None = None, timed_out: str | None = None) -> Run:
+              performer: PerformerFactory | None = None, timed_out: str | None = None,
+              max_steps: int | None = None) -> Run:
         """A new run of `goal` in the initial state; nothing has fired yet. With `state` (an
         earlier run's `result.state`), it goes on from that run's observations and messages:
         the next turn of a conversation, with a step budget of its own. `run_id` names the
@@ -320,11 +340,13 @@ class AgentLoop:
 
         `timed_out` names a waiting state whose deadline passed: the run starts there and its
         first transition is that state's `timeout` edge (what a durable run does when no
-        answer came in time).
+        answer came in time). `max_steps` lowers this run's step budget below the loop's
+        (what a child run is given of its parent's, `as_tool`); a larger one is the loop's.
 
         Raises:
             ValueError: `goal` is blank, `run_id` is not a non-blank string, `state`
-                ended in a fatal error, or `timed_out` names no state with a timeout edge.
+                ended in a fatal error, `timed_out` names no state with a timeout edge, or
+                `max_steps` is below 1.
         """
         from forge.machine.journal import Journal
         from forge.machine.performers import Performer
@@ -358,6 +380,14 @@ class AgentLoop:
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
                               redact=self._config.redact), journal=journal)
         config = self._config
+        if max_steps is not None:
+            check_count("max_steps", max_steps)
+            if max_steps < config.controller.max_steps:
+                from dataclasses import replace as replaced
+
+                from forge.agent.stopping import StopController
+
+                run.config = config = replaced(config, controller=StopController(max_steps, config.controller.repeat_limit))
         run.performer = (performer(journal, run) if performer is not None
                          else Performer(journal, run, config.sleep, config.async_sleep))
         return run
@@ -365,7 +395,8 @@ class AgentLoop:
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
             run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-            performer: PerformerFactory | None = None, timed_out: str | None = None) -> LoopResult:
+            performer: PerformerFactory | None = None, timed_out: str | None = None,
+            max_steps: int | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
         `on_transition(record)` is called after each fired transition (live progress);
@@ -375,7 +406,7 @@ class AgentLoop:
         idempotency registry for this run; `performer(journal, run)` makes the `Performer`
         through which the run calls the world (default: the live one; a durable run's keeps
         its journal in the runs' database); `timed_out` starts the run by a waiting state's
-        timeout edge (see `start`). Never raises for what
+        timeout edge and `max_steps` lowers its step budget (see `start`). Never raises for what
         tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
@@ -386,13 +417,15 @@ class AgentLoop:
             JournalMiss: `performer` answers from a journal (a durable run's recovery) and
                 the run made a call the journal does not have there.
         """
+        from forge.child import calling
         from forge.machine.performers import ReplayStopped
 
         self._refuse_async()
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
-                         performer=performer, timed_out=timed_out)
+                         performer=performer, timed_out=timed_out, max_steps=max_steps)
         try:
-            self._complete(run)
+            with calling(run):
+                self._complete(run)
         except ReplayStopped as stopped:
             raise stopped.miss from None
         return self._finish(run)
@@ -400,29 +433,32 @@ class AgentLoop:
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
                    observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                    run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-                   performer: PerformerFactory | None = None, timed_out: str | None = None) -> LoopResult:
+                   performer: PerformerFactory | None = None, timed_out: str | None = None,
+                   max_steps: int | None = None) -> LoopResult:
         """`run`, awaited, on transitions' AsyncMachine: tools, policy, verify, the approver,
         user stages and callbacks may each be sync or `async def`; retries wait with
         `async_sleep`. The trace equals `run`'s on the same script. `registry`,
-        `performer` and `timed_out` are as for `run`.
+        `performer`, `timed_out` and `max_steps` are as for `run`.
 
         Raises:
             ValueError: `goal` is blank.
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
             JournalMiss: as `run`.
         """
+        from forge.child import calling
         from forge.machine.performers import ReplayStopped
 
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
-                         performer=performer, timed_out=timed_out)
-        self._started(run)
+                         performer=performer, timed_out=timed_out, max_steps=max_steps)
         engine = self.async_engine
         try:
-            while True:
-                while not engine.is_terminal(run):
-                    await engine.aadvance(run)
-                if not await engine.aanswer(run):
-                    break
+            with calling(run):
+                self._started(run)
+                while True:
+                    while not engine.is_terminal(run):
+                        await engine.aadvance(run)
+                    if not await engine.aanswer(run):
+                        break
         except ReplayStopped as stopped:
             raise stopped.miss from None
         return self._finish(run)
@@ -519,11 +555,13 @@ class AgentLoop:
 
     def result(self, run: Run) -> LoopResult:
         """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
+        from forge.child import finished_children
         from forge.result import LoopResult
-        from forge.usage import usage_of
+        from forge.usage import usage_of, with_children
 
         if not self.engine.is_terminal(run):
             raise UsageError(f"the run has not finished; it is in state {run.state!r}")
+        children = finished_children(run)
         return LoopResult(
             reason=run.state,
             steps=run.loop_state.step_count - run.counts.steps_before,
@@ -538,7 +576,8 @@ class AgentLoop:
             journal=run.journal,
             html_view=_inspector,
             question=run.facts.question,
-            usage=usage_of(run.loop_state.messages, run.first_message),
+            usage=with_children(usage_of(run.loop_state.messages, run.first_message), children),
+            children=children,
         )
 
     def replay(self, journal: Sequence[JournalEntry] | str | Path, goal: str | None = None,

@@ -22,7 +22,7 @@ from forge.machine.trace import (  # at run time: get_type_hints(LoopResult) res
 from forge.policy import FINISH, Finish
 from forge.usage import Usage
 
-__all__ = ["LoopResult", "Outcome", "verified_answer"]
+__all__ = ["ChildRun", "LoopResult", "Outcome", "verified_answer"]
 
 
 def verified_answer(state: LoopState | None, outcome: str | None) -> Any:
@@ -69,6 +69,9 @@ class LoopResult:
     (`forge.Ask`, state `input_required`): answer with `loop.run(reply, state=result.state)`."""
     usage: Usage = field(default=Usage(), compare=False)
     """The tokens of the run's model calls, per call and in total (`forge.usage`)."""
+    children: tuple[ChildRun, ...] = field(default=(), compare=False, repr=False)
+    """The runs of other loops its tools made (`AgentLoop.as_tool`), in the order they were
+    called: each one's path, tool, the transition it ran in and its own `LoopResult`."""
 
     @property
     def answer(self) -> Any:
@@ -104,3 +107,13 @@ class LoopResult:
         return text
 
 
+@dataclass(frozen=True, slots=True)
+class ChildRun:
+    """A run of another loop made by one of the parent's tool calls: its `path` (the child's
+    run id), the parent's `tool` and the parent's `transition` number under way when it ran
+    (the call's), and how it ended."""
+
+    path: str
+    tool: str
+    transition: int
+    result: LoopResult

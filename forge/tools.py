@@ -73,6 +73,8 @@ class Tool:
     on_crash: str = "retry"
     repeatable: bool = False
     raises: tuple[type[BaseException], ...] = ()
+    child: Any = field(default=None, compare=False, repr=False)
+    """The loop this tool runs as a child run (`AgentLoop.as_tool`), else None."""
     _contract: ToolContract | None = field(default=None, repr=False, compare=False)
 
     def __init__(
@@ -112,6 +114,7 @@ class Tool:
         object.__setattr__(self, "on_crash", on_crash)
         object.__setattr__(self, "repeatable", bool(repeatable))
         object.__setattr__(self, "raises", tuple(raises))
+        object.__setattr__(self, "child", None)
         if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.raises):
             raise UsageError(f"tool {name!r}: raises must list exception classes, got {list(self.raises)!r}")
         if self.repeatable and not self.side_effect:

@@ -27,7 +27,7 @@ from typing import Any
 
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["USAGE_KEY", "BudgetExhausted", "ModelCall", "Usage", "check_budget", "usage_of"]
+__all__ = ["USAGE_KEY", "BudgetExhausted", "ModelCall", "Usage", "check_budget", "usage_of", "with_children"]
 
 USAGE_KEY = "_usage"
 """Where an assistant message keeps its call's usage."""
@@ -160,3 +160,11 @@ def check_budget(usage: Usage, budget: int | None, prompt_tokens: int = 0) -> No
     used, next_at_least = whole.total_tokens, max(whole.next_call_at_least, prompt_tokens)
     if used >= budget or used + next_at_least > budget:
         raise BudgetExhausted(used, budget, next_at_least)
+
+
+def with_children(usage: Usage, children: Sequence[Any]) -> Usage:
+    """`usage` with the model calls of a run's child runs after its own (`forge.child`:
+    a parent's usage rolls its children's up), each child's with its own children's."""
+    if not children:
+        return usage
+    return Usage(usage.calls + tuple(call for child in children for call in child.result.usage.calls), usage.earlier)

@@ -20,7 +20,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "forge.machine.abstract", "forge.machine.outcome",
      "forge.machine.trace", "forge.machine.details"),
     ("forge.machine.performers", "forge.result", "forge.observe", "forge.narrate", "forge.events"),
-    ("forge.machine.catalog", "forge.machine.run", "forge.machine.redaction", "forge.machine.cassette", "forge.machine.asking",
+    ("forge.machine.catalog", "forge.machine.run", "forge.child", "forge.machine.redaction", "forge.machine.cassette",
+     "forge.machine.asking",
      "forge.machine.stages", "forge.machine.loader",
      "forge.machine.engine", "forge.machine",
      "forge.mcp", "forge.llm"),
@@ -29,7 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.durable", "forge.stream"),
     ("forge.loop",),
     ("forge.scenario", "forge.debug.scenario", "forge.demo", "forge.cover", "forge.testing",
-     "forge.ui", "forge.evals"),
+     "forge.ui", "forge.evals", "forge.serve"),
     ("forge.cli", "forge.__main__", "forge"),
 )
 """Bottom to top; a module belongs to the longest entry that is it or a package holding it

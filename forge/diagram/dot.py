@@ -31,7 +31,7 @@ _FONT = "Helvetica"
 def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None, ids: bool = False,
                against: RunOverlay | None = None, diverged: str | None = None,
                names: tuple[str, str] = ("A", "B"), counterexample: Sequence[int] = (),
-               many: tuple[Mapping[int, Any], int] | None = None) -> graphviz.Digraph:
+               many: tuple[Mapping[int, Any], int] | None = None, prefix: str = "") -> graphviz.Digraph:
     """Build the diagram. The only node that is not a state is `START_NODE`, whose one edge
     points at the initial state. With `ids`, each state, transition and drawn `fail` edge
     carries an id its SVG element keeps (`state-NAME`, `edge-INDEX`, `fail-SOURCE`), so a
@@ -64,7 +64,7 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         title += f"{LINE_BREAK}counterexample: {len(counterexample)} transitions, in red"
     if many is not None:
         title += f"{LINE_BREAK}{many[1]} runs"
-    graph = _started(definition, title)
+    graph = _started(definition, title, prefix)
     for state in definition.states:
         palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
         attrs = {
@@ -90,7 +90,7 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
             label += f"{LINE_BREAK}✗ the property fails here"
         if ids:
             attrs["id"] = f"state-{state.name}"
-        graph.node(state.name, label=label, **attrs)
+        graph.node(prefix + state.name, label=label, **attrs)
 
     for transition in definition.transitions:
         attrs = {"color": WORKING.line, "fontcolor": "#333333"}
@@ -124,20 +124,23 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
             label = f"{', '.join(map(str, steps[transition.index]))}. {label}"
         if ids:
             attrs["id"] = f"edge-{transition.index}"
-        graph.edge(transition.source, transition.dest, label=label, **attrs)
+        graph.edge(prefix + transition.source, prefix + transition.dest, label=label, **attrs)
     for source, count in (overlay.failures if overlay is not None else {}).items():
         failure = definition.failure_edge(source)
-        graph.edge(source, failure.dest, label=edge_label(failure.trigger, None, count), color=FAILED,
-                   fontcolor=FAILED, style="dashed", penwidth="2", **({"id": f"fail-{source}"} if ids else {}))
-    _legend(graph, overlay is not None)
+        graph.edge(prefix + source, prefix + failure.dest, label=edge_label(failure.trigger, None, count),
+                   color=FAILED, fontcolor=FAILED, style="dashed", penwidth="2",
+                   **({"id": f"fail-{source}"} if ids else {}))
+    if not prefix:
+        _legend(graph, overlay is not None)
     return graph
 
 
-def _started(definition: MachineDefinition, title: str) -> graphviz.Digraph:
+def _started(definition: MachineDefinition, title: str, prefix: str = "") -> graphviz.Digraph:
     """An empty diagram of `definition` titled `title`: its look, and the start node with
-    its edge to the initial state."""
+    its edge to the initial state (a cluster of its own, its names after `prefix`, when
+    `prefix` is given)."""
     graph = graphviz.Digraph(
-        name=definition.name,
+        name=f"cluster_{prefix}" if prefix else definition.name,
         graph_attr={
             "rankdir": "TB", "label": title, "labelloc": "t", "fontname": _FONT, "fontsize": "16",
             "nodesep": "0.35", "ranksep": "0.55", "pad": "0.3", "size": "8.3,30",
@@ -145,8 +148,8 @@ def _started(definition: MachineDefinition, title: str) -> graphviz.Digraph:
         node_attr={"fontname": _FONT, "fontsize": "12", "style": "filled", "penwidth": "1.4"},
         edge_attr={"fontname": _FONT, "fontsize": "10", "arrowsize": "0.8"},
     )
-    graph.node(START_NODE, label="", shape="circle", width="0.18", style="filled", fillcolor="black")
-    graph.edge(START_NODE, definition.initial)
+    graph.node(prefix + START_NODE, label="", shape="circle", width="0.18", style="filled", fillcolor="black")
+    graph.edge(prefix + START_NODE, prefix + definition.initial)
     return graph
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "diagram_text",
     "format_for",
     "image_of",
+    "is_loop",
     "mermaid",
     "render",
 ]
@@ -51,24 +52,40 @@ def _definition(definition: str | Path | MachineDefinition) -> MachineDefinition
     return definition if isinstance(definition, MachineDefinition) else load_definition(definition)
 
 
-def diagram(definition: str | Path | MachineDefinition = "single_agent",
+def diagram(definition: str | Path | MachineDefinition | Any = "single_agent",
             trace: Iterable[TransitionRecord] | Any = None) -> graphviz.Digraph:
     """The loop as a `graphviz.Digraph` (it displays inline in Jupyter). With `trace` (records,
-    a LoopResult or a debug session), the run is overlaid.
+    a LoopResult or a debug session), the run is overlaid. Given an `AgentLoop` rather than
+    a definition, the loops its tools run (`as_tool`) are drawn inside it as clusters, each
+    with its run from the result (`forge.diagram.composed`).
 
     Raises:
         FileNotFoundError, DefinitionError: the definition cannot be loaded.
         TraceMismatch: the trace is not a run of this definition.
     """
+    if is_loop(definition):
+        from forge.diagram.composed import composed_digraph
+
+        return composed_digraph(definition, trace)
     machine = _definition(definition)
     return to_digraph(machine, overlay_of(machine, trace) if trace is not None else None)
 
 
-def mermaid(definition: str | Path | MachineDefinition = "single_agent",
+def mermaid(definition: str | Path | MachineDefinition | Any = "single_agent",
             trace: Iterable[TransitionRecord] | Any = None) -> str:
-    """The loop as Mermaid `stateDiagram-v2` text, optionally with the run overlaid."""
+    """The loop as Mermaid `stateDiagram-v2` text, optionally with the run overlaid (an
+    `AgentLoop`'s children as composite states, as `diagram` draws them)."""
+    if is_loop(definition):
+        from forge.diagram.composed import composed_mermaid
+
+        return composed_mermaid(definition, trace)
     machine = _definition(definition)
     return to_mermaid(machine, overlay_of(machine, trace) if trace is not None else None)
+
+
+def is_loop(definition: Any) -> bool:
+    """Whether `definition` is a loop (an `AgentLoop`: this package sits below it)."""
+    return isinstance(getattr(definition, "definition", None), MachineDefinition) and hasattr(definition, "tools")
 
 
 def format_for(path: str | Path | None, fmt: str | None) -> str:
@@ -92,7 +109,7 @@ def format_for(path: str | Path | None, fmt: str | None) -> str:
     return _SUFFIXES[suffix]
 
 
-def diagram_text(definition: str | Path | MachineDefinition, fmt: str,
+def diagram_text(definition: str | Path | MachineDefinition | Any, fmt: str,
                  trace: Iterable[TransitionRecord] | Any = None) -> str:
     """DOT or Mermaid source. Raises ValueError for an image format."""
     if fmt == "mermaid":
@@ -135,7 +152,7 @@ def render_counterexample(definition: str | Path | MachineDefinition, path: str 
     return write_atomically(target, image_of(graph.source, fmt))
 
 
-def render(definition: str | Path | MachineDefinition, path: str | Path, fmt: str | None = None,
+def render(definition: str | Path | MachineDefinition | Any, path: str | Path, fmt: str | None = None,
            trace: Iterable[TransitionRecord] | Any = None) -> Path:
     """Write the diagram to `path` (parents created) in `fmt` or the format its suffix names.
 

@@ -279,7 +279,9 @@ class Journal(Columns[JournalEntry]):
     keeps a few of these per step. `codec` is what `write_trace` writes odd values with,
     and `masking(entries, records)` what it writes instead of the entries (the loop's
     `redact` applied, `forge.machine.redaction`; None: the entries as they are);
-    `forked_from` is set on a forked run's journal (`AgentLoop.fork`).
+    `forked_from` is set on a forked run's journal (`AgentLoop.fork`); `children` are the
+    runs of other loops its tool calls made (`forge.child`), in the order they were called:
+    the call's value is the child's answer, the child's whole run is kept here.
     """
 
     __slots__ = (
@@ -292,6 +294,7 @@ class Journal(Columns[JournalEntry]):
         "_step",
         "_transition",
         "_value",
+        "children",
         "codec",
         "forked_from",
         "masking",
@@ -301,6 +304,7 @@ class Journal(Columns[JournalEntry]):
     def __init__(self, entries: Iterable[JournalEntry] = (), run_id: str = "", codec: JournalCodec | None = None) -> None:
         self.run_id, self.codec = run_id, codec
         self.forked_from: ForkOrigin | None = None
+        self.children: list[Any] = []
         self.masking: Callable[[Sequence[JournalEntry], Sequence[Any]], Sequence[JournalEntry]] | None = None
         self._kinds: list[tuple[str, str]] = []
         self._kind_ids: dict[tuple[str, str], int] = {}

@@ -1,0 +1,208 @@
+"""A loop called as another loop's tool: the child run (`AgentLoop.as_tool`).
+
+Why a tool: to the parent a sub-agent is one more thing its policy may call, chosen,
+checked, retried, approved and journaled as any tool is; what makes it more is that the
+call is a run of its own, with a machine of its own. That child run is a run of the parent:
+
+- its run id is its *path*, `PARENT/TOOL.N` (the N-th child run of that parent), so its
+  records say which run they belong to, and a child of a child is `PARENT/A.1/B.1`;
+- its step budget is at most what the parent has left (a parent with two steps left gives
+  a child of `max_steps=8` two), and its usage rolls up into the parent's
+  (`LoopResult.usage` counts the children's model calls too);
+- its result stays with the parent's (`LoopResult.children`, a `ChildRun` each, in the
+  order they were called), and the parent's journal holds its answer as the tool call's
+  value, so a replay of the parent calls nothing, the child included;
+- a child that does not end in success is a `ToolError` of the parent naming the child's
+  stop reason (and its error or question): the parent's policy hears of it and replans.
+
+A loop cannot call itself, directly or through others: the call is refused (`LoopCycle`)
+before the child runs. Loops are built bottom-up from frozen parts, so a cycle can only be
+made by a handler that closes over a loop built later; `forge check` draws and checks the
+children a loop's tools name (`children_of`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, is_dataclass
+from typing import TYPE_CHECKING, Any
+
+from forge.agent.retry import ToolError
+from forge.errors import ForgeError, UsageError
+
+if TYPE_CHECKING:
+    from forge.machine.run import Run
+    from forge.result import ChildRun, LoopResult
+    from forge.tools import Tool
+
+__all__ = ["CALLING", "GOAL_SCHEMA", "LoopCycle", "calling", "children_of", "finished_children",
+           "as_json", "goal_of", "loop_tool"]
+
+GOAL_SCHEMA: Mapping[str, Any] = {
+    "type": "object",
+    "properties": {"goal": {"type": "string", "description": "what the agent is to do"}},
+    "required": ["goal"],
+    "additionalProperties": False,
+}
+"""A child's arguments without `input=`: the goal it is given, in words."""
+
+CALLING: ContextVar[tuple[Run, ...]] = ContextVar("forge_calling_runs", default=())
+"""The runs under way in this context, outermost first: the last is the one whose tool is
+being called. Set by `AgentLoop.run` and `arun` around a run (`calling`); a worker thread or
+task of a run copies it, so a child called from parallel calls knows its parent."""
+
+_NUMBERING = threading.Lock()
+
+
+class LoopCycle(ForgeError, RecursionError):
+    """A loop's tool would run a loop that is already running below it: it would never end."""
+
+
+class calling:
+    """`with calling(run):` marks `run` as under way in this context (see `CALLING`)."""
+
+    __slots__ = ("_run", "_token")
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    def __enter__(self) -> None:
+        self._token = CALLING.set((*CALLING.get(), self._run))
+
+    def __exit__(self, *_: object) -> None:
+        CALLING.reset(self._token)
+
+
+def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
+              side_effect: bool | None = None) -> Tool:
+    """The Tool that runs `loop` (an `AgentLoop`: this module sits below it) as a child run
+    (see the module); `AgentLoop.as_tool`.
+
+    Without `input`, the tool takes `{"goal": "..."}`; with it (a pydantic model, a dataclass
+    or a JSON Schema, as `output=` takes), the arguments are checked against that shape and
+    the child's goal is their JSON (sorted keys). `side_effect` defaults to whether the
+    child has a side-effect tool, so the parent's approvals, idempotency keys and
+    `forge check` treat the call as what it may do. The tool's value is the child's answer
+    (a typed answer as JSON: a pydantic model dumped, a dataclass as a dict).
+
+    Raises:
+        ValueError: a blank name, or an `input` that is no shape (as `output=`).
+    """
+    from forge.tools import Tool
+
+    schema = GOAL_SCHEMA if input is None else _input_schema(input)
+    if side_effect is None:
+        side_effect = any(tool.side_effect for tool in loop.tools)
+    text = description or f"run the agent {name!r} ({loop.definition.title or loop.definition.name}) on a goal"
+
+    if loop._async_parts:
+        async def run_child(**arguments: Any) -> Any:
+            child, options = _child(loop, name)
+            return _answer(name, await loop.arun(goal_of(schema, arguments), **options), child)
+        handler: Any = run_child
+    else:
+        def run_child_sync(**arguments: Any) -> Any:
+            child, options = _child(loop, name)
+            return _answer(name, loop.run(goal_of(schema, arguments), **options), child)
+        handler = run_child_sync
+    made = Tool(name, {name}, handler, side_effect=side_effect, description=text, schema=schema)
+    object.__setattr__(made, "child", loop)
+    return made
+
+
+def children_of(loop: Any) -> dict[str, Any]:
+    """The loops `loop`'s tools run as children, by tool name (its own tools only)."""
+    return {tool.name: tool.child for tool in loop.tools if tool.child is not None}
+
+
+@dataclass(slots=True)
+class _Called:
+    """Where a child run hangs in its parent: filled in once the child has ended."""
+
+    parent: Run | None
+    path: str
+    tool: str
+    transition: int
+
+
+def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
+    """The child's place under the run under way (none when the tool is called outside a
+    run), and the options of its run: its path as run id and the parent's steps left.
+
+    Raises:
+        LoopCycle: `loop` is running below this call already.
+    """
+    lineage = CALLING.get()
+    for run in lineage:
+        if run.config.tools is loop._config.tools:  # the loop's own (a run's config may be a copy: max_steps)
+            path = " → ".join(r.trace.run_id for r in lineage)
+            raise LoopCycle(f"tool {name!r} would run loop {loop.definition.name!r} inside itself ({path}): "
+                            "a loop cannot call itself, directly or through another")
+    if not lineage:
+        return _Called(None, "", name, 0), {}
+    parent = lineage[-1]
+    with _NUMBERING:
+        number = 1 + sum(1 for child in parent.journal.children if child.tool == name)
+        called = _Called(parent, f"{parent.trace.run_id}/{name}.{number}", name, len(parent.trace) + 1)
+        parent.journal.children.append(called)
+    used = parent.loop_state.step_count - parent.counts.steps_before
+    left = max(1, parent.config.controller.max_steps - used)  # the step under way is not counted yet
+    return called, {"run_id": called.path, "max_steps": min(left, loop.max_steps)}
+
+
+def _answer(name: str, result: LoopResult, called: _Called) -> Any:
+    """The child's answer as the tool's value; its place under the parent filled in.
+
+    Raises:
+        ToolError: the child did not end in success (its reason, and its error or question).
+    """
+    from forge.result import ChildRun
+
+    if called.parent is not None:
+        children = called.parent.journal.children
+        with _NUMBERING:
+            children[children.index(called)] = ChildRun(called.path, called.tool, called.transition, result)
+    if result.outcome != "success":
+        why = result.question or (f"{type(result.error).__name__}: {result.error}" if result.error else "")
+        raise ToolError(f"agent {name!r} ended in {result.reason}" + (f": {why}" if why else ""))
+    return as_json(result.answer)
+
+
+def goal_of(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> str:
+    """A child's goal from its tool's arguments: the `goal` given, or, for a tool with
+    `input=` (any other schema), the arguments' JSON with sorted keys."""
+    if schema is GOAL_SCHEMA:
+        return str(arguments["goal"])
+    return json.dumps(dict(arguments), sort_keys=True, default=str)
+
+
+def as_json(answer: Any) -> Any:
+    """A typed answer as JSON data: a pydantic model dumped, a dataclass as a dict; any
+    other answer as it is."""
+    dump = getattr(answer, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if is_dataclass(answer) and not isinstance(answer, type):
+        return asdict(answer)
+    return answer
+
+
+def _input_schema(shape: Any) -> Mapping[str, Any]:
+    from forge.output import Output
+
+    schema = Output.of(shape).schema
+    if schema.get("type") != "object":
+        raise UsageError(f"as_tool input must be an object's shape (a model, a dataclass or an object's JSON Schema), "
+                         f"got one of type {schema.get('type')!r}")
+    return schema
+
+
+def finished_children(run: Run) -> tuple[ChildRun, ...]:
+    """The run's child runs that ended, in the order they were called."""
+    from forge.result import ChildRun
+
+    return tuple(child for child in run.journal.children if isinstance(child, ChildRun))
+

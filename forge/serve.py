@@ -1,0 +1,153 @@
+"""`forge serve MODULE:LOOP`: forge loops served as MCP tools, to any MCP client.
+
+A desktop assistant, an IDE or another framework calls tools over MCP; served, a forge loop is
+one of them. Each served loop is the tool `as_tool` makes of it (`AgentLoop.as_tool`): its
+input schema is `{"goal": "..."}`, or the `input=` of a tool given instead of a loop; a call
+runs the loop on that goal and its result is the run's answer (as text, JSON for anything but
+a string, and as structured content when the loop has `output=`). While the run goes on,
+each transition fired is a progress notification (`progress` counts transitions, `message`
+says `source -trigger-> dest`) to a client that asked for progress. A run that does not end in
+success is an error result naming its stop reason, its error or its question: a run that
+waits for a person (a question, an approval nobody answers) says where it waits; asking the
+MCP client's user through elicitation is not built yet.
+
+Served over stdio (`serve_stdio`, what a client starts as a subprocess) or streamable HTTP
+(`serve_http`), with the official `mcp` SDK's low-level server (extra `forge-fsm[mcp]`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from forge.errors import UsageError
+
+__all__ = ["mcp_server", "serve_http", "serve_stdio", "served_tools"]
+
+
+def served_tools(named: Mapping[str, Any]) -> list[Any]:
+    """The tools to serve, from what each name refers to: an `AgentLoop` is served as
+    `loop.as_tool(name)`, a tool `as_tool` made is served as it is.
+
+    Raises:
+        UsageError: a name refers to neither, or two tools share a name.
+    """
+    from forge.tools import Tool
+
+    tools: list[Tool] = []
+    for name, value in named.items():
+        if isinstance(value, Tool) and value.child is not None:
+            tools.append(value)
+        elif isinstance(value, Tool):
+            raise UsageError(f"{name!r} is a tool that runs no loop; forge serve serves loops (an AgentLoop, or "
+                             "the tool loop.as_tool(...) makes)")
+        elif hasattr(value, "as_tool") and hasattr(value, "definition"):
+            tools.append(value.as_tool(name))
+        else:
+            raise UsageError(f"{name!r} is a {type(value).__name__}, not an AgentLoop or a tool loop.as_tool made")
+    names = [tool.name for tool in tools]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise UsageError(f"two served tools share the name {', '.join(repeated)}")
+    return tools
+
+
+def mcp_server(tools: Sequence[Any], name: str = "forge") -> Any:
+    """An MCP server (`mcp.server.lowlevel.Server`) offering `tools` (from `served_tools`)."""
+    import anyio
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    by_name = {tool.name: tool for tool in tools}
+    listing = [types.Tool(name=tool.name, description=tool.description, input_schema=dict(tool.schema or {}),
+                          **_output_schema(tool)) for tool in tools]
+
+    async def list_tools(context: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=listing)
+
+    async def call_tool(context: Any, params: Any) -> Any:
+        tool = by_name.get(params.name)
+        if tool is None:
+            return _error(types, f"no tool named {params.name!r}; this server has {', '.join(sorted(by_name))}")
+        arguments = dict(params.arguments or {})
+        refused = _refusal(tool, arguments)
+        if refused:
+            return _error(types, refused)
+        from forge.child import goal_of
+
+        loop, goal = tool.child, goal_of(tool.schema, arguments)
+        session = context.session
+        fired = [0]
+
+        async def told(record: Any) -> None:
+            fired[0] += 1
+            await session.report_progress(fired[0], None, f"{record.source} -{record.trigger}-> {record.dest}")
+
+        if loop._async_parts:
+            import asyncio
+
+            pending: list[Any] = []
+            result = await loop.arun(goal, on_transition=lambda record: pending.append(
+                asyncio.ensure_future(told(record))))
+            await asyncio.gather(*pending)
+        else:
+            result = await anyio.to_thread.run_sync(
+                lambda: loop.run(goal, on_transition=lambda record: anyio.from_thread.run(told, record)))
+        return _result(types, tool, result)
+
+    return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_stdio(tools: Sequence[Any], name: str = "forge") -> None:
+    """Serve `tools` on this process's stdin and stdout until the client closes them."""
+    from mcp.server.stdio import stdio_server
+
+    server = mcp_server(tools, name)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def serve_http(tools: Sequence[Any], host: str = "127.0.0.1", port: int = 8000, name: str = "forge") -> None:
+    """Serve `tools` over streamable HTTP at `http://HOST:PORT/mcp` (uvicorn) until stopped."""
+    import uvicorn
+
+    uvicorn.run(mcp_server(tools, name).streamable_http_app(), host=host, port=port, log_level="warning")
+
+
+def _output_schema(tool: Any) -> dict[str, Any]:
+    output = tool.child._config.output
+    return {"output_schema": output.for_model()} if output is not None else {}
+
+
+def _refusal(tool: Any, arguments: Mapping[str, Any]) -> str | None:
+    """Why `arguments` do not fit the tool's contract, or None when they do."""
+    from forge.agent.execution import ArgumentContractError, check_arguments
+
+    try:
+        check_arguments(tool.contract, arguments)
+    except ArgumentContractError as refused:
+        return f"{tool.name}: {refused}"
+    return None
+
+
+def _error(types: Any, text: str) -> Any:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _result(types: Any, tool: Any, result: Any) -> Any:
+    """The run's answer as the tool's result, or an error result saying how the run ended."""
+    if result.outcome != "success":
+        why = result.question or (f"{type(result.error).__name__}: {result.error}" if result.error else "")
+        where = "waits in" if result.outcome == "needs_input" else "ended in"
+        return _error(types, f"the run {where} {result.reason}" + (f": {why}" if why else "")
+                      + (" (forge serve cannot ask the client's user yet)" if result.outcome == "needs_input" else ""))
+    from forge.child import as_json
+
+    answer = as_json(result.answer)
+    text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
+    output = tool.child._config.output
+    structured = None
+    if output is not None:
+        structured = {"answer": answer} if output.wrapped else answer
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)

@@ -1,0 +1,322 @@
+"""Loops calling loops (issue 34, item 1): `loop.as_tool(...)` runs a loop as a child run of
+the run that calls it: its path as run id, the parent's steps left as its budget, its usage
+rolled up, its result kept with the parent's, its failure a tool error of the parent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from forge import AgentLoop, Finish, Intent, Limits, tool
+from forge.child import LoopCycle, children_of
+from forge.policy import FINISH
+
+
+def finished(observation) -> bool:
+    return observation.tool_name == FINISH
+
+
+CALLS: list[str] = []
+
+
+@tool
+def lookup(topic: str) -> str:
+    """Look a topic up."""
+    CALLS.append(topic)
+    return f"facts about {topic}"
+
+
+def research_policy(goal, state):
+    if not state.observations:
+        return Intent.call("lookup", topic=goal)
+    return Finish(f"notes: {state.observations[-1].payload}")
+
+
+def researcher(**options) -> AgentLoop:
+    return AgentLoop([lookup], research_policy, finished, **options)
+
+
+def asking(*goals: str):
+    """A parent policy that asks the research tool each goal in turn, then finishes with
+    what it heard."""
+    def policy(goal, state):
+        done = len(state.observations)
+        if done < len(goals):
+            return Intent.call("research", goal=goals[done])
+        return Finish([str(o.payload) for o in state.observations])
+    return policy
+
+
+@pytest.fixture(autouse=True)
+def no_calls():
+    CALLS.clear()
+
+
+def test_a_child_runs_answer_is_the_value_of_the_parents_tool_call():
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
+    result = writer.run("write about otters")
+    assert result.reason == "verified_success"
+    assert result.answer == ["notes: facts about otters"]
+
+
+def test_a_child_runs_records_carry_its_path_under_the_parents_run_id():
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters", "seals"), finished)
+    result = writer.run("write", run_id="w")
+    assert [child.path for child in result.children] == ["w/research.1", "w/research.2"]
+    assert {record.run_id for record in result.children[1].result.trace} == {"w/research.2"}
+    assert {record.run_id for record in result.trace} == {"w"}
+
+
+def test_a_child_knows_the_parents_transition_and_tool_that_called_it():
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
+    result = writer.run("write", run_id="w")
+    child = result.children[0]
+    assert child.tool == "research"
+    called = result.trace[child.transition - 1]
+    assert (called.source, called.trigger, called.detail["tool"]) == ("execute", "call", "research")
+
+
+def test_a_child_of_a_child_has_the_path_of_both():
+    middle = AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
+    top = AgentLoop([middle.as_tool("delegate")], lambda goal, state: Finish(state.observations[-1].payload)
+                    if state.observations else Intent.call("delegate", goal="go"), finished)
+    result = top.run("top", run_id="t")
+    assert result.children[0].path == "t/delegate.1"
+    assert result.children[0].result.children[0].path == "t/delegate.1/research.1"
+
+
+def test_a_childs_step_budget_is_at_most_what_the_parent_has_left():
+    def endless(goal, state):
+        return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    child = AgentLoop([lookup], endless, finished, max_steps=50, limits=Limits(repeat_limit=100))
+    writer = AgentLoop([child.as_tool("research")], asking("otters"), finished, max_steps=3)
+    result = writer.run("write")
+    assert result.children[0].result.reason == "step_budget_exhausted"
+    assert result.children[0].result.steps == 3
+
+
+def test_a_child_that_fails_is_a_tool_error_of_the_parent_naming_its_reason():
+    def endless(goal, state):
+        return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    child = AgentLoop([lookup], endless, finished, max_steps=2, limits=Limits(repeat_limit=100))
+    writer = AgentLoop([child.as_tool("research")], asking("otters"), finished)
+    result = writer.run("write")
+    seen = result.state.observations[0]
+    assert seen.status == "retryable_error"
+    assert "agent 'research' ended in step_budget_exhausted" in str(seen.payload)
+    assert result.reason == "verified_success"  # the parent's policy heard of it and went on
+
+
+def test_a_replay_of_the_parent_runs_no_child_and_calls_nothing():
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
+    result = writer.run("write")
+    assert CALLS == ["otters"]
+    again = writer.replay(result.journal)
+    assert CALLS == ["otters"]
+    assert list(again.trace) == list(result.trace) and again.answer == result.answer
+
+
+def test_the_childs_usage_rolls_up_into_the_parents():
+    import openai
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    answer = reply("the notes")
+    answer["_usage"] = {"prompt_tokens": 30, "completion_tokens": 7}
+    with ChatServer([answer]) as server:
+        model = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
+        child = AgentLoop([lookup], model, finished)
+        writer = AgentLoop([child.as_tool("research")], asking("otters"), finished)
+        result = writer.run("write")
+    assert result.children[0].result.usage.total_tokens == 37
+    assert result.usage.total_tokens == 37 and len(result.usage.calls) == 1
+
+
+def test_a_loop_that_would_call_itself_is_refused_before_its_child_runs():
+    from forge import Tool
+
+    inner: dict[str, Tool] = {}
+
+    def again(goal: str) -> str:
+        """Ask this very loop again, through its own as_tool."""
+        return inner["tool"].handler(goal=goal)
+
+    looping = AgentLoop([Tool.from_function(again), lookup], lambda goal, state: Intent.call("again", goal="x"),
+                        finished)
+    inner["tool"] = looping.as_tool("inner")
+    result = looping.run("go", run_id="c")
+    assert result.reason == "fatal_error" and isinstance(result.error, LoopCycle)
+    assert "would run loop 'single_agent' inside itself (c)" in str(result.error)
+    assert CALLS == []
+
+
+def test_a_loop_calling_itself_through_another_is_refused_with_the_path():
+    from forge import Tool
+
+    inner: dict[str, Tool] = {}
+
+    def again(goal: str) -> str:
+        """Ask the outer loop again."""
+        return inner["tool"].handler(goal=goal)
+
+    middle = AgentLoop([Tool.from_function(again)], lambda goal, state: Intent.call("again", goal="x"), finished)
+    outer = AgentLoop([middle.as_tool("middle")], lambda goal, state: Intent.call("middle", goal="x")
+                      if not state.observations else Finish(str(state.observations[-1].payload)), finished)
+    inner["tool"] = outer.as_tool("outer")
+    result = outer.run("go", run_id="o")
+    assert "agent 'middle' ended in fatal_error: LoopCycle" in result.answer
+    assert "(o → o/middle.1)" in result.answer
+
+
+def test_the_tool_has_a_side_effect_when_the_child_has_one():
+    @tool(side_effect=True)
+    def publish(text: str) -> str:
+        """Publish."""
+        return "ok"
+
+    quiet = researcher().as_tool("research")
+    loud = AgentLoop([publish], lambda goal, state: Finish("x"), finished).as_tool("publisher")
+    assert (quiet.side_effect, loud.side_effect) == (False, True)
+    assert researcher().as_tool("research", side_effect=True).side_effect
+
+
+def test_a_tool_with_input_checks_its_arguments_and_gives_their_json_as_the_goal():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Topic:
+        name: str
+        depth: int
+
+    goals: list[str] = []
+
+    def policy(goal, state):
+        goals.append(goal)
+        return Finish("ok")
+
+    child = AgentLoop([lookup], policy, finished).as_tool("research", input=Topic)
+    assert child.schema["required"] == ["name", "depth"]
+    writer = AgentLoop([child], lambda goal, state: Intent.call("research", name="otters", depth=2)
+                       if not state.observations else Finish(state.observations[-1].status), finished)
+    assert writer.run("w").answer == "ok"
+    assert goals == ['{"depth": 2, "name": "otters"}']
+    refused = AgentLoop([child], lambda goal, state: Intent.call("research", name="otters")
+                        if not state.observations else Finish(str(state.observations[-1].payload)), finished)
+    assert "depth" in refused.run("w").answer and len(goals) == 1
+
+
+def test_input_that_is_not_an_objects_shape_is_refused_naming_it():
+    with pytest.raises(ValueError, match="as_tool input must be an object's shape"):
+        researcher().as_tool("research", input=int)
+
+
+def test_children_of_names_the_loops_a_loops_tools_run():
+    child = researcher()
+    writer = AgentLoop([child.as_tool("research"), lookup], asking("otters"), finished)
+    assert children_of(writer) == {"research": child}
+
+
+def test_an_async_child_runs_under_an_async_parent_with_its_path():
+    async def alookup(topic: str) -> str:
+        """Look a topic up, awaited."""
+        await asyncio.sleep(0)
+        return f"async facts about {topic}"
+
+    from forge import Tool
+
+    child = AgentLoop([Tool.from_function(alookup)], lambda goal, state: Intent.call("alookup", topic=goal)
+                      if not state.observations else Finish(state.observations[-1].payload), finished)
+    writer = AgentLoop([child.as_tool("research")], asking("otters"), finished)
+    result = asyncio.run(writer.arun("write", run_id="a"))
+    assert result.answer == ["async facts about otters"]
+    assert result.children[0].path == "a/research.1"
+
+
+def test_children_called_together_each_get_a_path_of_their_own():
+    def policy(goal, state):
+        if not state.observations:
+            return [Intent.call("research", goal="otters"), Intent.call("research", goal="seals")]
+        return Finish(sorted(str(o.payload) for o in state.observations))
+
+    writer = AgentLoop([researcher().as_tool("research")], policy, finished, limits=Limits(max_parallel=2))
+    result = writer.run("write", run_id="p")
+    assert sorted(child.path for child in result.children) == ["p/research.1", "p/research.2"]
+    assert result.answer == ["notes: facts about otters", "notes: facts about seals"]
+
+
+# --- seen as one machine -------------------------------------------------------------------
+
+EXAMPLE = __import__("pathlib").Path(__file__).parents[1] / "examples" / "writer.py"
+
+
+def writer_example():
+    from forge.machine.catalog import import_reference
+
+    return import_reference(f"{EXAMPLE}:writer", "test", "")
+
+
+def test_a_loop_with_a_child_is_drawn_with_the_child_as_a_cluster_joined_where_tools_are_called():
+    from forge.diagram import diagram
+
+    source = diagram(writer_example()).source
+    assert 'subgraph "cluster_research/" {' in source
+    assert 'label="research: forge: tool loop with approvals"' in source
+    assert '"research/approve"' in source  # the child's states, named under it
+    assert 'execute -> "research/__start__" [label="research (child run)"' in source
+
+
+def test_a_composed_diagram_overlays_each_childs_run():
+    from forge.diagram import diagram
+
+    writer = writer_example()
+    result = writer.run("article")
+    source = diagram(writer, result).source
+    assert "run: 11 transitions, ended in verified_success" in source
+    child = result.children[-1].result
+    assert f"run: {len(child.trace)} transitions, ended in verified_success" in source
+
+
+def test_a_composed_mermaid_diagram_nests_the_child_as_a_composite_state():
+    from forge.diagram import mermaid
+
+    text = mermaid(writer_example())
+    assert 'state "research: forge: tool loop with approvals" as research {' in text
+    assert "        research__approve --> research__execute: " in text
+    assert "    execute --> research: research (child run)" in text
+
+
+def test_a_loop_without_children_draws_exactly_as_its_definition():
+    from forge.diagram import diagram, mermaid
+
+    loop = researcher()
+    assert diagram(loop).source == diagram(loop.definition).source
+    assert mermaid(loop) == mermaid(loop.definition)
+
+
+def test_forge_diagram_draws_a_loop_named_module_colon_loop(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "forge", "diagram", f"{EXAMPLE}:writer", "--format", "dot"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert 'subgraph "cluster_research/"' in done.stdout
+    wrong = subprocess.run([sys.executable, "-m", "forge", "diagram", f"{EXAMPLE}:LIBRARY"], capture_output=True,
+                           text=True, cwd=tmp_path)
+    assert wrong.returncode == 1 and "that is a dict, not an AgentLoop" in wrong.stderr
+
+
+def test_a_childs_side_effect_without_approval_is_a_finding_of_the_parent(tmp_path):
+    from forge.machine.definition import DefinitionError
+
+    single = (__import__("pathlib").Path(__file__).parents[1] / "machines" / "single_agent.toml").read_text()
+    strict = tmp_path / "strict.toml"
+    strict.write_text(single + '\n[checks]\nrequire = ["approval-before-side-effect"]\n')
+    writer = writer_example()
+    with pytest.raises(DefinitionError, match="approval-before-side-effect"):
+        AgentLoop([writer.tools[0]], asking("otters"), finished, definition=strict)
+    AgentLoop([researcher().as_tool("research")], asking("otters"), finished, definition=strict)  # no side effect
