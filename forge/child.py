@@ -98,7 +98,7 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
         side_effect = any(tool.side_effect for tool in loop.tools)
     text = description or f"run the agent {name!r} ({loop.definition.title or loop.definition.name}) on a goal"
 
-    if loop._async_parts:
+    if loop.asynchronous:
         async def run_child(**arguments: Any) -> Any:
             child, options = _child(loop, name)
             return _answer(name, await loop.arun(goal_of(schema, arguments), **options), child)
@@ -137,7 +137,7 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
     """
     lineage = CALLING.get()
     for run in lineage:
-        if run.config.tools is loop._config.tools:  # the loop's own (a run's config may be a copy: max_steps)
+        if loop.runs(run):
             path = " → ".join(r.trace.run_id for r in lineage)
             raise LoopCycle(f"tool {name!r} would run loop {loop.definition.name!r} inside itself ({path}): "
                             "a loop cannot call itself, directly or through another")

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from forge.machine.stages import Selection
     from forge.machine.trace import Trace, TransitionRecord
     from forge.observe import LoopObserver, Observers
+    from forge.output import Output
     from forge.policy import Intent, Policy
     from forge.result import LoopResult
     from forge.tools import Tool
@@ -254,6 +255,21 @@ class AgentLoop:
     @property
     def codec(self) -> JournalCodec | None:
         return self.options.hooks.codec  # type: ignore[no-any-return]
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether a tool, the policy, verify, the approver or a stage is an `async def`, so
+        that only `arun` can run the loop."""
+        return bool(self._async_parts)
+
+    @property
+    def output(self) -> Output | None:
+        """The shape of the loop's answer (`forge.output`), or None when it is untyped."""
+        return self._config.output
+
+    def runs(self, run: Run) -> bool:
+        """Whether `run` is a run of this loop (a run whose step budget was lowered too)."""
+        return run.config.tools is self._config.tools
 
     @property
     def policy(self) -> Policy:

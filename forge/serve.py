@@ -84,7 +84,7 @@ def mcp_server(tools: Sequence[Any], name: str = "forge") -> Any:
             fired[0] += 1
             await session.report_progress(fired[0], None, f"{record.source} -{record.trigger}-> {record.dest}")
 
-        if loop._async_parts:
+        if loop.asynchronous:
             import asyncio
 
             pending: list[Any] = []
@@ -116,7 +116,7 @@ def serve_http(tools: Sequence[Any], host: str = "127.0.0.1", port: int = 8000, 
 
 
 def _output_schema(tool: Any) -> dict[str, Any]:
-    output = tool.child._config.output
+    output = tool.child.output
     return {"output_schema": output.for_model()} if output is not None else {}
 
 
@@ -146,7 +146,7 @@ def _result(types: Any, tool: Any, result: Any) -> Any:
 
     answer = as_json(result.answer)
     text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
-    output = tool.child._config.output
+    output = tool.child.output
     structured = None
     if output is not None:
         structured = {"answer": answer} if output.wrapped else answer
