@@ -320,3 +320,15 @@ def test_a_childs_side_effect_without_approval_is_a_finding_of_the_parent(tmp_pa
     with pytest.raises(DefinitionError, match="approval-before-side-effect"):
         AgentLoop([writer.tools[0]], asking("otters"), finished, definition=strict)
     AgentLoop([researcher().as_tool("research")], asking("otters"), finished, definition=strict)  # no side effect
+
+
+def test_the_writer_example_runs_durably_its_children_inside_the_parents_calls(make):
+    from forge.user_code import import_file
+
+    example = import_file(EXAMPLE)
+    kept = len(example.NOTES)
+    durable = make(example.writer)
+    result = durable.run("a short article on how marine mammals sleep", run_id="durable-article")
+    assert result.status == "finished"
+    assert result.answer.startswith("Sea otters hold hands while they sleep")
+    assert len(example.NOTES) == kept + 2  # each child kept its note once, approved inside the child
