@@ -17,8 +17,8 @@ call is a run of its own, with a machine of its own. That child run is a run of 
 
 A loop cannot call itself, directly or through others: the call is refused (`LoopCycle`)
 before the child runs. Loops are built bottom-up from frozen parts, so a cycle can only be
-made by a handler that closes over a loop built later; `forge check` draws and checks the
-children a loop's tools name (`children_of`).
+made by a handler that closes over a loop built later. `children_of` names the loops a
+loop's tools run (what `forge.diagram` draws inside it).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from forge.tools import Tool
 
 __all__ = ["CALLING", "GOAL_SCHEMA", "LoopCycle", "calling", "children_of", "finished_children",
-           "as_json", "goal_of", "loop_tool"]
+           "as_json", "goal_of", "loop_tool", "why_not"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -166,9 +166,15 @@ def _answer(name: str, result: LoopResult, called: _Called) -> Any:
         with _NUMBERING:
             children[children.index(called)] = ChildRun(called.path, called.tool, called.transition, result)
     if result.outcome != "success":
-        why = result.question or (f"{type(result.error).__name__}: {result.error}" if result.error else "")
+        why = why_not(result)
         raise ToolError(f"agent {name!r} ended in {result.reason}" + (f": {why}" if why else ""))
     return as_json(result.answer)
+
+
+def why_not(result: LoopResult) -> str:
+    """Why a run did not end in success, in its own words: the question it waits on, or
+    the error that ended it as `Type: message`; empty when it has neither (a budget ran out)."""
+    return result.question or (f"{type(result.error).__name__}: {result.error}" if result.error else "")
 
 
 def goal_of(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> str:

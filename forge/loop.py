@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
 from forge.agent.retry import check_count
+from forge.child import calling, finished_children, loop_tool
 from forge.errors import UsageError, WrongType
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
 
@@ -313,8 +314,6 @@ class AgentLoop:
         Raises:
             ValueError: a blank name, or an `input` that is not an object's shape.
         """
-        from forge.child import loop_tool
-
         return loop_tool(self, name, description, input, side_effect)
 
     def durable(self, name: str = "forge", db: str | os.PathLike[str] | None = None, *,
@@ -433,7 +432,6 @@ class AgentLoop:
             JournalMiss: `performer` answers from a journal (a durable run's recovery) and
                 the run made a call the journal does not have there.
         """
-        from forge.child import calling
         from forge.machine.performers import ReplayStopped
 
         self._refuse_async()
@@ -461,7 +459,6 @@ class AgentLoop:
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
             JournalMiss: as `run`.
         """
-        from forge.child import calling
         from forge.machine.performers import ReplayStopped
 
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
@@ -571,7 +568,6 @@ class AgentLoop:
 
     def result(self, run: Run) -> LoopResult:
         """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
-        from forge.child import finished_children
         from forge.result import LoopResult
         from forge.usage import usage_of, with_children
 

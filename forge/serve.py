@@ -137,13 +137,13 @@ def _error(types: Any, text: str) -> Any:
 
 def _result(types: Any, tool: Any, result: Any) -> Any:
     """The run's answer as the tool's result, or an error result saying how the run ended."""
+    from forge.child import as_json, why_not
+
     if result.outcome != "success":
-        why = result.question or (f"{type(result.error).__name__}: {result.error}" if result.error else "")
+        why = why_not(result)
         where = "waits in" if result.outcome == "needs_input" else "ended in"
         return _error(types, f"the run {where} {result.reason}" + (f": {why}" if why else "")
                       + (" (forge serve cannot ask the client's user yet)" if result.outcome == "needs_input" else ""))
-    from forge.child import as_json
-
     answer = as_json(result.answer)
     text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
     output = tool.child.output

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forge.child import as_json
 from forge.errors import UsageError
 from forge.evals.cases import EvalRun
 
@@ -73,10 +74,7 @@ class CaseResult:
 def plain(value: Any) -> Any:
     """`value` as JSON holds it: a typed answer as its fields, anything else JSON cannot
     hold as its text."""
-    if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
-    if is_dataclass(value) and not isinstance(value, type):
-        value = asdict(value)
+    value = as_json(value)
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):
