@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
-__all__ = ["CALLING", "GOAL_SCHEMA", "LoopCycle", "calling", "children_of", "finished_children",
+__all__ = ["CALLING", "GOAL_SCHEMA", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
            "as_json", "goal_of", "loop_tool", "why_not"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
@@ -106,7 +106,10 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
     else:
         def run_child_sync(**arguments: Any) -> Any:
             child, options = _child(loop, name)
-            return _answer(name, loop.run(goal_of(schema, arguments), **options), child)
+            fork = options.pop("fork", None)
+            goal = goal_of(schema, arguments)
+            return _answer(name, loop.run(goal, **options) if fork is None else _forked(loop, goal, fork, options),
+                           child)
         handler = run_child_sync
     made = Tool(name, {name}, handler, side_effect=side_effect, description=text, schema=schema)
     object.__setattr__(made, "child", loop)
@@ -116,6 +119,33 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
 def children_of(loop: Any) -> dict[str, Any]:
     """The loops `loop`'s tools run as children, by tool name (its own tools only)."""
     return {tool.name: tool.child for tool in loop.tools if tool.child is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class ChildFork:
+    """A fork inside a child run (`AgentLoop.fork(..., child=...)`): the parent's fork
+    replays up to `transition`, where its tool makes the child run `name` (`research.1`)
+    again as a fork of `recorded` (its recorded run) at `at` with `patch`, or, when
+    `within` names a grandchild, a fork of the child that forks that one."""
+
+    name: str
+    transition: int
+    recorded: Any
+    at: int | None
+    patch: Any
+    within: str | None
+
+
+def _forked(loop: Any, goal: str, fork: ChildFork, options: Mapping[str, Any]) -> LoopResult:
+    """The child run made again as a fork of its recorded run (see `ChildFork`); a journal
+    miss inside it stops the parent's fork as one of the parent's own would."""
+    from forge.machine.journal import JournalMiss
+    from forge.machine.performers import ReplayStopped
+
+    try:
+        return loop.fork(fork.recorded, fork.at, fork.patch, goal=goal, child=fork.within, **options)  # type: ignore[no-any-return]
+    except JournalMiss as miss:
+        raise ReplayStopped(miss) from None
 
 
 @dataclass(slots=True)
@@ -144,13 +174,21 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
     if not lineage:
         return _Called(None, "", name, 0), {}
     parent = lineage[-1]
+    replayed = getattr(parent.performer, "replayed_children", None)
+    if replayed is not None:
+        replayed(len(parent.trace) + 1)
     with _NUMBERING:
         number = 1 + sum(1 for child in parent.journal.children if child.tool == name)
         called = _Called(parent, f"{parent.trace.run_id}/{name}.{number}", name, len(parent.trace) + 1)
         parent.journal.children.append(called)
     used = parent.loop_state.step_count - parent.counts.steps_before
     left = max(1, parent.config.controller.max_steps - used)  # the step under way is not counted yet
-    return called, {"run_id": called.path, "max_steps": min(left, loop.max_steps)}
+    options: dict[str, Any] = {"run_id": called.path, "max_steps": min(left, loop.max_steps)}
+    performer: Any = parent.performer
+    fork = getattr(performer, "child_fork", None)
+    if fork is not None and fork.name == f"{name}.{number}":
+        performer.child_fork, options["fork"] = None, fork
+    return called, options
 
 
 def _answer(name: str, result: LoopResult, called: _Called) -> Any:

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
 from forge.agent.retry import check_count
-from forge.child import calling, finished_children, loop_tool
+from forge.child import calling, children_of, finished_children, loop_tool
 from forge.errors import UsageError, WrongType
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
 
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import Observation
+    from forge.child import ChildFork
     from forge.debug.session import DebugSession
     from forge.durable.durability import Durable
     from forge.events import StreamEvent
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from forge.observe import LoopObserver, Observers
     from forge.output import Output
     from forge.policy import Intent, Policy
-    from forge.result import LoopResult
+    from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
 __all__ = ["AgentLoop", "PerformerFactory"]
@@ -612,22 +613,31 @@ class AgentLoop:
             ValueError: no goal was given and the journal has no policy call to take it from.
             OSError, TraceFormatError: the file cannot be read.
         """
-        from forge.agent.idempotency import IdempotencyRegistry
         from forge.machine.fork import goal_of
-        from forge.machine.performers import ReplayingPerformer
-        from forge.machine.trace import read_journal
 
-        recorded: Sequence[JournalEntry] = (
-            read_journal(journal, self.codec) if isinstance(journal, (str, os.PathLike)) else journal
-        )
+        if isinstance(journal, (str, os.PathLike)):
+            read = self._recorded(journal)
+            recorded: Sequence[JournalEntry] = read.journal
+            children: Sequence[Any] = read.children
+        else:
+            recorded = journal
+            children = tuple(child for child in getattr(journal, "children", ()) if hasattr(child, "result"))
         if goal is None:
             goal = goal_of(recorded)
             if goal is None:
                 raise UsageError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
+        return self._replay_of(recorded, children, goal, observers, state)
+
+    def _replay_of(self, recorded: Sequence[JournalEntry], children: Sequence[ChildRun], goal: str,
+                   observers: Iterable[LoopObserver], state: LoopState | None) -> LoopResult:
+        """A replay of `recorded` (see `replay`), whose tools made the child runs `children`."""
+        from forge.agent.idempotency import IdempotencyRegistry
+        from forge.machine.performers import ReplayingPerformer
+
         replaying: list[ReplayingPerformer] = []
 
         def answering(journal: Journal, run: Run) -> ReplayingPerformer:
-            replaying.append(ReplayingPerformer(recorded, journal, run, masked=self._masking(run)))
+            replaying.append(ReplayingPerformer(recorded, journal, run, masked=self._masking(run), children=children))
             return replaying[0]
 
         # a registry of its own: a side effect recorded as run is replayed from the journal, not the registry
@@ -636,11 +646,10 @@ class AgentLoop:
         self._replay_to_end(run, replaying[0], unreplayed_is_a_miss=True)
         return self._finish(run)
 
-
     def fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
              patch: Patch | None = None, *,
              goal: str | None = None, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-             run_id: str | None = None) -> LoopResult:
+             run_id: str | None = None, child: str | None = None, max_steps: int | None = None) -> LoopResult:
         """A new run made from a recorded one: the same up to transition `at`, then live.
 
         Transitions before `at` replay `source`'s journal and call nothing in the world (no
@@ -657,13 +666,20 @@ class AgentLoop:
         `source` is a `LoopResult` (with its journal) or a trace file written with one. The
         fork's journal says where it came from (`result.journal.forked_from`, a `ForkOrigin`
         written with the trace). `goal`, `observers` and `state` are as for `replay`;
-        `run_id` names the fork (default: random).
+        `run_id` names the fork (default: random); `max_steps` lowers its step budget (as `run`).
+
+        With `child` (a child run's path after the source's run id, `research.1`, or
+        `research.1/notes.1` for a grandchild: see `result.children`), `at` and `patch` are a
+        transition of that child run and its outcome: the fork replays the parent up to the
+        transition that called the child, and the child, made again by its tool there, is a
+        fork of its recorded run at `at`; so nothing is called before `at`, in the parent or
+        the child. From there both are live: the parent hears the child's new answer.
 
         Raises:
             PatchRefused: (a ValueError) `at` is not one of the source's transitions, or the
                 patch does not fit the call recorded at `at` (another kind of call, none, a
-                decision for a tool this loop lacks or with arguments its contract refuses);
-                nothing has run.
+                decision for a tool this loop lacks or with arguments its contract refuses),
+                or the source has no child run `child`; nothing has run.
             JournalMiss: before `at` the run made a call the journal does not have there
                 (this loop's definition or stages differ from the recorded run's); nothing
                 in the world was called.
@@ -673,7 +689,7 @@ class AgentLoop:
         from dataclasses import replace
 
         self._refuse_async()
-        run, plan, performer = self._forked(source, at, patch, goal, observers, state, run_id)
+        run, plan, performer = self._forked(source, at, patch, goal, observers, state, run_id, child, max_steps)
         self._replay_to_end(run, performer, unreplayed_is_a_miss=plan.at is not None)
         if plan.at is None:
             run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
@@ -719,49 +735,126 @@ class AgentLoop:
         from forge.machine.performers import ReplayStopped
 
         try:
-            self._complete(run)
+            with calling(run):
+                self._complete(run)
         except ReplayStopped as stopped:
             raise stopped.miss from None
+        performer.replayed_children(len(run.trace) + 1)
         if unreplayed_is_a_miss and performer.remaining:
             raise JournalMiss(performer.recorded[len(performer.recorded) - performer.remaining], None, run.state)
 
     def _forked(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
                 patch: Patch | None, goal: str | None, observers: Iterable[LoopObserver], state: LoopState | None,
-                run_id: str | None) -> tuple[Run, ForkPlan, ForkingPerformer]:
+                run_id: str | None, child: str | None = None, max_steps: int | None = None
+                ) -> tuple[Run, ForkPlan, ForkingPerformer]:
         """A new run of a fork of `source` (see `fork`), not yet started."""
         from forge.agent.idempotency import IdempotencyRegistry
-        from forge.machine.fork import RecordedRun, fork_plan
         from forge.machine.performers import ForkingPerformer
-        from forge.machine.trace import read_journal, read_trace
-        from forge.result import LoopResult
 
-        records: Sequence[TransitionRecord]
-        if isinstance(source, (str, os.PathLike)):
-            recorded: Sequence[JournalEntry] = read_journal(os.fspath(source), self.codec)
-            records = read_trace(os.fspath(source))
-        elif isinstance(source, (LoopResult, RecordedRun)):
-            recorded, records = source.journal, source.trace
-        else:
-            raise WrongType(f"fork() takes a LoopResult or a trace file's path, got {type(source).__name__}")
-        if not len(recorded) and (goal is None or len(records)):
-            raise UsageError("the source has no journal to fork from: fork a LoopResult of AgentLoop.run, or a "
-                             "trace written with write_trace(result.trace, path, journal=result.journal)")
-        before = records[-1].dest if records else self.definition.initial
-        state_before = next((s for s in self.definition.states if s.name == before), None)
-        plan = fork_plan(recorded, len(records), at, patch, self._config.tools, goal,
-                         getattr(recorded, "run_id", None) or (recorded[0].run_id if len(recorded) else ""),
-                         state_before.action if state_before is not None and not state_before.terminal else None)
+        source = self._recorded(source)
+        child_fork = None
+        if child is not None:
+            child_fork = self._child_fork(source, child, at, patch)
+            at, patch = child_fork.transition, None
+        plan = self._fork_plan(source, at, patch, goal)
         config = self._config
         forking: list[ForkingPerformer] = []
 
         def forks(journal: Journal, run: Run) -> ForkingPerformer:
             journal.forked_from = run.trace.forked_from = plan.origin
             forking.append(ForkingPerformer(plan.replayed, journal, run, plan.at, config.sleep, config.async_sleep,
-                                            plan.patched, plan.origin.patch, plan.pending, self._masking(run)))
+                                            plan.patched, plan.origin.patch, plan.pending, self._masking(run),
+                                            source.children))
+            forking[0].child_fork = child_fork
             return forking[0]
 
-        run = self.start(plan.goal, observers, state, run_id, registry=IdempotencyRegistry(), performer=forks)
+        run = self.start(plan.goal, observers, state, run_id, registry=IdempotencyRegistry(), performer=forks,
+                         max_steps=max_steps)
         return run, plan, forking[0]
+
+    def _recorded(self, source: LoopResult | RecordedRun | str | os.PathLike[str]) -> LoopResult | RecordedRun:
+        """A fork's source as a recorded run, read from its file (children too) if a path;
+        each child run read from a file made again by replaying it with its loop, so it is a
+        `ChildRun` with its whole `LoopResult`."""
+        from dataclasses import replace
+
+        from forge.machine.fork import RecordedRun, read_recorded
+        from forge.result import LoopResult
+
+        if isinstance(source, (str, os.PathLike)):
+            source = read_recorded(source, self.codec)
+        if isinstance(source, RecordedRun):
+            return replace(source, children=self._child_runs(source.children))
+        if isinstance(source, LoopResult):
+            return source
+        raise WrongType(f"fork() takes a LoopResult or a trace file's path, got {type(source).__name__}")
+
+    def _child_runs(self, children: Sequence[Any]) -> tuple[ChildRun, ...]:
+        """Recorded child runs as `ChildRun`s: one read from a file (a `RecordedChild`) is
+        replayed by the loop its tool runs; one whose tool is not an agent tool of this
+        loop, or runs an asynchronous loop, is left out (this loop does not make it)."""
+        from forge.result import ChildRun
+
+        made = []
+        for child in children:
+            if isinstance(child, ChildRun):
+                made.append(child)
+                continue
+            loop = children_of(self).get(child.tool)
+            if loop is None or loop.asynchronous:
+                continue
+            made.append(ChildRun(child.path, child.tool, child.transition, loop._replayed(child.result)))
+        return tuple(made)
+
+    def _replayed(self, recorded: RecordedRun) -> LoopResult:
+        """`recorded` (a run read from a file, children too) made again by replaying it."""
+        from forge.machine.fork import goal_of
+
+        return self._replay_of(recorded.journal, self._child_runs(recorded.children),
+                               goal_of(recorded.journal) or "(the journal records no goal)", (), None)
+
+    def _fork_plan(self, source: LoopResult | RecordedRun, at: int | None, patch: Patch | None,
+                   goal: str | None) -> ForkPlan:
+        """What a fork of `source` at `at` replays (see `forge.machine.fork.fork_plan`).
+
+        Raises:
+            PatchRefused, ValueError: as `fork_plan`; the source has no journal.
+        """
+        from forge.machine.fork import fork_plan
+
+        recorded, records = source.journal, source.trace
+        if not len(recorded) and (goal is None or len(records)):
+            raise UsageError("the source has no journal to fork from: fork a LoopResult of AgentLoop.run, or a "
+                             "trace written with write_trace(result.trace, path, journal=result.journal)")
+        before = records[-1].dest if records else self.definition.initial
+        state_before = next((s for s in self.definition.states if s.name == before), None)
+        return fork_plan(recorded, len(records), at, patch, self._config.tools, goal,
+                         getattr(recorded, "run_id", None) or (recorded[0].run_id if len(recorded) else ""),
+                         state_before.action if state_before is not None and not state_before.terminal else None)
+
+    def _child_fork(self, source: LoopResult | RecordedRun, child: str, at: int | None,
+                    patch: Patch | None) -> ChildFork:
+        """The fork of `source`'s child run `child` at `at` with `patch`, checked against the
+        child's loop (and so on down, for a grandchild) before anything runs.
+
+        Raises:
+            PatchRefused: no such child run, or `at` / `patch` do not fit it.
+            AsyncNotSupported: the child's loop is asynchronous (a fork runs synchronously).
+        """
+        from forge.child import ChildFork
+        from forge.machine.fork import PatchRefused, recorded_child
+
+        recorded, within = recorded_child(source, child)
+        loop = children_of(self).get(recorded.tool)
+        if loop is None:
+            raise PatchRefused(f"child run {recorded.path!r} was made by tool {recorded.tool!r}, which is not one of "
+                               f"this loop's agent tools ({', '.join(sorted(children_of(self))) or 'none'})")
+        loop._refuse_async()
+        if within is None:
+            loop._fork_plan(recorded.result, at, patch, None)
+        else:
+            loop._child_fork(recorded.result, within, at, patch)
+        return ChildFork(recorded.path.rsplit("/", 1)[1], recorded.transition, recorded.result, at, patch, within)
 
 
     def _chosen_tool(self, intent: Intent) -> str | None:

@@ -332,3 +332,29 @@ def test_the_writer_example_runs_durably_its_children_inside_the_parents_calls(m
     assert result.status == "finished"
     assert result.answer.startswith("Sea otters hold hands while they sleep")
     assert len(example.NOTES) == kept + 2  # each child kept its note once, approved inside the child
+
+
+def test_the_writer_example_forks_at_a_child_transition_calling_nothing_before_it(tmp_path, monkeypatch):
+    from forge import Patch
+    from forge.machine.trace import write_trace
+    from forge.user_code import import_file
+
+    example = import_file(EXAMPLE)
+    recorded = example.writer.run("a short article on how marine mammals sleep", run_id="article")
+    path = write_trace(recorded.trace, tmp_path / "article.jsonl", journal=recorded.journal)
+    looked_up: list[str] = []
+
+    class Library(dict):
+        def get(self, topic, default=None):
+            looked_up.append(topic)
+            return super().get(topic, default)
+
+    monkeypatch.setattr(example, "LIBRARY", Library(example.LIBRARY))
+    kept = len(example.NOTES)
+    seals = recorded.children[1].result
+    approved = next(r.sequence for r in seals.trace if r.source == "approve" and r.detail["tool"] == "keep_note")
+    fork = example.writer.fork(path, approved, Patch.approved(False), child="research.2")
+    assert looked_up == [] and len(example.NOTES) == kept  # nothing called in the writer or the researcher
+    child = fork.children[1].result
+    assert child.trace[approved - 1].detail["patched"] == {"approved": False}
+    assert fork.children[0].path == "article/research.1"  # the otters' run, replayed as recorded

@@ -10,14 +10,14 @@ same file and no secret `redact` masks reaches it.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.files import write_atomically
 from forge.machine.redaction import redacted_journal
-from forge.machine.trace import Redact, TransitionRecord, in_file_order, redacted_messages
+from forge.machine.trace import Redact, TransitionRecord, child_blocks, in_file_order, redacted_messages
 
 if TYPE_CHECKING:
     from forge.result import LoopResult
@@ -27,17 +27,34 @@ __all__ = ["timeless_usage", "write_cassette"]
 
 def write_cassette(path: Path, result: LoopResult, codec: Any = None, redact: Redact | None = None) -> Path:
     """Write `result`'s trace and journal to `path` as a cassette (see the module): sorted
-    keys, no times, `redact` applied. Raises JournalEncodeError as `write_trace` does."""
-    journal = redacted_journal(result.journal, redact, result.trace)
-    calls = [entry.to_json(codec) for entry in journal]
+    keys, no times, `redact` applied; each child run (`result.children`) where
+    `write_trace` puts it, through its own loop's redact. Raises JournalEncodeError as
+    `write_trace` does."""
+    return write_atomically(path, map(_line, _cassette_lines(result.trace, redacted_journal(
+        result.journal, redact, result.trace), result.journal, codec, redact)))
+
+
+def _cassette_lines(records: Sequence[TransitionRecord], kept: Sequence[Any], journal: Any, codec: Any,
+                    redact: Redact | None) -> Iterable[Mapping[str, Any]]:
+    """A run's cassette lines: `kept` is its journal as written (redacted), `journal` the
+    one whose children it writes."""
+    calls = [entry.to_json(codec) for entry in kept]
     for call in calls:
         if "messages" in call:
             call["messages"] = _timeless(call["messages"])
         reply = call.get("value")
         if call["kind"] == "model" and isinstance(reply, dict) and isinstance(reply.get("usage"), dict):
             call["value"] = {**reply, "usage": timeless_usage(reply["usage"])}
-    records = (_stable(record, redact) for record in result.trace)
-    return write_atomically(path, map(_line, in_file_order(records, calls)))
+    children = child_blocks(journal, lambda child: list(_child_lines(child.result, codec)))
+    return in_file_order((_stable(record, redact) for record in records), calls, children)
+
+
+def _child_lines(result: LoopResult, codec: Any) -> Iterable[Mapping[str, Any]]:
+    journal = result.journal
+    masking = getattr(journal, "masking", None)
+    kept = masking(journal, result.trace) if masking is not None else journal
+    return _cassette_lines(result.trace, kept, journal, codec if codec is not None else getattr(journal, "codec", None),
+                           None)
 
 
 def _line(data: Mapping[str, Any]) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from forge.errors import WrongType
@@ -39,6 +39,15 @@ class Difference:
     what: str
     a: str
     b: str
+    run: str = ""
+    """Which run the transition is of: "" for the runs compared, else a child run's path
+    after their run ids (`research.2`, `research.2/notes.1`): the child runs their tools
+    made are set side by side too, the N-th child of a tool against the other's N-th."""
+
+    @property
+    def where(self) -> str:
+        """The transition as the table shows it: `4`, or `research.2:4` inside a child run."""
+        return f"{self.run}:{self.transition}" if self.run else str(self.transition)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +71,7 @@ class RunDiff:
             return f"the runs are equal: {self.transitions[0]} transitions each"
         lines = [f"the runs diverge at transition {self.first} ({a}: {self.transitions[0]} transitions, "
                  f"{b}: {self.transitions[1]})"]
-        rows = [("transition", "what", a, b)] + [(str(d.transition), d.what, d.a, d.b) for d in self.differences[:SHOWN]]
+        rows = [("transition", "what", a, b)] + [(d.where, d.what, d.a, d.b) for d in self.differences[:SHOWN]]
         widths = [max(len(row[i]) for row in rows) for i in range(2)] + [min(48, max(len(row[2]) for row in rows))]
         for row in rows:
             lines.append(f"{row[0]:>{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}".rstrip())
@@ -82,14 +91,64 @@ def diff(a: Recorded, b: Recorded, names: tuple[str, str] = ("A", "B")) -> RunDi
         TypeError: (WrongType) a run is not one of the accepted forms.
         OSError, TraceFormatError: a file cannot be read.
     """
-    records_a, calls_a = _by_transition(*recorded_run(a))
-    records_b, calls_b = _by_transition(*recorded_run(b))
+    run_a, run_b = _tree(a), _tree(b)
+    differences, first = _compared(run_a, run_b, "")
+    return RunDiff(first, tuple(differences), (len(run_a.trace), len(run_b.trace)), names)
+
+
+def _compared(a: Any, b: Any, path: str) -> tuple[list[Difference], int | None]:
+    """The differences of runs `a` and `b` (a trace, a journal and child runs each), the
+    child runs' after the transition that made them; and the first transition of these runs
+    where they differ (a child's differences count at the transition that made it)."""
+    records_a, calls_a = _by_transition(a.trace, a.journal)
+    records_b, calls_b = _by_transition(b.trace, b.journal)
+    children_a, children_b = _named(a.children), _named(b.children)
+    inside: dict[int, list[Difference]] = {}
+    firsts: list[int] = []
+    for name in [*children_a, *(name for name in children_b if name not in children_a)]:
+        child_a, child_b = children_a.get(name), children_b.get(name)
+        at = (child_a or child_b).transition
+        if child_a is None or child_b is None:
+            found = [Difference(at, "child", _NOTHING if child_a is None else name, _NOTHING if child_b is None else name,
+                                path.rstrip("/"))]
+        else:
+            found, _ = _compared(child_a.result, child_b.result, f"{path}{name}/")
+        if found:
+            inside.setdefault(at, []).extend(found)
+            firsts.append(at)
     differences: list[Difference] = []
     for n in range(1, max(len(records_a), len(records_b)) + 1):
-        differences.extend(_transition(n, _at(records_a, n), _at(records_b, n), calls_a.get(n, ()),
-                                       calls_b.get(n, ())))
-    first = differences[0].transition if differences else None
-    return RunDiff(first, tuple(differences), (len(records_a), len(records_b)), names)
+        own = _transition(n, _at(records_a, n), _at(records_b, n), calls_a.get(n, ()), calls_b.get(n, ()))
+        if own:
+            firsts.append(n)
+        differences.extend(inside.pop(n, ()))
+        differences.extend(replace(d, run=path.rstrip("/")) if path else d for d in own)
+    for rest in inside.values():
+        differences.extend(rest)
+    return differences, min(firsts, default=None)
+
+
+def _named(children: Sequence[Any]) -> dict[str, Any]:
+    """Child runs by their path after their parent's run id (`research.2`)."""
+    return {child.path.rsplit("/", 1)[-1]: child for child in children if hasattr(child, "result")}
+
+
+def _tree(run: Recorded) -> Any:
+    """A run to compare as something with `trace`, `journal` and `children`.
+
+    Raises:
+        TypeError: (WrongType) `run` is not one of the accepted forms.
+        OSError, TraceFormatError: a file cannot be read.
+    """
+    if isinstance(run, (str, os.PathLike)):
+        from forge.machine.fork import read_recorded
+
+        return read_recorded(run)
+    if isinstance(run, tuple) and len(run) == 2 or not hasattr(run, "children"):
+        from forge.machine.fork import RecordedRun
+
+        return RecordedRun(*recorded_run(run))
+    return run
 
 
 def recorded_run(run: Recorded) -> tuple[Sequence[TransitionRecord], Sequence[JournalEntry]]:

@@ -24,6 +24,7 @@ another reply; `null`, as if the wait's deadline had passed.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +32,8 @@ from typing import Any
 from forge.errors import UsageError, WrongType
 from forge.machine.journal import ForkOrigin, JournalEntry
 
-__all__ = ["CALLS_OF_ACTION", "ForkPlan", "Patch", "PatchRefused", "RecordedRun", "fork_plan", "goal_of"]
+__all__ = ["CALLS_OF_ACTION", "ForkPlan", "Patch", "PatchRefused", "RecordedChild", "RecordedRun", "fork_plan", "goal_of",
+           "read_recorded", "recorded_child"]
 
 PATCH_KINDS = {"tool_result": "tool", "tool_error": "tool", "decision": "policy", "verified": "verify",
                "approved": "approver", "answered": "answer"}
@@ -46,10 +48,65 @@ CALLS_OF_ACTION = {"select_tool": "policy", "call_tool": "tool", "verify_and_dec
 @dataclass(frozen=True, slots=True)
 class RecordedRun:
     """A run as far as it went: its trace and its journal (what a fork is made from, like a
-    `LoopResult`; the debugger forks the run it is stepping through)."""
+    `LoopResult`; the debugger forks the run it is stepping through), and the child runs
+    its tools made (`RecordedChild`s, as `LoopResult.children`)."""
 
     trace: Sequence[Any]
     journal: Sequence[JournalEntry]
+    children: Sequence[Any] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedChild:
+    """A child run read from its parent's trace file: as `forge.ChildRun`, with the child's
+    recorded run in place of its `LoopResult`."""
+
+    path: str
+    tool: str
+    transition: int
+    result: RecordedRun
+
+
+def read_recorded(path: str | os.PathLike[str], codec: Any = None) -> RecordedRun:
+    """The run a trace file holds, with the child runs written in it (`forge.machine.trace`).
+
+    Raises:
+        OSError, TraceFormatError: the file cannot be read.
+    """
+    from forge.machine.trace import child_headers, read_journal, read_trace
+
+    path = os.fspath(path)
+    headers = child_headers(path)
+
+    def run(run_id: str | None) -> RecordedRun:
+        journal = read_journal(path, codec, run=run_id)
+        own = run_id if run_id is not None else (headers[0]["parent"] if headers else journal.run_id)
+        children = tuple(RecordedChild(str(h["run_id"]), str(h.get("tool", "")), int(h.get("transition", 0)),
+                                       run(str(h["run_id"]))) for h in headers if h.get("parent") == own)
+        return RecordedRun(read_trace(path, run=run_id), journal, children)
+
+    return run(None)
+
+
+def recorded_child(source: Any, child: str) -> tuple[Any, str | None]:
+    """The child run of recorded run `source` (a `LoopResult` or `RecordedRun`) that `child`
+    names, and the path below it when `child` names a grandchild: `child` is a path after
+    the source's run id (`research.1`, `research.1/notes.1`) or a child's whole path.
+
+    Raises:
+        PatchRefused: the source has no such child run (naming the ones it has).
+    """
+    children = getattr(source, "children", ())
+    if not isinstance(child, str) or not child.strip():
+        raise PatchRefused(f"child must name a child run by its path (research.1), got {child!r}")
+    for recorded in children:
+        own = recorded.path.rsplit("/", 1)[0]
+        relative = child[len(own) + 1:] if child.startswith(own + "/") else child
+        head, _, rest = relative.partition("/")
+        if recorded.path == f"{own}/{head}":
+            return recorded, rest or None
+    names = ", ".join(c.path.rsplit("/", 1)[1] for c in children) or "none: its tools ran no other loop"
+    raise PatchRefused(f"the run has no child run {child!r}; its child runs are: {names}")
 
 
 class PatchRefused(UsageError):

@@ -198,14 +198,23 @@ class ReplayingPerformer(Performer):
     one recorded (another kind, name, transition, step or arguments) or the journal ended.
     """
 
-    __slots__ = ("_next", "masked", "patch", "patched", "recorded")
+    __slots__ = ("_next", "masked", "patch", "patched", "recorded", "recorded_children")
 
     def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, patched: int | None = None,
-                 patch: Any = None, masked: Masking | None = None) -> None:
+                 patch: Any = None, masked: Masking | None = None, children: Sequence[Any] = ()) -> None:
         super().__init__(journal, run, _no_sleep)
         self.recorded, self._next = tuple(recorded), 0  # read once: a journal makes an entry each time it is read
         self.patched, self.patch = patched, patch
         self.masked = masked  # a call as a file written with the loop's `redact` keeps it
+        self.recorded_children = list(children)  # the recorded run's child runs (forge.child), not yet replayed
+
+    def replayed_children(self, before: int) -> None:
+        """Keep the recorded child runs made before transition `before` with the run's own
+        (`Journal.children`): their tool calls were answered from the journal, so the runs
+        they stand for are the recorded ones, and a child run made live after them is
+        numbered after them."""
+        while self.recorded_children and self.recorded_children[0].transition < before:
+            self.journal.children.append(self.recorded_children.pop(0))
 
     def _expected(self) -> JournalEntry | None:
         """The recorded call due next, or None when the journal is spent."""
@@ -349,16 +358,17 @@ class ForkingPerformer(ReplayingPerformer):
     recorded calls and goes live at the first it does not (`went_live`: that transition).
     """
 
-    __slots__ = ("at", "pending", "went_live")
+    __slots__ = ("at", "child_fork", "pending", "went_live")
 
     def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, at: int | None,
                  sleep: Callable[[float], Any], async_sleep: Callable[[float], Any] | None = None,
                  patched: int | None = None, patch: Any = None, pending: Any = None,
-                 masked: Masking | None = None) -> None:
-        super().__init__(recorded, journal, run, patched, patch, masked)
+                 masked: Masking | None = None, children: Sequence[Any] = ()) -> None:
+        super().__init__(recorded, journal, run, patched, patch, masked, children)
         self.sleep, self.async_sleep, self.at = sleep, async_sleep, at
         self.went_live: int | None = None
         self.pending = pending  # a Patch for the first call of its kind at `at`, past the recorded calls
+        self.child_fork: Any = None  # a fork inside a child run: made by the child's tool at `at` (forge.child)
 
     def answers_decision(self) -> bool:
         if self.went_live is not None or (self.at is not None and not self.remaining):
@@ -373,6 +383,11 @@ class ForkingPerformer(ReplayingPerformer):
 
     def replaying(self) -> bool:
         return self.went_live is None
+
+    def replayed_children(self, before: int) -> None:
+        """As a replay's, up to where the fork went live (a child run there or after is the fork's own)."""
+        live = self.went_live if self.went_live is not None else self.at
+        super().replayed_children(before if live is None else min(before, live))
 
     def _diverged(self, expected: JournalEntry | None, made: JournalEntry) -> None:
         """Before `at`, a divergence stops the fork as it stops a replay; with `at` None the

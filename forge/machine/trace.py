@@ -30,6 +30,14 @@ JSON Lines schema, version 2 — one object per line, in firing order::
 
 Readers accept `"v": 1` (no `run_id`, `at`, arguments or payloads) and `"v": 2`, and skip the
 journal's `"v": 3` call lines that `write_trace(..., journal=...)` puts between records.
+
+A run whose tools ran other loops (`AgentLoop.as_tool`) has each child run written in the
+same file, just before the calls of the parent's transition that ran it: a line
+`{"v": 3, "type": "child", "run_id": PATH, "parent": …, "tool": …, "transition": N}`, then
+the child's records and calls (its run id is its path, `PARENT/TOOL.N`), its own children
+nested the same way. The readers read one run of a file: the file's own by default, a
+child's when given its path (`run=`), so a reader that knows nothing of children reads the
+parent's trace and journal as before.
 """
 
 from __future__ import annotations
@@ -59,6 +67,8 @@ __all__ = [
     "TraceFormatError",
     "TransitionRecord",
     "capped",
+    "child_blocks",
+    "child_headers",
     "error_text",
     "in_file_order",
     "quoted",
@@ -335,26 +345,62 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     calls = [entry.to_json(codec) for entry in kept]
     origin = journal.forked_from if isinstance(journal, Journal) else getattr(records, "forked_from", None)
     run_id = journal.run_id if isinstance(journal, Journal) else getattr(records, "run_id", "")
+    children = child_blocks(journal, lambda child: _child_lines(child, codec))
 
     def lines() -> Iterable[str]:
         if isinstance(origin, ForkOrigin):
             yield _line({"v": 3, "type": "fork", "run_id": run_id, "forked_from": origin.to_json()})
-        yield from map(_line, in_file_order((record.to_json() for record in records), calls))
+        yield from map(_line, in_file_order((record.to_json() for record in records), calls, children))
 
     return write_atomically(path, lines())
 
 
-def in_file_order(records: Iterable[Mapping[str, Any]], calls: Sequence[Mapping[str, Any]]
-                  ) -> Iterable[Mapping[str, Any]]:
+ChildLines = tuple[int, Sequence[Mapping[str, Any]]]
+"""A child run's lines in its parent's file, and the parent's transition they stand before."""
+
+
+def child_blocks(journal: Any, lines_of: Callable[[Any], Sequence[Mapping[str, Any]]]) -> list[ChildLines]:
+    """The lines of each child run `journal` keeps (`Journal.children`; one still under
+    way is left out), by `lines_of(child)`: a `forge.result.ChildRun`'s lines without its
+    header, which this adds."""
+    blocks: list[ChildLines] = []
+    for child in getattr(journal, "children", ()):
+        result = getattr(child, "result", None)
+        if result is None:
+            continue
+        parent = getattr(journal, "run_id", "")
+        header = {"v": 3, "type": "child", "run_id": child.path, "parent": parent, "tool": child.tool,
+                  "transition": child.transition}
+        blocks.append((child.transition, [header, *lines_of(child)]))
+    return blocks
+
+
+def _child_lines(child: Any, codec: JournalCodec | None) -> list[Mapping[str, Any]]:
+    """A child run's records and calls as `write_trace` writes them (its children too)."""
+    journal, records = child.result.journal, child.result.trace
+    kept = journal.masking(journal, records) if isinstance(journal, Journal) and journal.masking is not None else journal
+    calls = [entry.to_json(codec if codec is not None else getattr(journal, "codec", None)) for entry in kept]
+    return list(in_file_order((record.to_json() for record in records), calls,
+                              child_blocks(journal, lambda grandchild: _child_lines(grandchild, codec))))
+
+
+def in_file_order(records: Iterable[Mapping[str, Any]], calls: Sequence[Mapping[str, Any]],
+                  children: Sequence[ChildLines] = ()) -> Iterable[Mapping[str, Any]]:
     """Records' and journal calls' JSON lines in the order a trace file holds them: each
     call just before the record of the transition it was made in, calls after the last
-    record at the end."""
-    position = 0
+    record at the end; each child run's lines (`children`) before the calls of the
+    transition that ran it."""
+    position = block = 0
     for record in records:
+        while block < len(children) and children[block][0] <= record["sequence"]:
+            yield from children[block][1]
+            block += 1
         while position < len(calls) and calls[position]["transition"] <= record["sequence"]:
             yield calls[position]
             position += 1
         yield record
+    for _, lines in children[block:]:
+        yield from lines
     yield from calls[position:]
 
 
@@ -362,23 +408,27 @@ def _line(data: Mapping[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"), default=str) + "\n"
 
 
-def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
-    """Read a JSON Lines trace. Blank lines are skipped.
+def read_trace(path: str | Path, run: str | None = None) -> tuple[TransitionRecord, ...]:
+    """Read a JSON Lines trace: the records of the file's own run, or with `run` (a child
+    run's path: its run id, or that path after the file's run id, `research.1`) of that
+    child's. Blank lines are skipped.
 
     Raises:
         OSError: the file cannot be read.
         TraceFormatError: a line is not JSON, not a v1 record, or sequences are not 1..n.
+        ValueError: (a UsageError) the file has no child run `run`.
     """
     records: list[TransitionRecord] = []
-    with Path(path).open("rb") as lines:
-        for number, raw in enumerate(lines, start=1):
+    lines = _RunLines(run)
+    with Path(path).open("rb") as file:
+        for number, raw in enumerate(file, start=1):
             if not raw.strip():
                 continue
             try:
                 data = json.loads(raw.decode("utf-8"))
                 if not isinstance(data, dict):
                     raise UsageError("a line must be a JSON object")
-                if data.get("v") == 3 and data.get("type") in ("call", "fork"):
+                if not lines.wanted(data) or (data.get("v") == 3 and data.get("type") in ("call", "fork")):
                     continue  # the run's journal: read_journal reads it
                 record = TransitionRecord.from_json(data)
             except (ValueError, RecursionError) as error:
@@ -388,25 +438,29 @@ def read_trace(path: str | Path) -> tuple[TransitionRecord, ...]:
                     str(path), number, f"sequence {record.sequence} out of order; expected {len(records) + 1}"
                 )
             records.append(record)
+    lines.found(path)
     return tuple(records)
 
 
-def read_journal(path: str | Path, codec: JournalCodec | None = None) -> Journal:
+def read_journal(path: str | Path, codec: JournalCodec | None = None, run: str | None = None) -> Journal:
     """The journal written with a trace (its `"type": "call"` lines, and where a forked run
-    came from, its `"type": "fork"` line; other lines skipped).
+    came from, its `"type": "fork"` line; other lines skipped): the file's own run's, or
+    with `run` a child run's (as `read_trace`).
 
     Raises:
         OSError: the file cannot be read.
         TraceFormatError: a call line is not JSON or not a call entry (naming the line).
+        ValueError: (a UsageError) the file has no child run `run`.
     """
     journal = Journal(codec=codec)
-    with Path(path).open("rb") as lines:
-        for number, raw in enumerate(lines, start=1):
-            if b'"call"' not in raw and b'"fork"' not in raw:
+    lines = _RunLines(run)
+    with Path(path).open("rb") as file:
+        for number, raw in enumerate(file, start=1):
+            if b'"call"' not in raw and b'"fork"' not in raw and b'"child"' not in raw:
                 continue
             try:
                 data = json.loads(raw.decode("utf-8"))
-                if not isinstance(data, dict) or data.get("type") not in ("call", "fork"):
+                if not isinstance(data, dict) or not lines.wanted(data) or data.get("type") not in ("call", "fork"):
                     continue
                 if data["type"] == "fork":
                     journal.forked_from = ForkOrigin.from_json(data.get("forked_from"))
@@ -415,7 +469,64 @@ def read_journal(path: str | Path, codec: JournalCodec | None = None) -> Journal
                 journal.append(JournalEntry.from_json(data, codec))
             except (ValueError, TypeError, RecursionError) as error:
                 raise _unreadable(path, number, error) from None
+    lines.found(path)
+    if run is not None and len(journal):
+        journal.run_id = journal[0].run_id
     return journal
+
+
+def child_headers(path: str | Path) -> list[dict[str, Any]]:
+    """The `"type": "child"` lines of a trace file, in file order (every depth): each child
+    run's `run_id` (its path), `parent`, `tool` and `transition`.
+
+    Raises:
+        OSError: the file cannot be read.
+        TraceFormatError: such a line is not JSON (naming the line).
+    """
+    headers = []
+    with Path(path).open("rb") as file:
+        for number, raw in enumerate(file, start=1):
+            if b'"child"' not in raw:
+                continue
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except (ValueError, RecursionError) as error:
+                raise _unreadable(path, number, error) from None
+            if isinstance(data, dict) and data.get("v") == 3 and data.get("type") == "child":
+                headers.append(data)
+    return headers
+
+
+class _RunLines:
+    """Which lines of a trace file belong to the run a reader reads: the file's own (no
+    `run`), or the child run `run` names by its path, whole or after the file's run id
+    (`research.1/notes.1`: the tool and number of each run on the way down)."""
+
+    __slots__ = ("_children", "_run", "_seen")
+
+    def __init__(self, run: str | None) -> None:
+        self._run, self._seen = run, False
+        self._children: dict[str, str] = {}  # a child's run id: its path after the file's run id
+
+    def wanted(self, data: Mapping[str, Any]) -> bool:
+        run_id = data.get("run_id")
+        if data.get("v") == 3 and data.get("type") == "child":
+            path, parent = str(run_id), data.get("parent")
+            above = self._children.get(parent) if isinstance(parent, str) else None
+            relative = path.rsplit("/", 1)[-1] if above is None else f"{above}/{path.rsplit('/', 1)[-1]}"
+            self._children[path] = relative
+            if self._run is not None and not self._seen and self._run in (path, relative):
+                self._run, self._seen = path, True
+            return False
+        if self._run is None:
+            return run_id not in self._children
+        return self._seen and run_id == self._run
+
+    def found(self, path: str | Path) -> None:
+        if self._run is not None and not self._seen:
+            raise UsageError(f"{path} holds no child run {self._run!r}"
+                             + (f"; it holds: {', '.join(self._children.values())}" if self._children else
+                                "; its run called no other loop"))
 
 
 def _unreadable(path: str | Path, number: int, error: Exception) -> TraceFormatError:
