@@ -144,7 +144,7 @@ def _tree(run: Recorded) -> Any:
         from forge.machine.fork import read_recorded
 
         return read_recorded(run)
-    if isinstance(run, tuple) and len(run) == 2 or not hasattr(run, "children"):
+    if (isinstance(run, tuple) and len(run) == 2) or not hasattr(run, "children"):
         from forge.machine.fork import RecordedRun
 
         return RecordedRun(*recorded_run(run))
