@@ -107,7 +107,7 @@ def _compared(a: Any, b: Any, path: str) -> tuple[list[Difference], int | None]:
     firsts: list[int] = []
     for name in [*children_a, *(name for name in children_b if name not in children_a)]:
         child_a, child_b = children_a.get(name), children_b.get(name)
-        at = (child_a or child_b).transition
+        at = child_a.transition if child_a is not None else children_b[name].transition
         if child_a is None or child_b is None:
             found = [Difference(at, "child", _NOTHING if child_a is None else name, _NOTHING if child_b is None else name,
                                 path.rstrip("/"))]
