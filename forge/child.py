@@ -27,19 +27,23 @@ import json
 import threading
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError
+from forge.machine.performers import Performer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from forge.machine.journal import Journal
     from forge.machine.run import Run
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
-__all__ = ["CALLING", "GOAL_SCHEMA", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
-           "as_json", "goal_of", "loop_tool", "why_not"]
+__all__ = ["CALLING", "GOAL_SCHEMA", "AskingParent", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
+           "as_json", "goal_of", "loop_at", "loop_tool", "why_not"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -148,6 +152,24 @@ def _forked(loop: Any, goal: str, fork: ChildFork, options: Mapping[str, Any]) -
         raise ReplayStopped(miss) from None
 
 
+def loop_at(loop: Any, path: str) -> Any:
+    """The loop that makes the child run at `path` below a run of `loop`: `path` is the
+    child's path after that run's id, each run on the way down a `TOOL.N` (`research.2`,
+    `research.2/notes.1`).
+
+    Raises:
+        ValueError: (a UsageError) a tool on the way does not run a loop.
+    """
+    for part in path.split("/"):
+        tool = part.rpartition(".")[0] or part
+        found = children_of(loop).get(tool)
+        if found is None:
+            raise UsageError(f"no child run {path!r} below a run of {loop.definition.name!r}: it has no agent tool "
+                             f"{tool!r} (its agent tools: {', '.join(sorted(children_of(loop))) or 'none'})")
+        loop = found
+    return loop
+
+
 @dataclass(slots=True)
 class _Called:
     """Where a child run hangs in its parent: filled in once the child has ended."""
@@ -188,7 +210,38 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
     fork = getattr(performer, "child_fork", None)
     if fork is not None and fork.name == f"{name}.{number}":
         performer.child_fork, options["fork"] = None, fork
+    elif performer is not None and performer.asks():
+        options["performer"] = _asking_parent(performer, called.path)
     return called, options
+
+
+def _asking_parent(parent: Performer, path: str) -> Callable[[Journal, Run], Performer]:
+    """What makes a child run's performer when someone answers the parent's questions (a
+    durable run's person): a live one that asks them the child's too (`AskingParent`)."""
+
+    def made(journal: Journal, run: Run) -> Performer:
+        return AskingParent(journal, run, parent, path)
+
+    return made
+
+
+class AskingParent(Performer):
+    """A child run's performer that performs its calls live and asks what the child waits
+    for of the parent's performer, naming the child (`Waiting.run`, its path): so a child's
+    approval or question reaches the parent's person, bound to the child's exact call, and
+    the answer goes on in the same child run, journaled as the child's."""
+
+    __slots__ = ("_parent", "_path")
+
+    def __init__(self, journal: Journal, run: Run, parent: Performer, path: str) -> None:
+        super().__init__(journal, run, run.config.sleep, run.config.async_sleep)
+        self._parent, self._path = parent, path
+
+    def asks(self) -> bool:
+        return True
+
+    def ask(self, waiting: Any) -> Any:
+        return self._parent.ask(replace(waiting, run=self._path))
 
 
 def _answer(name: str, result: LoopResult, called: _Called) -> Any:

@@ -358,3 +358,91 @@ def test_the_writer_example_forks_at_a_child_transition_calling_nothing_before_i
     child = fork.children[1].result
     assert child.trace[approved - 1].detail["patched"] == {"approved": False}
     assert fork.children[0].path == "article/research.1"  # the otters' run, replayed as recorded
+
+
+# --- a child's question reaches the parent's person ------------------------------------
+
+
+def deferring_researcher(notes: list[str]) -> AgentLoop:
+    """A researcher whose note is a side effect its approver leaves to a person (None)."""
+    @tool(side_effect=True)
+    def keep_note(text: str) -> str:
+        """Keep a note."""
+        notes.append(text)
+        return f"note {len(notes)} kept"
+
+    def policy(goal, state):
+        if not state.observations:
+            return Intent.call("keep_note", text=f"about {goal}")
+        return Finish(f"noted {goal}: {state.observations[-1].payload} ({state.observations[-1].status})")
+
+    return AgentLoop([keep_note], policy, finished, definition="approval", approver=lambda request: None)
+
+
+def test_a_durable_childs_approval_is_asked_of_the_parents_person_bound_to_the_childs_call(make):
+    from forge.durable import Answer
+
+    notes: list[str] = []
+    durable = make(AgentLoop([deferring_researcher(notes).as_tool("research")], asking("otters"), finished))
+    waiting = durable.run("write", run_id="w")
+    assert (waiting.status, waiting.reason) == ("waiting", "approval_required")
+    assert waiting.waiting.run == "w/research.1" and waiting.waiting.tool == "keep_note"
+    assert waiting.waiting.arguments == {"text": "about otters"} and notes == []
+    done = durable.resume("w", Answer.approve(waiting.waiting.fingerprint))
+    assert done.reason == "verified_success" and notes == ["about otters"]
+    assert done.answer == ["noted otters: note 1 kept (ok)"]
+
+
+def test_a_durable_childs_approval_refuses_an_answer_for_another_call(make):
+    from forge.durable import Answer, AnswerRefused
+
+    notes: list[str] = []
+    durable = make(AgentLoop([deferring_researcher(notes).as_tool("research")], asking("otters"), finished))
+    durable.run("write", run_id="w2")
+    with pytest.raises(AnswerRefused, match="bound to the exact call"):
+        durable.resume("w2", Answer.approve("0" * 64))
+    assert notes == []
+
+
+def test_a_durable_childs_rejected_call_is_told_to_the_childs_policy(make):
+    from forge.durable import Answer
+
+    notes: list[str] = []
+    durable = make(AgentLoop([deferring_researcher(notes).as_tool("research")], asking("otters"), finished))
+    waiting = durable.run("write", run_id="w3")
+    done = durable.resume("w3", Answer.reject(waiting.waiting.fingerprint))
+    assert notes == [] and done.reason == "verified_success"
+    assert "retryable_error" in done.answer[0]
+
+
+def test_in_memory_a_child_left_waiting_is_a_tool_error_naming_where_it_waits():
+    notes: list[str] = []
+    writer = AgentLoop([deferring_researcher(notes).as_tool("research")], asking("otters"), finished)
+    result = writer.run("write")
+    assert "agent 'research' ended in approval_required" in result.answer[0] and notes == []
+
+
+def test_a_childs_question_says_which_child_asks(make):
+    notes: list[str] = []
+    durable = make(AgentLoop([deferring_researcher(notes).as_tool("research")], asking("otters"), finished))
+    waiting = durable.run("write", run_id="w4")
+    assert waiting.waiting.question.startswith("child run w4/research.1 asks: approve keep_note")
+    assert waiting.summary.startswith("child run w4/research.1 asks: may it call keep_note(")
+
+
+def test_a_durable_childs_own_question_is_answered_by_the_parents_person_and_the_child_goes_on(make):
+    from forge import Ask
+    from forge.durable import Answer
+
+    def wondering(goal, state):
+        if goal == "which animal?":
+            return Ask("which animal?")
+        return Finish(f"about {goal}")
+
+    child = AgentLoop([lookup], wondering, finished)
+    durable = make(AgentLoop([child.as_tool("research")], asking("which animal?"), finished))
+    waiting = durable.run("write", run_id="ask")
+    assert (waiting.reason, waiting.waiting.run, waiting.waiting.prompt) == ("input_required", "ask/research.1",
+                                                                          "which animal?")
+    done = durable.resume("ask", Answer.text("seals"))
+    assert done.reason == "verified_success" and done.answer == ["about seals"]

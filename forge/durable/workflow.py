@@ -34,6 +34,7 @@ from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.live import LiveRuns
 from forge.durable.performer import DurablePerformer, ProcessStopping, StoredCalls
+from forge.child import loop_at
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
 from forge.machine.trace import error_text
@@ -334,7 +335,11 @@ class _Workflow:
     def _question(self, waiting: Waiting, run: Run) -> Generator[_Op, Any, dict[str, Any] | None]:
         """Publish what the run, in its waiting state, asks and wait durably for the answer
         (with the state's deadline, stored as a DBOS step, so a recovered run waits for the
-        same moment): the answer as the journal keeps it, or None when the deadline passed."""
+        same moment): the answer as the journal keeps it, or None when the deadline passed.
+        A child run's question (`waiting.run`) is asked the same way while the run's call
+        of the child is under way: the run's trace so far, the child's state and tools."""
+        if waiting.run is not None:
+            return (yield from self._childs_question(waiting, run))
         result = self.durable.loop.result(run)
         self._took(result)
         yield ("state", result.state)
@@ -345,11 +350,29 @@ class _Workflow:
                                        summary=result.summary, steps=result.steps)
         return None if answer is None else answer.to_json()
 
-    def _wait(self, waiting: Waiting, **more: Any) -> Generator[_Op, Any, Answer | None]:
+    def _childs_question(self, waiting: Waiting, run: Run) -> Generator[_Op, Any, dict[str, Any] | None]:
+        """`_question`, for a child run's (`forge.child.AskingParent`): the run is in the
+        middle of the transition calling the child, so its trace so far is published, with
+        the child's waiting state as the reason and the child's tools as what answers name."""
+        assert waiting.run is not None, "a child's question names the child"
+        child = loop_at(self.durable.loop, waiting.run[len(self.run_id) + 1:])
+        self.trace = [record.to_json() for record in run.trace]
+        seconds = child.definition.state(waiting.state).timeout
+        if seconds is not None:
+            waiting = replace(waiting, deadline=(yield ("deadline", seconds)))
+        steps = run.loop_state.step_count - run.counts.steps_before
+        answer = yield from self._wait(waiting, {tool.name for tool in child.tools}, reason=waiting.state,
+                                       outcome="needs_input", steps=steps,
+                                       summary=f"{waiting.asks} (the child waits in {waiting.state})")
+        return None if answer is None else answer.to_json()
+
+    def _wait(self, waiting: Waiting, tools: set[str] | None = None, **more: Any) -> Generator[_Op, Any, Answer | None]:
         """Publish what the run waits for (its next question, numbered) and wait, durably,
-        for a fitting answer to that question; None when its deadline passes first."""
+        for a fitting answer to that question; None when its deadline passes first. `tools`
+        are those an answer may name (default: the loop's)."""
         waiting = replace(waiting, asked=self.answers + 1)
-        tools = {tool.name for tool in self.durable.loop.tools}
+        if tools is None:
+            tools = {tool.name for tool in self.durable.loop.tools}
         # registered before the run says it waits: a shutdown() that follows the caller seeing "waiting"
         # always finds this thread, and wakes it (else it would wait an hour in recv, and the process with it)
         ended = HOST.waiting[self.run_id] = threading.Event()

@@ -54,6 +54,9 @@ class Waiting:
     contract: Mapping[str, Any] | None = None
     """The waiting call's tool's contract (`required`, `optional`, `schema`), so that any
     process can check edited arguments before it sends them."""
+    run: str | None = None
+    """The child run that waits (its path, `PARENT/research.2`), when a run's question is a
+    child run's (`AgentLoop.as_tool`), asked of the parent's person; None: the run's own."""
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -68,18 +71,26 @@ class Waiting:
         return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
                 "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
                 "key": self.key, "asked": self.asked, "prompt": self.prompt, "deadline": self.deadline,
-                "contract": None if self.contract is None else dict(self.contract)}
+                "contract": None if self.contract is None else dict(self.contract), "run": self.run}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Waiting:
         return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),
                    tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"),
-                   int(data.get("asked") or 0), data.get("prompt"), data.get("deadline"), data.get("contract"))
+                   int(data.get("asked") or 0), data.get("prompt"), data.get("deadline"), data.get("contract"),
+                   data.get("run"))
 
     @property
     def asks(self) -> str:
         """What a person is asked, in words, in one line (how to answer it left to where it is
-        asked: a page's buttons, `question`'s hints for code)."""
+        asked: a page's buttons, `question`'s hints for code); a child run's question says
+        which child asks."""
+        return self._by_child(self._asks())
+
+    def _by_child(self, text: str) -> str:
+        return text if self.run is None else f"child run {self.run} asks: {text}"
+
+    def _asks(self) -> str:
         call = f"{self.tool}({json.dumps(dict(self.arguments), default=str)})" if self.tool else ""
         if self.state == "input_required":
             return str(self.prompt)
@@ -95,7 +106,11 @@ class Waiting:
 
     @property
     def question(self) -> str:
-        """The question a person is asked, in one line, with how code answers it."""
+        """The question a person is asked, in one line, with how code answers it (a child
+        run's naming the child)."""
+        return self._by_child(self._question())
+
+    def _question(self) -> str:
         if self.state == "input_required":
             return f"{self.prompt} (answer: Answer.text(REPLY))"
         if self.state == "clarification_required":
