@@ -7,8 +7,9 @@ call is a run of its own, with a machine of its own. That child run is a run of 
 - its run id is its *path*, `PARENT/TOOL.N` (the N-th child run of that parent), so its
   records say which run they belong to, and a child of a child is `PARENT/A.1/B.1`;
 - its step budget is at most what the parent has left (a parent with two steps left gives
-  a child of `max_steps=8` two), and its usage rolls up into the parent's
-  (`LoopResult.usage` counts the children's model calls too);
+  a child of `max_steps=8` two), and so is its token budget (the parent's `token_budget`
+  less the tokens its conversation and its earlier children spent); its usage rolls up into
+  the parent's (`LoopResult.usage` counts the children's model calls too);
 - its result stays with the parent's (`LoopResult.children`, a `ChildRun` each, in the
   order they were called), and the parent's journal holds its answer as the tool call's
   value, so a replay of the parent calls nothing, the child included;
@@ -27,22 +28,18 @@ import json
 import threading
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, is_dataclass, replace
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError
-from forge.machine.performers import Performer
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from forge.machine.journal import Journal
     from forge.machine.run import Run
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
-__all__ = ["CALLING", "GOAL_SCHEMA", "AskingParent", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
+__all__ = ["CALLING", "GOAL_SCHEMA", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
            "as_json", "goal_of", "loop_at", "loop_tool", "why_not"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
@@ -206,42 +203,19 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
     used = parent.loop_state.step_count - parent.counts.steps_before
     left = max(1, parent.config.controller.max_steps - used)  # the step under way is not counted yet
     options: dict[str, Any] = {"run_id": called.path, "max_steps": min(left, loop.max_steps)}
+    budget = parent.config.token_budget
+    if budget is not None and loop.stops_at_token_budget:
+        from forge.usage import usage_of, with_children
+
+        spent = with_children(usage_of(parent.loop_state.messages), finished_children(parent)).total_tokens
+        options["token_budget"] = max(1, budget - spent)
     performer: Any = parent.performer
     fork = getattr(performer, "child_fork", None)
     if fork is not None and fork.name == f"{name}.{number}":
         performer.child_fork, options["fork"] = None, fork
-    elif performer is not None and performer.asks():
-        options["performer"] = _asking_parent(performer, called.path)
+    elif performer is not None and (made := performer.child_performer(called.path)) is not None:
+        options["performer"] = made
     return called, options
-
-
-def _asking_parent(parent: Performer, path: str) -> Callable[[Journal, Run], Performer]:
-    """What makes a child run's performer when someone answers the parent's questions (a
-    durable run's person): a live one that asks them the child's too (`AskingParent`)."""
-
-    def made(journal: Journal, run: Run) -> Performer:
-        return AskingParent(journal, run, parent, path)
-
-    return made
-
-
-class AskingParent(Performer):
-    """A child run's performer that performs its calls live and asks what the child waits
-    for of the parent's performer, naming the child (`Waiting.run`, its path): so a child's
-    approval or question reaches the parent's person, bound to the child's exact call, and
-    the answer goes on in the same child run, journaled as the child's."""
-
-    __slots__ = ("_parent", "_path")
-
-    def __init__(self, journal: Journal, run: Run, parent: Performer, path: str) -> None:
-        super().__init__(journal, run, run.config.sleep, run.config.async_sleep)
-        self._parent, self._path = parent, path
-
-    def asks(self) -> bool:
-        return True
-
-    def ask(self, waiting: Any) -> Any:
-        return self._parent.ask(replace(waiting, run=self._path))
 
 
 def _answer(name: str, result: LoopResult, called: _Called) -> Any:

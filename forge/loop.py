@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from forge.machine.fork import ForkPlan, Patch, RecordedRun
     from forge.machine.journal import Journal, JournalCodec, JournalEntry
     from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer
-    from forge.machine.run import Run
+    from forge.machine.run import Run, RunConfig
     from forge.machine.stages import Selection
     from forge.machine.trace import Trace, TransitionRecord
     from forge.observe import LoopObserver, Observers
@@ -274,6 +274,14 @@ class AgentLoop:
         return run.config.tools is self._config.tools
 
     @property
+    def stops_at_token_budget(self) -> bool:
+        """Whether a run of this loop can be given a token budget (`run(token_budget=...)`):
+        its definition has an edge for a budget spent."""
+        from forge.machine.stages import Selection
+
+        return self._handles(Selection.BUDGET_EXHAUSTED)
+
+    @property
     def policy(self) -> Policy:
         """The policy this loop was given (before `with_tools` saw its tools)."""
         return self._given["policy"]  # type: ignore[no-any-return]
@@ -347,7 +355,7 @@ class AgentLoop:
     def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
               run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
               performer: PerformerFactory | None = None, timed_out: str | None = None,
-              max_steps: int | None = None) -> Run:
+              max_steps: int | None = None, token_budget: int | None = None) -> Run:
         """A new run of `goal` in the initial state; nothing has fired yet. With `state` (an
         earlier run's `result.state`), it goes on from that run's observations and messages:
         the next turn of a conversation, with a step budget of its own. `run_id` names the
@@ -358,11 +366,14 @@ class AgentLoop:
         first transition is that state's `timeout` edge (what a durable run does when no
         answer came in time). `max_steps` lowers this run's step budget below the loop's
         (what a child run is given of its parent's, `as_tool`); a larger one is the loop's.
+        `token_budget` lowers its token budget the same way (a child's: what its parent has
+        left).
 
         Raises:
             ValueError: `goal` is blank, `run_id` is not a non-blank string, `state`
-                ended in a fatal error, `timed_out` names no state with a timeout edge, or
-                `max_steps` is below 1.
+                ended in a fatal error, `timed_out` names no state with a timeout edge,
+                `max_steps` or `token_budget` is below 1, or a `token_budget` is given to a
+                loop whose definition has no budget_exhausted edge.
         """
         from forge.machine.journal import Journal
         from forge.machine.performers import Performer
@@ -395,24 +406,38 @@ class AgentLoop:
                   observers=self._observers.for_run() + observers,
                   trace=Trace(machine=self.definition.name, run_id=run_id, started_at=time.time(),
                               redact=self._config.redact), journal=journal)
+        config = run.config = self._lowered(max_steps, token_budget)
+        run.performer = (performer(journal, run) if performer is not None
+                         else Performer(journal, run, config.sleep, config.async_sleep))
+        return run
+
+    def _lowered(self, max_steps: int | None, token_budget: int | None) -> RunConfig:
+        """The loop's run configuration with a step or token budget lowered (see `start`)."""
+        from dataclasses import replace
+
         config = self._config
         if max_steps is not None:
             check_count("max_steps", max_steps)
             if max_steps < config.controller.max_steps:
-                from dataclasses import replace as replaced
-
                 from forge.agent.stopping import StopController
 
-                run.config = config = replaced(config, controller=StopController(max_steps, config.controller.repeat_limit))
-        run.performer = (performer(journal, run) if performer is not None
-                         else Performer(journal, run, config.sleep, config.async_sleep))
-        return run
+                config = replace(config, controller=StopController(max_steps, config.controller.repeat_limit))
+        if token_budget is not None:
+            check_count("token_budget", token_budget)
+            if config.token_budget is None or token_budget < config.token_budget:
+                if not self.stops_at_token_budget:
+                    raise UsageError(f"definition {self.definition.name!r} cannot stop a run at a token budget: it has "
+                                     "no transition guarded by token_budget_exhausted")
+                with_budget = getattr(config.policy, "with_token_budget", None)
+                policy = with_budget(token_budget) if callable(with_budget) else config.policy
+                config = replace(config, token_budget=token_budget, policy=policy)
+        return config
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
             run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
             performer: PerformerFactory | None = None, timed_out: str | None = None,
-            max_steps: int | None = None) -> LoopResult:
+            max_steps: int | None = None, token_budget: int | None = None) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
         `on_transition(record)` is called after each fired transition (live progress);
@@ -422,7 +447,7 @@ class AgentLoop:
         idempotency registry for this run; `performer(journal, run)` makes the `Performer`
         through which the run calls the world (default: the live one; a durable run's keeps
         its journal in the runs' database); `timed_out` starts the run by a waiting state's
-        timeout edge and `max_steps` lowers its step budget (see `start`). Never raises for what
+        timeout edge and `max_steps` and `token_budget` lower its budgets (see `start`). Never raises for what
         tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
@@ -437,7 +462,8 @@ class AgentLoop:
 
         self._refuse_async()
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
-                         performer=performer, timed_out=timed_out, max_steps=max_steps)
+                         performer=performer, timed_out=timed_out, max_steps=max_steps,
+                         token_budget=token_budget)
         try:
             with calling(run):
                 self._complete(run)
@@ -449,11 +475,11 @@ class AgentLoop:
                    observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                    run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
                    performer: PerformerFactory | None = None, timed_out: str | None = None,
-                   max_steps: int | None = None) -> LoopResult:
+                   max_steps: int | None = None, token_budget: int | None = None) -> LoopResult:
         """`run`, awaited, on transitions' AsyncMachine: tools, policy, verify, the approver,
         user stages and callbacks may each be sync or `async def`; retries wait with
         `async_sleep`. The trace equals `run`'s on the same script. `registry`,
-        `performer`, `timed_out` and `max_steps` are as for `run`.
+        `performer`, `timed_out`, `max_steps` and `token_budget` are as for `run`.
 
         Raises:
             ValueError: `goal` is blank.
@@ -463,7 +489,8 @@ class AgentLoop:
         from forge.machine.performers import ReplayStopped
 
         run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
-                         performer=performer, timed_out=timed_out, max_steps=max_steps)
+                         performer=performer, timed_out=timed_out, max_steps=max_steps,
+                         token_budget=token_budget)
         engine = self.async_engine
         try:
             with calling(run):

@@ -446,3 +446,39 @@ def test_a_durable_childs_own_question_is_answered_by_the_parents_person_and_the
                                                                           "which animal?")
     done = durable.resume("ask", Answer.text("seals"))
     assert done.reason == "verified_success" and done.answer == ["about seals"]
+
+
+# --- token budget flows down ------------------------------------------------------------
+
+
+def spending(tokens: int, then):
+    """A policy that spends `tokens` per decision (a message with usage), then decides as `then`."""
+    def policy(goal, state):
+        state.messages.append({"role": "assistant", "content": "x", "_usage": {"prompt_tokens": tokens,
+                                                                               "completion_tokens": 0}})
+        return then(goal, state)
+    return policy
+
+
+def test_a_childs_token_budget_is_what_its_parent_has_left():
+    from forge import Limits
+
+    child = AgentLoop([lookup], spending(40, lambda goal, state: Intent.call("lookup", topic=f"t{len(CALLS)}")),
+                      finished, max_steps=8, limits=Limits(repeat_limit=10))
+    writer = AgentLoop([child.as_tool("research")], spending(30, asking("otters")), finished,
+                       limits=Limits(token_budget=150))
+    result = writer.run("write")
+    researched = result.children[0].result
+    assert researched.reason == "budget_exhausted"
+    assert researched.trace[-1].detail["token_budget"] == 120  # 150 less the parent's first 30
+    assert researched.usage.total_tokens == 120
+
+
+def test_a_run_may_be_given_a_lower_token_budget_than_its_loops():
+    from forge import Limits
+
+    loop = AgentLoop([lookup], spending(40, lambda goal, state: Intent.call("lookup", topic=f"t{len(CALLS)}")),
+                     finished, max_steps=40, limits=Limits(token_budget=1000, repeat_limit=50))
+    assert loop.run("x", token_budget=80).usage.total_tokens == 80
+    larger = loop.run("x", token_budget=5000)  # a larger one is the loop's
+    assert (larger.reason, larger.usage.total_tokens) == ("budget_exhausted", 1000)

@@ -130,3 +130,67 @@ def test_a_loop_served_over_streamable_http_answers_the_sdks_client():
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def elicited(reference: str, tool: str, arguments: dict, replies: list, mode: str = "auto") -> tuple[object, list]:
+    """Call `tool` with a client that supports elicitation and answers with `replies` in
+    turn (an `ElicitResult` each); the result and the elicitations it was sent. `mode`
+    "legacy" speaks the protocol before 2026-07-28, where the server asks in place; the
+    default, the newest, where it asks by round trips."""
+    import mcp_types as types
+
+    asked: list = []
+
+    async def answer(context, params):
+        asked.append(params)
+        action, content = replies[len(asked) - 1]
+        return types.ElicitResult(action=action, content=content)
+
+    async def session() -> object:
+        async with mcp.Client(served(reference), read_timeout_seconds=60, elicitation_callback=answer,
+                              mode=mode) as client:
+            return await client.call_tool(tool, arguments)
+
+    return anyio.run(session), asked
+
+
+def test_a_question_is_asked_of_the_clients_user_by_elicitation_and_the_run_goes_on():
+    result, asked = elicited(f"{SERVED}:asking", "asking", {"goal": "help"}, [("accept", {"reply": "notes.md"})])
+    assert not result.is_error and result.content[0].text == "looked at notes.md"
+    assert asked[0].message == "which file?" and list(asked[0].requested_schema["properties"]) == ["reply"]
+
+
+def test_an_approval_is_asked_by_elicitation_and_a_yes_approves_that_call():
+    result, asked = elicited(f"{SERVED}:careful", "careful", {"goal": "old.md"}, [("accept", {"approve": True})])
+    assert result.content[0].text == "ok: old.md removed"
+    assert asked[0].message == 'may it call remove({"path": "old.md"})?'
+
+
+def test_a_declined_approval_rejects_the_call_and_the_policy_hears_of_it():
+    result, _ = elicited(f"{SERVED}:careful", "careful", {"goal": "old.md"}, [("decline", None)])
+    assert result.content[0].text.startswith("retryable_error")
+
+
+def test_a_declined_question_ends_the_call_with_an_error_result_saying_so():
+    result, _ = elicited(f"{SERVED}:asking", "asking", {"goal": "help"}, [("decline", None)])
+    assert result.is_error
+    assert result.content[0].text == "the run waits in input_required: which file? (the client's user declined to answer)"
+
+
+def test_a_child_runs_approval_is_asked_of_the_client_naming_the_child():
+    result, asked = elicited(f"{SERVED}:delegating", "delegating", {"goal": "old.md"}, [("accept", {"approve": True})])
+    assert result.content[0].text == "ok: old.md removed"
+    assert asked[0].message.startswith("child run ") and "/clean.1 asks: may it call remove(" in asked[0].message
+
+
+def test_a_client_on_the_older_protocol_is_asked_in_place_and_the_run_goes_on():
+    result, asked = elicited(f"{SERVED}:delegating", "delegating", {"goal": "old.md"}, [("accept", {"approve": True})],
+                             mode="legacy")
+    assert result.content[0].text == "ok: old.md removed" and len(asked) == 1
+
+
+def test_a_tool_that_ran_before_the_question_is_not_run_again_by_the_retried_call(tmp_path):
+    log = tmp_path / "touched.log"
+    result, _ = elicited(f"{SERVED}:touching", "touching", {"goal": str(log)}, [("accept", {"reply": "done"})])
+    assert result.content[0].text == "touched once? yes"
+    assert log.read_text() == "touched\n"

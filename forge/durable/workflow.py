@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dbos import DBOS
 
+from forge.child import loop_at
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.live import LiveRuns
 from forge.durable.performer import DurablePerformer, ProcessStopping, StoredCalls
-from forge.child import loop_at
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
 from forge.machine.trace import error_text

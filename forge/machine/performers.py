@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence, Sized
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from forge.errors import UsageError
@@ -39,8 +40,8 @@ from forge.machine.effects import (
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss, decided_as_code, same_decision
 from forge.machine.recorded import revived
 
-__all__ = ["ForkingPerformer", "Masking", "Performer", "Position", "ReplayStopped", "ReplayingPerformer", "run_async",
-           "run_sync"]
+__all__ = ["AskingParent", "ForkingPerformer", "Masking", "Performer", "Position", "ReplayStopped", "ReplayingPerformer",
+           "run_async", "run_sync"]
 
 T = TypeVar("T")
 
@@ -116,6 +117,15 @@ class Performer:
         """
         raise UsageError(f"an answer adds the tool {name!r}, which only a durable loop that has it among its "
                          "extra_tools can give a run")
+
+    def child_performer(self, path: str) -> Callable[[Journal, Any], Performer] | None:
+        """What makes the performer of the child run at `path` that a tool of this run
+        makes (`AgentLoop.as_tool`): None, a live one of its own; when someone answers this
+        run's questions (`asks`: a durable run's person), one that asks them the child's too
+        (`AskingParent`)."""
+        if not self.asks():
+            return None
+        return lambda journal, run: AskingParent(journal, run, self, path)
 
     def where(self) -> tuple[int, int]:
         """The transition firing now (1-based) and the loop step it belongs to."""
@@ -441,6 +451,25 @@ class ForkingPerformer(ReplayingPerformer):
         if self._live(made):
             return Performer.wait(self, seconds, asynchronous)
         return super().wait(seconds, asynchronous)
+
+
+class AskingParent(Performer):
+    """A child run's performer that performs its calls live and asks what the child waits
+    for of the parent's performer, naming the child (`Waiting.run`, its path): so a child's
+    approval or question reaches the parent's person, bound to the child's exact call, and
+    the answer goes on in the same child run, journaled as the child's."""
+
+    __slots__ = ("_parent", "_path")
+
+    def __init__(self, journal: Journal, run: Any, parent: Performer, path: str) -> None:
+        super().__init__(journal, run, run.config.sleep, run.config.async_sleep)
+        self._parent, self._path = parent, path
+
+    def asks(self) -> bool:
+        return True
+
+    def ask(self, waiting: Any) -> Any:
+        return self._parent.ask(waiting if waiting.run is not None else replace(waiting, run=self._path))
 
 
 Masking = Callable[[JournalEntry, Sequence[JournalEntry]], JournalEntry]

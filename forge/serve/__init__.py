@@ -7,9 +7,13 @@ runs the loop on that goal and its result is the run's answer (as text, JSON for
 a string, and as structured content when the loop has `output=`). While the run goes on,
 each transition fired is a progress notification (`progress` counts transitions, `message`
 says `source -trigger-> dest`) to a client that asked for progress. A run that does not end in
-success is an error result naming its stop reason, its error or its question: a run that
-waits for a person (a question, an approval nobody answers) says where it waits; asking the
-MCP client's user through elicitation is not built yet.
+success is an error result naming its stop reason, its error or its question.
+
+A run that waits for a person (a `forge.Ask` question, an approval its approver leaves to a
+person, a tie or a capability gap; a child run's too, `AgentLoop.as_tool`) asks the MCP
+client's user through elicitation when the client supports it, in place or by round trips
+as the client's protocol allows (`forge.serve.asking`): the answer goes on in the same run.
+A client without elicitation gets an error result saying where the run waits and what it asks.
 
 Served over stdio (`serve_stdio`, what a client starts as a subprocess) or streamable HTTP
 (`serve_http`), with the official `mcp` SDK's low-level server (extra `forge-fsm[mcp]`).
@@ -18,10 +22,13 @@ Served over stdio (`serve_stdio`, what a client starts as a subprocess) or strea
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from forge.errors import UsageError
+from forge.machine.answers import Waiting
+from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered, answer_of, form_for
 
 __all__ = ["mcp_server", "serve_http", "serve_stdio", "served_tools"]
 
@@ -84,19 +91,80 @@ def mcp_server(tools: Sequence[Any], name: str = "forge") -> Any:
             fired[0] += 1
             await session.report_progress(fired[0], None, f"{record.source} -{record.trigger}-> {record.dest}")
 
-        if loop.asynchronous:
-            import asyncio
+        try:
+            round = _round(params, goal, loop.codec)
+        except Unanswered as unanswered:
+            return _error(types, str(unanswered))
+        performer = _asker(context, round, anyio.from_thread.run if not loop.asynchronous else None)
+        try:
+            if loop.asynchronous:
+                import asyncio
 
-            pending: list[Any] = []
-            result = await loop.arun(goal, on_transition=lambda record: pending.append(
-                asyncio.ensure_future(told(record))))
-            await asyncio.gather(*pending)
-        else:
-            result = await anyio.to_thread.run_sync(
-                lambda: loop.run(goal, on_transition=lambda record: anyio.from_thread.run(told, record)))
+                pending: list[Any] = []
+                result = await loop.arun(goal, on_transition=lambda record: pending.append(
+                    asyncio.ensure_future(told(record))), run_id=round.run_id, performer=performer)
+                await asyncio.gather(*pending)
+            else:
+                result = await anyio.to_thread.run_sync(
+                    lambda: loop.run(goal, on_transition=lambda record: anyio.from_thread.run(told, record),
+                                     run_id=round.run_id, performer=performer))
+        except Unanswered as unanswered:
+            return _error(types, str(unanswered))
+        except NeedsInput as needed:
+            schema, _ = form_for(needed.waiting)
+            ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=needed.waiting.asks,
+                                                                            requested_schema=schema))
+            return types.InputRequiredResult(input_requests={"forge": ask},
+                                             request_state=round.encode(needed, loop.codec))
         return _result(types, tool, result)
 
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _round(params: Any, goal: str, codec: Any) -> Round:
+    """The round a call is: the first (a new run), or the next of the run a retried call's
+    request state carries, with the client's reply.
+
+    Raises:
+        Unanswered: the state is not this server's, or the user declined the question.
+    """
+    state, replies = getattr(params, "request_state", None), getattr(params, "input_responses", None) or {}
+    if state is None:
+        return Round(os.urandom(16).hex(), goal)
+    reply = replies.get("forge")
+    if reply is None:
+        raise Unanswered("the call was retried without a reply to the run's question")
+    return Round.decode(state, reply, codec)
+
+
+def _asker(context: Any, round: Round, blocking: Any) -> Any:
+    """The performer factory of a served call: one that asks the client's user, in place
+    where the call can send the client requests, by round trips where it cannot (see
+    `forge.serve.asking`); None for a client without elicitation (a run that waits ends
+    there)."""
+    session = context.session
+    capabilities = session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return None if not round.calls else Eliciting.maker(round, _refusing)
+    if not session.can_send_request:
+        return Eliciting.maker(round, _round_trip)
+    request = getattr(context, "request_id", None)
+
+    async def elicited(waiting: Waiting) -> dict[str, Any]:
+        schema, _ = form_for(waiting)
+        return answer_of(waiting, await session.elicit_form(waiting.asks, schema, request))
+
+    if blocking is None:
+        return Eliciting.maker(round, elicited)
+    return Eliciting.maker(round, lambda waiting: blocking(elicited, waiting))
+
+
+def _round_trip(waiting: Waiting) -> Any:
+    raise NeedsInput(waiting)
+
+
+def _refusing(waiting: Waiting) -> Any:
+    raise Unanswered(f"the run waits in {waiting.state}: {waiting.asks} (the client cannot be asked)")
 
 
 async def serve_stdio(tools: Sequence[Any], name: str = "forge") -> None:

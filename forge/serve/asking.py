@@ -1,0 +1,209 @@
+"""How a served run asks the MCP client's user: elicitation, in the round trips the client's
+protocol allows.
+
+A served run that waits for a person (a `forge.Ask` question, an approval its approver leaves
+to a person, a tie, a capability gap; a child run's too) asks the client's user through a
+form of one field (`form_for`). Its performer (`Eliciting`) asks in one of two ways:
+
+- **in place**, where the call can send requests to the client (protocol 2025-11-25 and
+  before): the run waits for the reply and goes on;
+- **by round trips** from protocol 2026-07-28 on, where a tool call sends no request of its
+  own: the call returns an `InputRequiredResult` carrying the question, and its
+  `request_state` carries the run's journal so far (`Round`: the served run's calls and each
+  child run's, signed with this server's key, so a client can neither alter nor forge what
+  the run did). The client retries the call with the reply; the run is made again from that
+  journal, calling nothing it called before (a tool that ran is not run again: its result is
+  the recorded one), takes the reply as the answer where it asked, and goes on live. A run
+  may ask again: each question is another round.
+
+A declined approval is a rejection of that exact call (the policy hears of it and replans);
+a question declined or cancelled ends the call with an error result saying so (`Unanswered`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from forge.errors import ForgeError
+from forge.machine.answers import Answer, Waiting
+from forge.machine.journal import JournalCodec, JournalEntry
+from forge.machine.performers import ForkingPerformer
+
+__all__ = ["Eliciting", "NeedsInput", "Round", "Unanswered", "form_for"]
+
+_KEY = os.urandom(32)
+"""What signs this server's request states: a state is only good in the process that made it."""
+
+
+class Unanswered(ForgeError, RuntimeError):
+    """The MCP client's user declined or cancelled a question the run asked (not an
+    approval: declining one rejects the call); the served call ends with an error result."""
+
+
+class NeedsInput(BaseException):
+    """Carries a question out of a served run that asks by round trips: what it waits for,
+    where it asked (`where`: the asking run's key in `Round.calls`, its transition and step)
+    and the journals so far of every run on the way up (a BaseException, so no stage takes
+    it for a tool's or the policy's failure)."""
+
+    def __init__(self, waiting: Waiting) -> None:
+        super().__init__(waiting.asks)
+        self.waiting = waiting
+        self.where: tuple[str, int, int] | None = None
+        self.journals: dict[str, tuple[JournalEntry, ...]] = {}
+        self.children: dict[str, list[tuple[str, int]]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Replayed:
+    """A child run a replayed round made before its question: counted when the next child
+    of the same tool is numbered, not run again (its answer is the parent's recorded call)."""
+
+    path: str
+    tool: str
+    transition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """What a served call's next round is made from: the run id, the goal, each run's calls
+    so far (`calls`, by key: "" for the served run, a child's path after the run id), the
+    child runs each had made (`children`: tool and transition), and the reply to the
+    question it asked (`answer`, at `where`)."""
+
+    run_id: str
+    goal: str
+    calls: Mapping[str, tuple[JournalEntry, ...]] = field(default_factory=dict)
+    children: Mapping[str, Sequence[tuple[str, int]]] = field(default_factory=dict)
+
+    def encode(self, needed: NeedsInput, codec: JournalCodec | None) -> str:
+        """The request state that asks `needed`'s question: this round's journals as far as
+        the runs went, the question and where it was asked, signed."""
+        body = {"run_id": self.run_id, "goal": self.goal, "waiting": needed.waiting.to_json(), "where": needed.where,
+                "calls": {key: [entry.to_json(codec) for entry in entries] for key, entries in needed.journals.items()},
+                "children": needed.children}
+        text = base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":"), default=str).encode()).decode()
+        return f"{text}.{_signature(text)}"
+
+    @classmethod
+    def decode(cls, state: str, reply: Any, codec: JournalCodec | None) -> Round:
+        """The next round of the state `encode` made, the client's reply the answer where
+        the question was asked.
+
+        Raises:
+            Unanswered: the state is not one this server made, or the user did not answer
+                a question (declined or cancelled it).
+        """
+        text, _, signature = state.rpartition(".")
+        if not text or not hmac.compare_digest(signature, _signature(text)):
+            raise Unanswered("the request state is not one this server made (it was changed, or the server "
+                             "restarted): call the tool again")
+        body = json.loads(base64.urlsafe_b64decode(text))
+        waiting = Waiting.from_json(body["waiting"])
+        key, transition, step = body["where"]
+        calls = {name: tuple(JournalEntry.from_json(data, codec) for data in entries)
+                 for name, entries in body["calls"].items()}
+        answered = JournalEntry(body["run_id"], transition, step, "answer", waiting.state, waiting.identity,
+                                answer_of(waiting, reply))
+        calls[key] = (*calls.get(key, ()), answered)
+        return cls(body["run_id"], body["goal"], calls, {k: [tuple(c) for c in v] for k, v in body["children"].items()})
+
+    def key(self, path: str) -> str:
+        """A run's key in `calls`: "" for the served run, a child's path after the run id."""
+        return path[len(self.run_id) + 1:] if path.startswith(self.run_id + "/") else ""
+
+
+def _signature(text: str) -> str:
+    return hmac.new(_KEY, text.encode(), hashlib.sha256).hexdigest()
+
+
+Ask = Callable[[Waiting], Any]
+"""How the served run's question reaches the client: `ask(waiting)` returns the answer as
+the journal keeps it (or an awaitable of it), or raises `NeedsInput` to ask by round trip."""
+
+
+class Eliciting(ForkingPerformer):
+    """A served run's performer (and its child runs'): it replays the round's recorded calls
+    (none on the first round), then performs live; what the run waits for is asked of the
+    client (`ask`), through the parent's performer for a child run (naming the child,
+    `Waiting.run`)."""
+
+    __slots__ = ("_ask", "_parent", "_path", "_round")
+
+    def __init__(self, journal: Any, run: Any, round: Round, ask: Ask, parent: Eliciting | None = None) -> None:
+        path = run.trace.run_id
+        key = round.key(path) if parent is not None else ""
+        super().__init__(round.calls.get(key, ()), journal, run, None, run.config.sleep, run.config.async_sleep,
+                         children=[_Replayed(f"{path}/{tool}", tool, transition)
+                                   for tool, transition in round.children.get(key, ())])
+        self._round, self._ask, self._parent, self._path = round, ask, parent, path
+
+    @classmethod
+    def maker(cls, round: Round, ask: Ask) -> Callable[[Any, Any], Eliciting]:
+        """The performer factory `AgentLoop.run(performer=...)` takes for a served call."""
+        return lambda journal, run: cls(journal, run, round, ask)
+
+    def child_performer(self, path: str) -> Callable[[Any, Any], Eliciting]:
+        """What makes the performer of this run's child run at `path` (`forge.child`)."""
+        return lambda journal, run: Eliciting(journal, run, self._round, self._ask, self)
+
+    def asks(self) -> bool:
+        return True
+
+    def ask(self, waiting: Waiting) -> Any:
+        own = waiting.run is None  # this run's question, not a child's passed up
+        try:
+            if self._parent is not None:
+                return self._parent.ask(replace(waiting, run=self._path) if own else waiting)
+            return self._ask(waiting)
+        except NeedsInput as needed:
+            key = self._round.key(self._path) if self._parent is not None else ""
+            if own:
+                needed.where = (key, *self.where())
+            needed.journals[key] = tuple(self.journal)
+            needed.children[key] = [(child.tool, child.transition) for child in self.journal.children
+                                    if getattr(child, "result", None) is not None or isinstance(child, _Replayed)]
+            raise
+
+
+def form_for(waiting: Waiting) -> tuple[dict[str, Any], Callable[[Any], Answer]]:
+    """The elicitation form that asks `waiting` (one field), and what makes the run's
+    `Answer` of the field's value."""
+    def form(name: str, field: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "object", "properties": {name: field}, "required": [name]}
+
+    fingerprint = waiting.fingerprint or ""
+    if waiting.state == "approval_required" or ("approve" in waiting.answers and "text" not in waiting.answers):
+        return (form("approve", {"type": "boolean", "title": f"Run {waiting.tool}?",
+                                 "description": f"{waiting.tool}({json.dumps(dict(waiting.arguments), default=str)})"}),
+                lambda yes: Answer.approve(fingerprint) if yes else Answer.reject(fingerprint))
+    if "text" not in waiting.answers:
+        field: dict[str, Any] = {"type": "string", "title": "tool", "description": waiting.asks}
+        if waiting.tied:
+            field["enum"] = list(waiting.tied)
+        return form("tool", field), lambda name: Answer.tool(str(name))
+    return (form("reply", {"type": "string", "title": "reply", "description": waiting.asks}),
+            lambda text: Answer.text(str(text)))
+
+
+def answer_of(waiting: Waiting, reply: Any) -> dict[str, Any]:
+    """The answer (as the journal keeps it) that the client's `reply` (an `ElicitResult`) to
+    `waiting`'s form gives.
+
+    Raises:
+        Unanswered: the user declined or cancelled a question (not an approval).
+    """
+    schema, answer = form_for(waiting)
+    if reply.action != "accept" and waiting.state == "approval_required":
+        return answer(False).to_json()
+    if reply.action != "accept":
+        did = {"decline": "declined to answer", "cancel": "cancelled the question"}.get(reply.action, reply.action)
+        raise Unanswered(f"the run waits in {waiting.state}: {waiting.asks} (the client's user {did})")
+    return answer((reply.content or {}).get(next(iter(schema["properties"])))).to_json()

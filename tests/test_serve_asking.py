@@ -1,0 +1,120 @@
+"""How a served run asks the MCP client's user by round trips (`forge.serve.asking`): the
+question leaves the run with its journal so far in a signed request state, and the retried
+call makes the run again from it, calling nothing twice, and goes on with the reply."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from forge import AgentLoop, Ask, Finish, Intent, tool
+from forge.policy import FINISH
+from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered
+
+CALLS: list[str] = []
+
+
+def finished(observation) -> bool:
+    return observation.tool_name == FINISH
+
+
+@tool
+def measure(thing: str) -> str:
+    """Measure a thing."""
+    CALLS.append(f"measure {thing}")
+    return f"{thing} is 3 m long"
+
+
+@tool(side_effect=True)
+def cut(thing: str) -> str:
+    """Cut a thing."""
+    CALLS.append(f"cut {thing}")
+    return f"{thing} cut"
+
+
+def measuring_then_asking(goal, state):
+    seen = state.observations
+    if not seen:
+        return Intent.call("measure", thing=goal)
+    if len(seen) == 1 and goal == "rope":
+        return Ask("cut it where?")
+    return Finish(f"{seen[0].payload}; cut at {goal}")
+
+
+def cutting(goal, state):
+    if not state.observations:
+        return Intent.call("cut", thing=goal)
+    return Finish(f"{state.observations[-1].status}: {state.observations[-1].payload}")
+
+
+asking = AgentLoop([measure], measuring_then_asking, finished)
+careful = AgentLoop([cut], cutting, finished, definition="approval", approver=lambda request: None)
+delegating = AgentLoop([careful.as_tool("trim")], lambda goal, state: Intent.call("trim", goal=goal)
+                       if not state.observations else Finish(str(state.observations[-1].payload)), finished)
+
+
+@pytest.fixture(autouse=True)
+def no_calls():
+    CALLS.clear()
+
+
+def round_trip(waiting):
+    raise NeedsInput(waiting)
+
+
+def first_round(loop, goal: str) -> tuple[Round, NeedsInput]:
+    first = Round("served", goal)
+    with pytest.raises(NeedsInput) as needed:
+        loop.run(goal, run_id="served", performer=Eliciting.maker(first, round_trip))
+    return first, needed.value
+
+
+def reply(**content):
+    return SimpleNamespace(action="accept", content=content)
+
+
+def test_a_question_leaves_the_run_with_where_it_was_asked_and_the_journal_so_far():
+    _, needed = first_round(asking, "rope")
+    assert needed.waiting.prompt == "cut it where?"
+    assert needed.where == ("", 6, 2)  # select -ask-> input_required fired 5; the answer is 6's call
+    assert [entry.kind for entry in needed.journals[""]] == ["policy", "tool", "verify", "policy"]
+
+
+def test_the_retried_call_goes_on_with_the_reply_and_calls_no_tool_twice():
+    first, needed = first_round(asking, "rope")
+    second = Round.decode(first.encode(needed, None), reply(reply="the middle"), None)
+    result = asking.run("rope", run_id="served", performer=Eliciting.maker(second, round_trip))
+    assert result.answer == "rope is 3 m long; cut at the middle"
+    assert CALLS == ["measure rope"]
+
+
+def test_a_childs_approval_leaves_both_runs_journals_and_the_retry_approves_that_exact_call():
+    first, needed = first_round(delegating, "hedge")
+    assert needed.waiting.run == "served/trim.1" and needed.where[0] == "trim.1"
+    assert set(needed.journals) == {"", "trim.1"} and CALLS == []
+    second = Round.decode(first.encode(needed, None), reply(approve=True), None)
+    result = delegating.run("hedge", run_id="served", performer=Eliciting.maker(second, round_trip))
+    assert result.answer == "ok: hedge cut" and CALLS == ["cut hedge"]
+
+
+def test_a_declined_approval_rejects_the_call():
+    first, needed = first_round(delegating, "hedge")
+    second = Round.decode(first.encode(needed, None), SimpleNamespace(action="decline", content=None), None)
+    result = delegating.run("hedge", run_id="served", performer=Eliciting.maker(second, round_trip))
+    assert result.answer.startswith("retryable_error") and CALLS == []
+
+
+def test_a_declined_question_is_unanswered_naming_it():
+    first, needed = first_round(asking, "rope")
+    with pytest.raises(Unanswered, match="waits in input_required: cut it where\\? .the client's user declined"):
+        Round.decode(first.encode(needed, None), SimpleNamespace(action="decline", content=None), None)
+
+
+def test_a_request_state_changed_by_the_client_is_refused():
+    first, needed = first_round(asking, "rope")
+    state = first.encode(needed, None)
+    text, _, signature = state.rpartition(".")
+    forged = text[:-4] + ("AAAA" if not text.endswith("AAAA") else "BBBB") + "." + signature
+    with pytest.raises(Unanswered, match="not one this server made"):
+        Round.decode(forged, reply(reply="x"), None)
