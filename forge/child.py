@@ -28,6 +28,7 @@ import json
 import threading
 from collections.abc import Mapping
 from contextvars import ContextVar
+from types import MappingProxyType
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from forge.tools import Tool
 
 __all__ = ["CALLING", "GOAL_SCHEMA", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
-           "as_json", "goal_of", "loop_at", "loop_tool", "why_not"]
+           "as_json", "goal_of", "loop_at", "loop_tool", "planned", "why_not", "RAN"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -107,8 +108,10 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
     else:
         def run_child_sync(**arguments: Any) -> Any:
             child, options = _child(loop, name)
-            fork = options.pop("fork", None)
+            fork, ran = options.pop("fork", None), options.pop("ran", None)
             goal = goal_of(schema, arguments)
+            if ran is not None:
+                return _answer(name, ran, child)
             return _answer(name, loop.run(goal, **options) if fork is None else _forked(loop, goal, fork, options),
                            child)
         handler = run_child_sync
@@ -197,25 +200,41 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
     if replayed is not None:
         replayed(len(parent.trace) + 1)
     with _NUMBERING:
-        number = 1 + sum(1 for child in parent.journal.children if child.tool == name)
-        called = _Called(parent, f"{parent.trace.run_id}/{name}.{number}", name, len(parent.trace) + 1)
+        path, options = planned(parent, loop, name)
+        called = _Called(parent, path, name, len(parent.trace) + 1)
         parent.journal.children.append(called)
+    performer: Any = parent.performer
+    fork = getattr(performer, "child_fork", None)
+    ran = RAN.get().get(path)
+    if ran is not None:
+        options["ran"] = ran
+    elif fork is not None and fork.name == path.rsplit("/", 1)[1]:
+        performer.child_fork, options["fork"] = None, fork
+    elif performer is not None and (made := performer.child_performer(path)) is not None:
+        options["performer"] = made
+    return called, options
+
+
+def planned(parent: Run, loop: Any, name: str) -> tuple[str, dict[str, Any]]:
+    """The path the next child run of tool `name` under `parent` gets, and the options of
+    its run (`run_id`, `max_steps` and `token_budget`: what the parent has left)."""
+    number = 1 + sum(1 for child in parent.journal.children if child.tool == name)
+    path = f"{parent.trace.run_id}/{name}.{number}"
     used = parent.loop_state.step_count - parent.counts.steps_before
     left = max(1, parent.config.controller.max_steps - used)  # the step under way is not counted yet
-    options: dict[str, Any] = {"run_id": called.path, "max_steps": min(left, loop.max_steps)}
+    options: dict[str, Any] = {"run_id": path, "max_steps": min(left, loop.max_steps)}
     budget = parent.config.token_budget
     if budget is not None and loop.stops_at_token_budget:
         from forge.usage import usage_of, with_children
 
         spent = with_children(usage_of(parent.loop_state.messages), finished_children(parent)).total_tokens
         options["token_budget"] = max(1, budget - spent)
-    performer: Any = parent.performer
-    fork = getattr(performer, "child_fork", None)
-    if fork is not None and fork.name == f"{name}.{number}":
-        performer.child_fork, options["fork"] = None, fork
-    elif performer is not None and (made := performer.child_performer(called.path)) is not None:
-        options["performer"] = made
-    return called, options
+    return path, options
+
+
+RAN: ContextVar[Mapping[str, LoopResult]] = ContextVar("forge_children_ran", default=MappingProxyType({}))
+"""Child runs that already ran, by path (a debugger's `step_into`, stepped to their end): the
+tool that would make one takes its result instead of running it again."""
 
 
 def _answer(name: str, result: LoopResult, called: _Called) -> Any:

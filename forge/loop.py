@@ -541,8 +541,10 @@ class AgentLoop:
         return astream(self, goal, observers, state, run_id, journal)
 
     def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-              run_id: str | None = None) -> DebugSession:
+              run_id: str | None = None, *, max_steps: int | None = None,
+              token_budget: int | None = None) -> DebugSession:
         """A session that steps a new run of `goal` one transition at a time; nothing has run.
+        `max_steps` and `token_budget` lower its budgets (as `run`).
 
         Raises:
             ValueError: `goal` is blank.
@@ -551,7 +553,7 @@ class AgentLoop:
         from forge.debug.session import DebugSession
 
         self._refuse_async()
-        run = self.start(goal, observers, state, run_id)
+        run = self.start(goal, observers, state, run_id, max_steps=max_steps, token_budget=token_budget)
         self._started(run)
         return DebugSession(self, run)
 

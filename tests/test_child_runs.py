@@ -482,3 +482,73 @@ def test_a_run_may_be_given_a_lower_token_budget_than_its_loops():
     assert loop.run("x", token_budget=80).usage.total_tokens == 80
     larger = loop.run("x", token_budget=5000)  # a larger one is the loop's
     assert (larger.reason, larger.usage.total_tokens) == ("budget_exhausted", 1000)
+
+
+# --- the debugger steps into a child run and finishes back out ---------------------------
+
+
+def stepping_writer():
+    return AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
+
+
+def test_step_into_opens_the_child_run_the_next_call_makes_before_any_of_it_runs():
+    session = stepping_writer().debug("write", run_id="d")
+    session.step()  # select -choose-> execute: the research call is next
+    child = session.step_into()
+    assert (child.run.trace.run_id, child.goal, child.state) == ("d/research.1", "otters", "select")
+    assert CALLS == [] and child.parent is session
+
+
+def test_a_child_session_steps_and_goes_back_like_any_session():
+    session = stepping_writer().debug("write", run_id="d")
+    session.step()
+    child = session.step_into()
+    child.step()
+    child.step()
+    assert CALLS == ["otters"]
+    child.back()
+    child.step()
+    assert CALLS == ["otters"]  # stepped over again from the record
+
+
+def test_finish_runs_the_child_to_its_end_and_the_parents_call_takes_its_answer_calling_nothing_twice():
+    session = stepping_writer().debug("write", run_id="d")
+    session.step()
+    child = session.step_into()
+    child.step()
+    record = child.finish()
+    assert (record.source, record.trigger, record.detail["tool"]) == ("execute", "call", "research")
+    assert CALLS == ["otters"]
+    session.continue_()
+    result = session.result
+    assert result.answer == ["notes: facts about otters"]
+    assert [c.path for c in result.children] == ["d/research.1"]
+    assert list(result.children[0].result.trace) == list(child.trace)
+
+
+def test_step_into_where_no_agent_tool_is_called_next_says_why():
+    from forge.errors import UsageError
+
+    session = stepping_writer().debug("write")
+    with pytest.raises(UsageError, match=r"from 'select'\) calls no tool: step into needs"):
+        session.step_into()
+
+
+def test_finish_outside_a_child_run_says_so():
+    from forge.errors import UsageError
+
+    with pytest.raises(UsageError, match="not a child run"):
+        stepping_writer().debug("write").finish()
+
+
+def test_the_debugger_shell_steps_into_a_child_and_finishes_back_out():
+    from forge.debug.repl import DebugShell
+
+    lines: list[str] = []
+    shell = DebugShell(stepping_writer().debug("write", run_id="d"), colour=False)
+    shell.say = lines.append
+    for line in ("step", "step into", "step", "finish"):
+        shell.onecmd(line)
+    assert "in child run d/research.1 (single_agent); goal: otters" in lines
+    assert "child run d/research.1 ended in verified_success" in lines
+    assert shell.session.state == "observe" and shell.session.parent is None

@@ -29,9 +29,10 @@ _EXPECTED = (SessionFinished, AtStart, ValueError, GraphvizNotInstalled, OSError
 
 
 class DebugShell(cmd.Cmd):
-    """`step [N]`, `continue`, `break STATE|TRIGGER`, `delete [ID|all]`, `breaks`, `where`,
-    `obs [N]`, `show [K]`, `messages`, `trace`, `back [N]`, `fork [payload JSON | error TEXT]`,
-    `diagram PATH`, `help`, `quit` (or Ctrl-D); Ctrl-C at the prompt cancels the line."""
+    """`step [N]`, `step into`, `finish`, `continue`, `break STATE|TRIGGER`, `delete [ID|all]`,
+    `breaks`, `where`, `obs [N]`, `show [K]`, `messages`, `trace`, `back [N]`,
+    `fork [payload JSON | error TEXT]`, `diagram PATH`, `help`, `quit` (or Ctrl-D); Ctrl-C at
+    the prompt cancels the line."""
 
     def __init__(self, session: Stepper, stdin: IO[str] | None = None, stdout: IO[str] | None = None,
                  colour: bool | None = None) -> None:
@@ -90,12 +91,40 @@ class DebugShell(cmd.Cmd):
 
     # commands
     def do_step(self, arg: str) -> None:
-        """step [N]: fire the next transition (or the next N; stops early at the end)."""
+        """step [N]: fire the next transition (or the next N; stops early at the end).
+        step into: go into the child run the next transition's agent tool makes (finish
+        returns)."""
+        if arg.strip() == "into":
+            self._step_into()
+            return
         count = _count(arg)
         for _ in range(count):
             self._show(self.session.step())
             if self.session.done:
                 break
+
+    def _step_into(self) -> None:
+        if not isinstance(self.session, DebugSession):
+            raise UsageError("step into steps a live run's child run; a replay has none to run")
+        child = self.session.step_into()
+        self.session = child
+        self.say(self._paint(f"in child run {child.run.trace.run_id} ({child.definition.name}); goal: "
+                             f"{shorten(child.goal, 200)}", "1"))
+        self.say("finish runs it to its end and returns to the calling run")
+
+    def do_finish(self, arg: str) -> None:
+        """finish: run the child run to its end and return to the run that called it (its
+        calling transition fired with the child's answer)."""
+        _no_argument("finish", arg)
+        child = self.session
+        if not isinstance(child, DebugSession) or child.parent is None:
+            raise UsageError("not in a child run: step into one first")
+        record = child.finish()
+        result = child.result
+        assert result is not None, "a finished child run has a result"
+        self.session = child.parent
+        self.say(self._paint(f"child run {child.run.trace.run_id} ended in {result.reason}", "1"))
+        self._show(record)
 
     def do_continue(self, arg: str) -> None:
         """continue: run to the next breakpoint or the end of the run (Ctrl-C stops it)."""

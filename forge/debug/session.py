@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from forge.agent.observations import LoopState, Observation
 from forge.debug.stepper import SessionFinished, Stepper
+from forge.errors import UsageError
 from forge.machine.definition import MachineDefinition
 from forge.machine.engine import LoopEngine
 from forge.machine.fork import Patch, RecordedRun
@@ -46,6 +47,9 @@ class DebugSession(Stepper):
         super().__init__(loop.definition)
         self.loop = loop
         self._run = run
+        self.parent: DebugSession | None = None
+        """The session whose next transition calls this run as a child run (`step_into`);
+        None for a run of its own."""
         # what the run recorded at its furthest: stepping back cuts the live state, stepping
         # forward again takes from these
         self._records: list[TransitionRecord] = []
@@ -99,6 +103,65 @@ class DebugSession(Stepper):
         recorded = RecordedRun(tuple(self._records[: self._position]), tuple(self._calls))
         return self.loop.debug_fork(recorded, at=self._position + 1, patch=patch, goal=self.goal)
 
+    def step_into(self) -> DebugSession:
+        """A session over the child run that the next transition's tool call makes (a tool
+        `AgentLoop.as_tool` made), before anything of it runs: step it, break in it, go back
+        in it as in any session, then `finish()` it to return here. Its path, goal and budgets
+        are those the call would give it.
+
+        Raises:
+            SessionFinished: the run has ended.
+            ValueError: (a UsageError) the next transition calls no agent tool, or the call's
+                arguments break the tool's contract, or it is a recorded transition ahead
+                (the child ran already: step over it).
+        """
+        from forge.agent.execution import ArgumentContractError, check_arguments
+        from forge.child import goal_of, planned
+
+        if self.done:
+            raise SessionFinished(f"the run has ended in {self.state!r}; there is no call to step into")
+        if self._position < len(self._records):
+            raise UsageError("the next transition is recorded (its child run has run): step over it, or fork here")
+        run = self._run
+        action, intent = run.facts.action, run.facts.intent
+        tool = run.config.tools.get(action.tool_name) if action is not None else None
+        if self.definition.state(run.state).action != "call_tool" or tool is None or tool.child is None \
+                or intent is None:
+            what = f"calls {tool.name!r}, which runs no loop" if tool is not None and tool.child is None else \
+                "calls no tool"
+            raise UsageError(f"the next transition (from {run.state!r}) {what}: step into needs the run to be about "
+                             "to call an agent tool (a tool AgentLoop.as_tool made)")
+        try:
+            check_arguments(tool.contract, intent.arguments)
+        except ArgumentContractError as refused:
+            raise UsageError(f"the call will not run its child: {refused}") from None
+        _, options = planned(run, tool.child, tool.name)
+        child: DebugSession = tool.child.debug(goal_of(tool.schema, intent.arguments), **options)
+        child.parent = self
+        return child
+
+    def finish(self) -> TransitionRecord:
+        """Run this child run to its end, then fire the parent's transition that calls it,
+        which takes this run's result as the call's (nothing runs twice); returns that
+        transition's record. Go on in `parent`.
+
+        Raises:
+            ValueError: (a UsageError) this session's run is not a child run (`step_into`).
+        """
+        from forge.child import RAN
+
+        if self.parent is None:
+            raise UsageError("this run is not a child run: finish returns from a run step_into made")
+        while not self.done:
+            self._forward()
+        result = self.result
+        assert result is not None, "a done session has a result"
+        token = RAN.set({**RAN.get(), self._run.trace.run_id: result})
+        try:
+            return self.parent.step()
+        finally:
+            RAN.reset(token)
+
     @property
     def replayable(self) -> int:
         """How many transitions ahead are already recorded (stepping over them runs nothing)."""
@@ -138,10 +201,13 @@ class DebugSession(Stepper):
     def _fire(self) -> TransitionRecord:
         """The run's next transition: the one its state enables, or, waiting where a person
         answered, the answer's (`forge.machine.asking`)."""
+        from forge.child import calling
+
         run, engine = self._run, self.loop.engine
-        if not engine.is_terminal(run):
-            return engine.fire(run)
-        engine.answer(run)
+        with calling(run):  # a tool that runs a loop runs it as this run's child
+            if not engine.is_terminal(run):
+                return engine.fire(run)
+            engine.answer(run)
         return run.trace[-1]
 
     def _backward(self) -> None:
