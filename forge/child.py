@@ -28,8 +28,8 @@ import json
 import threading
 from collections.abc import Mapping
 from contextvars import ContextVar
-from types import MappingProxyType
 from dataclasses import asdict, dataclass, is_dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.retry import ToolError
