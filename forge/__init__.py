@@ -43,7 +43,17 @@ if TYPE_CHECKING:
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
     from forge.options import Clocks, Hooks, Limits, Retry
-    from forge.policy import Ask, Finish, Intent, ModelPolicy, Policy, RecordedPolicy, ScriptedPolicy, ScriptExhausted
+    from forge.policy import (
+        Ask,
+        Finish,
+        Handoff,
+        Intent,
+        ModelPolicy,
+        Policy,
+        RecordedPolicy,
+        ScriptedPolicy,
+        ScriptExhausted,
+    )
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool, tool
     from forge.usage import BudgetExhausted, Usage
@@ -83,6 +93,7 @@ _WHERE: dict[str, str] = {
     "read_trace": "forge.machine.trace",
     "write_trace": "forge.machine.trace",
     "Finish": "forge.policy",
+    "Handoff": "forge.policy",
     "Ask": "forge.policy",
     "Usage": "forge.usage",
     "BudgetExhausted": "forge.usage",
@@ -142,6 +153,7 @@ __all__ = [
     "UnknownTool",
     "Intent",
     "Finish",
+    "Handoff",
     "Ask",
     "Usage",
     "BudgetExhausted",

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from forge.tools import Tool
 
 __all__ = ["CALLING", "GOAL_SCHEMA", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
-           "as_json", "goal_of", "loop_at", "loop_tool", "planned", "why_not", "RAN"]
+           "as_json", "goal_of", "hand_off", "has_side_effects", "loop_at", "loop_tool", "planned", "why_not", "RAN"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -97,7 +97,7 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
 
     schema = GOAL_SCHEMA if input is None else _input_schema(input)
     if side_effect is None:
-        side_effect = any(tool.side_effect for tool in loop.tools)
+        side_effect = has_side_effects(loop)
     text = description or f"run the agent {name!r} ({loop.definition.title or loop.definition.name}) on a goal"
 
     if loop.asynchronous:
@@ -118,6 +118,28 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
     made = Tool(name, {name}, handler, side_effect=side_effect, description=text, schema=schema)
     object.__setattr__(made, "child", loop)
     return made
+
+
+def hand_off(loop: Any, name: str, goal: str, state: Any) -> Any:
+    """Run `loop`, the handoff `name` of the run under way, as its child run going on from
+    `state` (the run's conversation), and return its answer (`forge.Handoff`).
+
+    Raises:
+        ToolError: it did not end in success (its reason, and its error or question).
+        LoopCycle: `loop` is running below this call already.
+    """
+    child, options = _child(loop, name)
+    ran = options.pop("ran", None)
+    options.pop("fork", None)
+    result = ran if ran is not None else loop.run(goal, state=state, **options)
+    return _answer(name, result, child)
+
+
+def has_side_effects(loop: Any) -> bool:
+    """Whether a run of `loop` may make a side effect: a tool of its own has one (an agent
+    tool has one when its loop may), or a loop it may hand off to may."""
+    return any(tool.side_effect for tool in loop.tools) or any(has_side_effects(other)
+                                                               for other in loop.handoffs.values())
 
 
 def children_of(loop: Any) -> dict[str, Any]:

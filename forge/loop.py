@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
 from forge.agent.retry import check_count
-from forge.child import calling, children_of, finished_children, loop_tool
+from forge.child import calling, children_of, finished_children, has_side_effects, loop_tool
 from forge.errors import UsageError, WrongType
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
 
@@ -108,7 +108,7 @@ class AgentLoop:
     def _made(self, tools: Iterable[Tool], policy: Policy, verify: Callable[[Observation], bool], max_steps: int,
               definition: str | Path | MachineDefinition, stages: Mapping[str, Stage] | StageCatalog | None,
               approver: Callable[..., Any] | None, registry: IdempotencyRegistry | None, options: Grouped,
-              output: Any = None) -> None:
+              output: Any = None, handoffs: Mapping[str, AgentLoop] | None = None) -> None:
         from forge.agent.actions import duplicate_names
         from forge.agent.stopping import StopController
         from forge.machine.definition import DefinitionError, MachineDefinition, Problem
@@ -122,7 +122,7 @@ class AgentLoop:
 
         self._given: dict[str, Any] = {"policy": policy, "verify": verify, "max_steps": max_steps,
                                        "definition": definition, "stages": stages, "approver": approver,
-                                       "registry": registry, "output": output}
+                                       "registry": registry, "output": output, "handoffs": handoffs}
         self.options = options
         limits, hooks = options.limits, options.hooks
         tools = tuple(tools)
@@ -168,6 +168,7 @@ class AgentLoop:
         self.definition = (
             definition if isinstance(definition, MachineDefinition) else load_definition(definition, self.stages)
         )
+        handed = self._handoffs_checked(handoffs)
         from forge.check import Finding, Severity, soundness_errors  # here: imported once a loop is built
 
         errors = soundness_errors(self.definition, self.stages)
@@ -178,7 +179,8 @@ class AgentLoop:
                                          f"{v.property}: {v.message}; counterexample: "
                                          + " → ".join(f"{t.source} -{t.trigger}-> {t.dest}" for t in v.path))
                                  for v in violations(self.definition, self.definition.requires, self.stages,
-                                                     any(tool.side_effect for tool in tools))))
+                                                     any(tool.side_effect for tool in tools)
+                                                     or any(has_side_effects(loop) for loop in handed.values()))))
         if errors:
             raise DefinitionError(
                 self.definition.path,
@@ -224,6 +226,7 @@ class AgentLoop:
             redact=hooks.redact,
             machine=self.definition.name,
             token_budget=limits.token_budget,
+            handoffs=types.MappingProxyType(handed),
             can_ask=self._handles(Selection.ASKED),
             output=shape,
             max_parallel=limits.max_parallel,
@@ -231,6 +234,43 @@ class AgentLoop:
             asynchronous=frozenset(tool.name for tool in tools if _is_async(tool.handler)),
             timeouts={s.name: s.timeout for s in self.definition.states if s.timeout is not None and not s.terminal},
         )
+
+    def _handoffs_checked(self, handoffs: Mapping[str, AgentLoop] | None) -> dict[str, AgentLoop]:
+        """The loops a policy of this loop may hand off to, checked against the definition's
+        `[handoffs] to`: the same names, each an AgentLoop.
+
+        Raises:
+            ValueError: (a UsageError) a name the definition does not list, or a value that is
+                not an AgentLoop.
+        """
+        given = dict(handoffs or {})
+        allowed = self.definition.handoffs
+        for name, loop in given.items():
+            if not isinstance(loop, AgentLoop):
+                raise UsageError(f"handoffs[{name!r}] must be an AgentLoop, got {type(loop).__name__}")
+        unknown = sorted(set(given) - set(allowed))
+        if unknown:
+            listed = f"it lists {', '.join(map(repr, allowed))}" if allowed else "it lists none"
+            raise UsageError(f"definition {self.definition.name!r} allows no handoff to {', '.join(map(repr, unknown))} "
+                             f"({listed}): add the names to its [handoffs] to = [...]")
+        self._unhanded = tuple(name for name in allowed if name not in given)
+        return given
+
+    def with_handoffs(self, loops: Mapping[str, AgentLoop] | None = None, /, **named: AgentLoop) -> AgentLoop:
+        """A new loop like this one whose policy may hand the conversation to `loops` (and
+        `named`), by the names its definition allows (`[handoffs] to`,
+        `MachineDefinition.with_handoffs`); see `forge.Handoff`.
+
+        Raises:
+            ValueError: (a UsageError) a name the definition does not list, or a value that
+                is not an AgentLoop.
+        """
+        return self.replace(handoffs={**self.handoffs, **(loops or {}), **named})
+
+    @property
+    def handoffs(self) -> Mapping[str, AgentLoop]:
+        """The loops a policy of this loop may hand the conversation to (`forge.Handoff`), by name."""
+        return self._config.handoffs
 
     def _handles(self, verdict: Selection) -> bool:
         """Whether the definition has a transition for this verdict of select_tool."""
@@ -370,7 +410,8 @@ class AgentLoop:
         left).
 
         Raises:
-            ValueError: `goal` is blank, `run_id` is not a non-blank string, `state`
+            ValueError: `goal` is blank, the definition allows a handoff this loop has no loop
+                for (`with_handoffs`), `run_id` is not a non-blank string, `state`
                 ended in a fatal error, `timed_out` names no state with a timeout edge,
                 `max_steps` or `token_budget` is below 1, or a `token_budget` is given to a
                 loop whose definition has no budget_exhausted edge.
@@ -382,6 +423,10 @@ class AgentLoop:
 
         if not isinstance(goal, str) or not goal.strip():
             raise UsageError("goal must be a non-blank string")
+        if self._unhanded:
+            raise UsageError(f"definition {self.definition.name!r} allows handoffs to "
+                             f"{', '.join(map(repr, self._unhanded))}, which this loop has no loop for: "
+                             "loop.with_handoffs(NAME=other_loop)")
         if timed_out is not None and self.definition.timeout_edge(timed_out) is None:
             raise UsageError(f"state {timed_out!r} of {self.definition.name!r} has no timeout edge to take")
         if run_id is None:
@@ -875,6 +920,10 @@ class AgentLoop:
 
         recorded, within = recorded_child(source, child)
         loop = children_of(self).get(recorded.tool)
+        if loop is None and recorded.tool in self.handoffs:
+            raise PatchRefused(f"child run {recorded.path!r} is a handoff to {recorded.tool!r}: a fork inside a loop "
+                               f"handed to is not offered yet; fork this run at its handing transition "
+                               f"{recorded.transition}")
         if loop is None:
             raise PatchRefused(f"child run {recorded.path!r} was made by tool {recorded.tool!r}, which is not one of "
                                f"this loop's agent tools ({', '.join(sorted(children_of(self))) or 'none'})")

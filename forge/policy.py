@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from forge.agent.observations import LoopState
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["ASK", "Ask", "Decision", "Finish", "Intent", "ModelPolicy", "Policy", "RecordedPolicy", "ScriptExhausted",
+__all__ = ["ASK", "Ask", "Decision", "Finish", "Handoff", "Intent", "ModelPolicy", "Policy", "RecordedPolicy", "ScriptExhausted",
            "ScriptedPolicy", "answered_from_journal", "asks_a_model"]
 
 
@@ -128,10 +128,36 @@ ASK = "ask_user"
 """The tool name an `Ask` is recorded under (and the tool `ChatPolicy` offers the model)."""
 
 
-Decision = Intent | Finish | Ask | Sequence[Intent]
-"""What a policy returns: the next call, the final answer, a question for the user, or
-several calls at once (those without side effects are made together, `Limits.max_parallel`
-at a time; the policy is asked again after them)."""
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """The policy hands the conversation to another loop: `to` names it among the loop's
+    handoffs (`loop.with_handoffs(billing=billing_loop)`, which its definition allows by
+    name: `[handoffs] to = ["billing"]`), and `note` tells it why (its goal; the run's own
+    goal when blank).
+
+    The other loop runs as a child run of this one (`PARENT/billing.1`), going on from this
+    run's conversation (its observations and messages), within the steps and tokens this run
+    has left; its answer is this run's final answer (a `Finish`, which `verify` is asked
+    about). One that does not end in success ends this run in `fatal_error`, naming why.
+
+    Raises:
+        ValueError: `to` is not a non-blank string, or `note` is not a string.
+    """
+
+    to: str
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.to, str) or not self.to.strip():
+            raise UsageError(f"Handoff.to must name a loop to hand off to, got {self.to!r:.100}")
+        if not isinstance(self.note, str):
+            raise UsageError(f"Handoff.note must be a string, got {type(self.note).__name__}")
+
+
+Decision = Intent | Finish | Ask | Handoff | Sequence[Intent]
+"""What a policy returns: the next call, the final answer, a question for the user, the
+conversation handed to another loop, or several calls at once (those without side effects
+are made together, `Limits.max_parallel` at a time; the policy is asked again after them)."""
 
 
 class Policy(Protocol):

@@ -268,3 +268,26 @@ def test_the_diagram_opens_with_readable_state_names_and_the_current_state_in_vi
         assert console_errors(driver) == []
     finally:
         driver.quit()
+
+
+def test_a_childs_inspector_opens_from_the_transition_that_called_it(driver, tmp_path):
+    from forge.user_code import import_file
+
+    example = import_file(__import__("pathlib").Path(__file__).parents[1] / "examples" / "writer.py")
+    result = example.writer.run("a short article on how marine mammals sleep", run_id="article")
+    load(driver, write(result, tmp_path / "writer.html"))
+    console_errors(driver)
+    called = result.children[1].transition
+    rows = [row for row in visible_rows(driver) if row.startswith(f"#{called} ")]
+    assert rows and rows[0].endswith("⤷ child run research.2")
+    driver.execute_script(f"document.querySelector('.fi-row[data-sequence=\"{called}\"]').click();")
+    links = driver.find_elements("css selector", ".forge-inspector > .fi-main .fi-child-link")
+    assert [link.get_attribute("data-path") for link in links] == ["article/research.2"]
+    links[0].click()
+    opened = driver.execute_script(
+        "return Array.from(document.querySelectorAll('details.fi-child')).filter(d => d.open).map(d => d.dataset.path);")
+    assert opened == ["article/research.2"]
+    child_meta = driver.execute_script(
+        "return document.querySelector('details.fi-child[open] .forge-inspector .fi-meta').textContent;")
+    assert "run article/research.2" in child_meta
+    assert console_errors(driver) == []

@@ -162,6 +162,17 @@ def test_a_runs_page_shows_the_inspector_the_answer_and_the_conversation(make, u
     assert "hello &lt;b&gt;there&lt;/b&gt;" in page
 
 
+def test_a_runs_page_nests_each_child_run_under_the_transition_that_called_it(make, ui):
+    from forge.user_code import import_file
+
+    example = import_file(__import__("pathlib").Path(__file__).parents[1] / "examples" / "writer.py")
+    finished_run = make(example.writer).run("a short article on how marine mammals sleep", run_id="writer-1")
+    assert [child.path for child in finished_run.children] == ["writer-1/research.1", "writer-1/research.2"]
+    status, page, _ = request(ui["port"], "GET", "/runs/writer-1")
+    assert status == 200 and page.count('class="forge-inspector"') == 3  # the writer's, and one per child
+    assert 'data-path="writer-1/research.2"' in page and "research at transition" in page
+
+
 def test_the_inbox_lists_the_runs_that_wait_with_their_question(make, ui):
     make(approval_loop()).run("pay bob", run_id="inbox-1")
     _, page, _ = request(ui["port"], "GET", "/inbox")

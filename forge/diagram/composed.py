@@ -1,9 +1,12 @@
-"""A loop with the loops its tools run (`AgentLoop.as_tool`), drawn as one machine.
+"""A loop with the loops its tools run (`AgentLoop.as_tool`) and the loops it may hand off
+to (`forge.Handoff`), drawn as one machine.
 
 Each child is drawn inside its parent: a Graphviz cluster (DOT, SVG, …) or a composite state
 (Mermaid), titled with the tool that runs it, and joined by a dashed edge from every parent
-state that calls tools (its action `call_tool` or `call_tools`) to the child's start; a
-child's own children nest inside it the same way. With a result, each machine carries its
+state that calls tools (its action `call_tool` or `call_tools`) to the child's start; a loop
+it may hand off to is drawn the same way, joined from the states where its policy decides
+(`select_tool`) by an edge "handoff to NAME"; a child's own children nest inside it the
+same way. With a result, each machine carries its
 run's overlay: the parent's trace, and in each cluster the last run of that child the result
 holds (`result.children`). A loop without children draws exactly as `forge.diagram.diagram`.
 """
@@ -33,7 +36,7 @@ def composed_digraph(loop: Any, result: Any = None) -> graphviz.Digraph:
     Raises:
         TraceMismatch: `result` is not a run of `loop`'s definition."""
     graph = to_digraph(loop.definition, _overlay(loop, result))
-    if children_of(loop):
+    if _joined(loop):
         graph.attr(compound="true")
     _clusters(graph, loop, result, "")
     return graph
@@ -63,8 +66,16 @@ def _calling_states(loop: Any) -> list[str]:
     return [state.name for state in loop.definition.states if state.action in CALLING_ACTIONS]
 
 
+def _joined(loop: Any) -> list[tuple[str, Any, list[str], str]]:
+    """The loops drawn inside `loop`: each one's name, loop, the states joined to it and the
+    joining edge's label (its agent tools' loops, then the loops it may hand off to)."""
+    deciding = [state.name for state in loop.definition.states if state.action == "select_tool"]
+    return ([(tool, child, _calling_states(loop), f"{tool} (child run)") for tool, child in children_of(loop).items()]
+            + [(name, other, deciding, f"handoff to {name}") for name, other in loop.handoffs.items()])
+
+
 def _clusters(graph: graphviz.Digraph, loop: Any, result: Any, prefix: str) -> None:
-    for tool, child in children_of(loop).items():
+    for tool, child, states, label in _joined(loop):
         inner = f"{prefix}{tool}/"
         child_result = _last_run(result, tool)
         cluster = to_digraph(child.definition, _overlay(child, child_result), prefix=inner)
@@ -72,14 +83,14 @@ def _clusters(graph: graphviz.Digraph, loop: Any, result: Any, prefix: str) -> N
                      color=WORKING.line)
         _clusters(cluster, child, child_result, inner)
         graph.subgraph(cluster)
-        for state in _calling_states(loop):
-            graph.edge(prefix + state, inner + START_NODE, label=f"{tool} (child run)", style="dashed",
+        for state in states:
+            graph.edge(prefix + state, inner + START_NODE, label=label, style="dashed",
                        color=TAKEN if child_result is not None else WORKING.line, lhead=f"cluster_{inner}")
 
 
 def _composites(loop: Any, result: Any, prefix: str, indent: str) -> list[str]:
     lines: list[str] = []
-    for tool, child in children_of(loop).items():
+    for tool, child, states, label in _joined(loop):
         name = f"{prefix}{tool}".replace("/", "__")
         child_result = _last_run(result, tool)
         lines.append(f'{indent}state "{tool}: {child.definition.title or child.definition.name}" as {name} {{')
@@ -89,6 +100,5 @@ def _composites(loop: Any, result: Any, prefix: str, indent: str) -> list[str]:
         lines.extend(edge_lines(child.definition, _overlay(child, child_result), inner_prefix, indent + "    "))
         lines.extend(_composites(child, child_result, f"{name}/", indent + "    "))
         lines.append(f"{indent}}}")
-        lines.extend(f"{indent}{prefix.replace('/', '__')}{state} --> {name}: {tool} (child run)"
-                     for state in _calling_states(loop))
+        lines.extend(f"{indent}{prefix.replace('/', '__')}{state} --> {name}: {label}" for state in states)
     return lines

@@ -182,7 +182,7 @@ class DurablePerformer(ReplayingPerformer):
             self._asked_at = effect.step
         elif effect.kind == "policy" and type(effect.identity) is DecidedAsCode and self._asked_at == effect.step:
             return value  # made again from the stored requests on recovery: stored with the step's next write
-        if effect.kind in ("model", "policy", "approver", "answer"):
+        if effect.kind in ("model", "policy", "approver", "answer", "handoff"):
             if inspect.isawaitable(value):
                 self._flush_settled = True
             else:

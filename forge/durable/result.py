@@ -16,7 +16,39 @@ from forge.machine.journal import ForkOrigin
 from forge.machine.trace import TransitionRecord
 from forge.result import verified_answer
 
-__all__ = ["DurableResult", "settled", "wait_for"]
+__all__ = ["DurableResult", "StoredChild", "settled", "wait_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChild:
+    """A child run (`AgentLoop.as_tool`) as its durable parent's stored run keeps it, for
+    the inspector and `forge ui`: its path, the parent's tool and transition that made it,
+    how it ended (`summary`), its trace and its own children."""
+
+    path: str
+    tool: str
+    transition: int
+    summary: str
+    trace: tuple[TransitionRecord, ...] = ()
+    children: tuple[StoredChild, ...] = ()
+
+    @classmethod
+    def of(cls, child: Any) -> StoredChild:
+        """From a `forge.ChildRun`."""
+        result = child.result
+        return cls(child.path, child.tool, child.transition, result.summary, tuple(result.trace),
+                   tuple(cls.of(grandchild) for grandchild in result.children))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "tool": self.tool, "transition": self.transition, "summary": self.summary,
+                "trace": [record.to_json() for record in self.trace],
+                "children": [child.to_json() for child in self.children]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StoredChild:
+        return cls(str(data["path"]), str(data.get("tool", "")), int(data.get("transition", 0)),
+                   str(data.get("summary", "")), tuple(TransitionRecord.from_json(r) for r in data.get("trace", ())),
+                   tuple(cls.from_json(c) for c in data.get("children", ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +84,9 @@ class DurableResult:
     legacy: bool = field(default=False, compare=False, repr=False)
     """Stored by an earlier forge, one trace per answer (`traces`), with a journal per
     answer too (its parts, `forge.durable.database`)."""
+    children: tuple[StoredChild, ...] = field(default=(), compare=False, repr=False)
+    """The child runs its tools made (`AgentLoop.as_tool`), as far as it went when it last
+    waited or ended."""
 
     @property
     def turns(self) -> Sequence[tuple[TransitionRecord, ...]]:
@@ -109,7 +144,8 @@ class DurableResult:
         return cls(run_id, status, traces, event.get("reason"), event.get("outcome"), event.get("summary"), waiting,
                    error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"),
                    ForkOrigin.from_json(event["forked_from"]) if event.get("forked_from") else None,
-                   None, event.get("continues"), legacy)
+                   None, event.get("continues"), legacy,
+                   tuple(StoredChild.from_json(child) for child in event.get("children", ())))
 
     @property
     def has_state(self) -> bool:

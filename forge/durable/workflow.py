@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dbos import DBOS
 
-from forge.child import loop_at
+from forge.child import finished_children, loop_at
 from forge.durable.answers import Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.live import LiveRuns
 from forge.durable.performer import DurablePerformer, ProcessStopping, StoredCalls
+from forge.durable.result import StoredChild
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
 from forge.machine.trace import error_text
@@ -200,6 +201,7 @@ class _Workflow:
         self.performer: DurablePerformer | None = None
         self.answers = 0
         self.tokens = 0
+        self.children: list[dict[str, Any]] = []
 
     def run(self) -> dict[str, Any]:
         finished: dict[str, Any] = self._drive(self._flow())
@@ -248,6 +250,8 @@ class _Workflow:
     def _publish(self, status: str, **more: Any) -> Generator[_Op, Any, dict[str, Any]]:
         event = {"status": status, "loop": self.durable.name, "goal": self.goal, "trace": self.trace,
                  "answers": self.answers, "tokens": self.tokens, **more}
+        if self.children:
+            event["children"] = self.children
         if self.forked_from is not None:
             event["forked_from"] = {k: v for k, v in self.forked_from.items() if k not in ("patched", "seeded")}
         if self.conversation.get("continues"):
@@ -266,9 +270,11 @@ class _Workflow:
             error=None if result.error is None else error_text(result.error)))
 
     def _took(self, result: LoopResult) -> None:
-        """Keep what the run's event publishes of `result`: its trace and its tokens."""
+        """Keep what the run's event publishes of `result`: its trace, its tokens and its
+        child runs' traces (`StoredChild`)."""
         self.trace = [record.to_json() for record in result.trace]
         self.tokens = result.usage.total_tokens
+        self.children = [StoredChild.of(child).to_json() for child in result.children]
 
     def _performer(self, ask: Callable[[Waiting, Any], Any], registry: StoredRegistry
                    ) -> Callable[[Journal, Run], DurablePerformer]:
@@ -357,6 +363,7 @@ class _Workflow:
         assert waiting.run is not None, "a child's question names the child"
         child = loop_at(self.durable.loop, waiting.run[len(self.run_id) + 1:])
         self.trace = [record.to_json() for record in run.trace]
+        self.children = [StoredChild.of(done).to_json() for done in finished_children(run)]
         seconds = child.definition.state(waiting.state).timeout
         if seconds is not None:
             waiting = replace(waiting, deadline=(yield ("deadline", seconds)))

@@ -141,8 +141,25 @@ function forgeInspector(root, data) {
     if (d.error) return d.error;
     return "";
   }
+  // child runs (a tool that runs another loop), by the transition that called them
+  const childrenAt = {};
+  (data.children || []).forEach(function (c) { (childrenAt[c.transition] = childrenAt[c.transition] || []).push(c); });
   function line(r) {
-    return "#" + r.sequence + "  step " + r.step + "  " + r.source + " ─" + r.trigger + "→ " + r.dest + "  " + summarise(r.detail);
+    const called = childrenAt[r.sequence] ? "  ⤷ child run " + childrenAt[r.sequence].map(function (c) { return c.name; }).join(", ") : "";
+    return "#" + r.sequence + "  step " + r.step + "  " + r.source + " ─" + r.trigger + "→ " + r.dest + "  " + summarise(r.detail) + called;
+  }
+  function childLinks(r) {
+    return (childrenAt[r.sequence] || []).map(function (c) {
+      const link = el("button", {type: "button", class: "fi-child-link", "data-path": c.path,
+        text: "open child run " + c.name + " · " + c.summary});
+      link.addEventListener("click", function () {
+        const folded = document.getElementById(c.anchor);
+        if (!folded) return;
+        folded.open = true;
+        folded.scrollIntoView({block: "start"});
+      });
+      return link;
+    });
   }
 
   function highlight(r) {
@@ -192,8 +209,8 @@ function forgeInspector(root, data) {
       field("duration", r.duration + " ms"), field("at", r.at === null ? null : "+" + (r.at / 1000).toFixed(3) + " s")));
     panel.replaceChildren.apply(panel, [
       el("h2", {text: "#" + r.sequence + " · step " + r.step}),
-      el("p", {class: "fi-move", text: r.source + " ─" + r.trigger + "→ " + r.dest}),
-      guards, dl, tries].filter(Boolean));
+      el("p", {class: "fi-move", text: r.source + " ─" + r.trigger + "→ " + r.dest})].concat(childLinks(r),
+      [guards, dl, tries]).filter(Boolean));
   }
 
   function renderRows() {

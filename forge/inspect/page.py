@@ -31,7 +31,7 @@ __all__ = ["definition_of", "html", "inline_svg", "page_data", "write"]
 
 
 def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, title: str | None = None,
-         fragment: bool = False, running: bool = False) -> str:
+         fragment: bool = False, running: bool = False, children: Sequence[Any] | None = None) -> str:
     """The inspector page of `run`: a `LoopResult`, a trace (records, as `read_trace` gives),
     or anything with a `.trace` (a debug session).
 
@@ -41,6 +41,11 @@ def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, 
     its last transition (what `forge ui` shows of a running run): the banner says where it
     is now rather than where its trace stops. Without Graphviz's `dot` the page has
     everything but the diagram, and says why.
+
+    Each child run of the run (`children`, default the result's `children`: a `ChildRun`
+    each, or anything with `path`, `tool`, `transition` and a `trace` and `summary` of its
+    own or in its `result`) has its own inspector on the page, folded under a line naming the
+    call that made it, and the calling transition's panel opens it.
 
     Raises:
         UsageError: the run has no transitions, or its machine cannot be told.
@@ -53,7 +58,12 @@ def html(run: Any, definition: str | Path | MachineDefinition | None = None, *, 
     machine = definition_of(run, records, definition)
     data = page_data(machine, records, summary=getattr(run, "summary", None), running=running)
     root = f"fi-{os.urandom(4).hex()}"
-    body = _body(root, data, _svg(machine, records))
+    children = [child for child in (getattr(run, "children", ()) if children is None else children)
+                if len(getattr(_ran(child), "trace", ()))]
+    data["children"] = [{"path": child.path, "name": child.path.rsplit("/", 1)[-1], "tool": child.tool,
+                         "transition": child.transition, "anchor": f"{root}-child-{number}",
+                         "summary": getattr(_ran(child), "summary", "") or ""} for number, child in enumerate(children)]
+    body = _body(root, data, _svg(machine, records)) + _children(root, children)
     if fragment:
         return body
     heading = title or f"forge · {data['machine']} · run {data['run_id'] or '(no id)'}"
@@ -195,6 +205,33 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(item) for item in value]
     return value
+
+
+def _children(root: str, children: Sequence[Any]) -> str:
+    """Each child run's own inspector (`AgentLoop.as_tool`), folded under a line that says
+    which call made it; the parent's panel links the calling transition to it. A child the
+    inspector cannot draw (its machine unknown here) says why in its place."""
+    if not children:
+        return ""
+    folded = []
+    for number, child in enumerate(children):
+        ran = _ran(child)
+        try:
+            inside = html(ran, fragment=True)
+        except (UsageError, FileNotFoundError, ValueError) as error:
+            inside = f'<p class="fi-child-missing">the inspector cannot draw this child run: {html_text.escape(str(error))}</p>'
+        folded.append(
+            f'<details class="fi-child" id="{root}-child-{number}" data-path="{html_text.escape(child.path)}">'
+            f"<summary>child run <strong>{html_text.escape(child.path.rsplit('/', 1)[-1])}</strong> · "
+            f"{html_text.escape(child.tool)} at transition {child.transition} · "
+            f"{html_text.escape(getattr(ran, 'summary', '') or '')}</summary>{inside}</details>")
+    return f'<section class="fi-children" aria-label="child runs">{"".join(folded)}</section>'
+
+
+def _ran(child: Any) -> Any:
+    """A child run's own run: a `ChildRun`'s result, or the child itself when it carries its
+    trace (a stored one)."""
+    return getattr(child, "result", child)
 
 
 def _asset(name: str) -> str:

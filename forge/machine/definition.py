@@ -36,10 +36,10 @@ timeout edge at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from forge.errors import ForgeError
+from forge.errors import ForgeError, UsageError
 
 __all__ = [
     "ANSWER_TRIGGER",
@@ -128,6 +128,9 @@ class MachineDefinition:
     requires: tuple[str, ...] = ()
     """The properties `forge check` must prove of it (`[checks] require`); a loop on it
     refuses to start when one fails."""
+    handoffs: tuple[str, ...] = ()
+    """The loops a policy may hand the conversation to (`[handoffs] to`, `forge.Handoff`), by
+    the names `AgentLoop.with_handoffs` gives them."""
     _by_name: dict[str, StateDef] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
     _outgoing: dict[str, tuple[TransitionDef, ...]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False, hash=False)
@@ -137,7 +140,7 @@ class MachineDefinition:
         """The fields' hash, made once: every loop built looks its engine up by it."""
         if not self._hash:
             self._hash.append(hash((self.name, self.initial, self.states, self.transitions, self.title,
-                                    self.description, self.path, self.requires)))
+                                    self.description, self.path, self.requires, self.handoffs)))
         return self._hash[0]
 
     def __post_init__(self) -> None:
@@ -147,6 +150,21 @@ class MachineDefinition:
         for t in self.transitions:
             grouped.setdefault(t.source, []).append(t)
         self._outgoing.update((name, tuple(ts)) for name, ts in grouped.items())
+
+    def with_handoffs(self, *names: str) -> MachineDefinition:
+        """This definition allowing handoffs to the loops `names` (as `[handoffs] to` in a
+        file): `AgentLoop(..., definition=load_definition("single_agent").with_handoffs("billing"))
+        .with_handoffs(billing=billing_loop)`.
+
+        Raises:
+            ValueError: (a UsageError) a name is blank or given twice, or the definition has
+                no state where a policy decides (select_tool).
+        """
+        if not all(isinstance(name, str) and name.strip() for name in names) or len(set(names)) != len(names):
+            raise UsageError(f"handoffs are distinct non-blank names, got {names!r}")
+        if not any(state.action == "select_tool" for state in self.states):
+            raise UsageError(f"definition {self.name!r} has no state where a policy decides (select_tool) to hand off from")
+        return replace(self, handoffs=tuple(dict.fromkeys((*self.handoffs, *names))))
 
     def state(self, name: str) -> StateDef:
         """The state called `name`. Raises KeyError when there is none."""

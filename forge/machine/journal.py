@@ -23,9 +23,10 @@ number fired (so it stands before that transition's record)::
     {"v": 3, "type": "call", "run_id": "3f2a…", "transition": 4, "step": 2, "kind": "tool",
      "name": "read_file", "args_sha256": "9c1e…", "value": {"text": "…"}}
 
-- `kind` is `model`, `policy`, `tool`, `verify`, `approver`, `wait` or `answer`; `name` is
-  the tool's name for a tool attempt, the model's for a model request, the waiting state's
-  for a person's answer, and the kind otherwise.
+- `kind` is `model`, `policy`, `tool`, `verify`, `approver`, `wait`, `answer` or `handoff`;
+  `name` is the tool's name for a tool attempt, the model's for a model request, the waiting
+  state's for a person's answer, the loop handed to for a handoff (`forge.Handoff`: its value
+  is that loop's answer), and the kind otherwise.
 - `args_sha256` is the SHA-256 of the canonical JSON (sorted keys, no spaces) of what the
   call was asked: a tool's arguments; for the policy `[goal, observations seen]`; for verify
   the observation's sequence; for the approver the call's fingerprint; for a wait its
@@ -81,7 +82,7 @@ __all__ = [
     "same_decision",
 ]
 
-JOURNAL_KINDS = ("model", "policy", "tool", "verify", "approver", "wait", "answer")
+JOURNAL_KINDS = ("model", "policy", "tool", "verify", "approver", "wait", "answer", "handoff")
 """The kinds of call a journal records, in the order a step usually makes them."""
 
 class DecidedAsCode(NamedTuple):

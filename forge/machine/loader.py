@@ -160,9 +160,10 @@ def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[Ma
     def problem(entry: str, message: str, code: str = "schema") -> None:
         problems.append(Problem(entry, message, code))
 
-    for key in sorted(set(data) - {"machine", "states", "transitions", "checks"}):
-        problem(key, "unknown top-level table; expected [machine], [states.*], [[transitions]], [checks]")
+    for key in sorted(set(data) - {"machine", "states", "transitions", "checks", "handoffs"}):
+        problem(key, "unknown top-level table; expected [machine], [states.*], [[transitions]], [checks], [handoffs]")
     requires = _requires(problem, data.get("checks"))
+    handoffs = _handoffs(problem, data.get("handoffs"))
     machine = data.get("machine")
     if not isinstance(machine, Mapping):
         problem("machine", "missing [machine] table with name and initial")
@@ -224,8 +225,29 @@ def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[Ma
         description=str(machine.get("description", "")),
         path=path,
         requires=requires,
+        handoffs=handoffs,
     )
+    if handoffs and not any(state.action == "select_tool" for state in states):
+        problem("handoffs", "a handoff is a policy's decision: the definition needs a state whose action is select_tool")
     return definition, tuple(problems)
+
+
+def _handoffs(problem: _Report, raw: Any) -> tuple[str, ...]:
+    """`[handoffs] to = [...]`: the names of the loops a policy may hand off to."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping):
+        problem("handoffs", "must be a table: [handoffs] to = [\"billing\", ...]")
+        return ()
+    _unknown_keys(problem, "handoffs", raw, frozenset({"to"}))
+    names = raw.get("to", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        problem("handoffs.to", "must be a list of names, the loops loop.with_handoffs(NAME=other_loop) gives")
+        return ()
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        problem("handoffs.to", f"names {', '.join(map(repr, repeated))} more than once")
+    return tuple(dict.fromkeys(names))
 
 
 def _requires(problem: _Report, raw: Any) -> tuple[str, ...]:

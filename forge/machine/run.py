@@ -62,6 +62,7 @@ class RunConfig:
     redact: Redact | None = None  # what the trace may keep of arguments and payloads
     machine: str = ""  # the definition's name
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
+    handoffs: Mapping[str, Any] = field(default_factory=dict)  # the loops a policy may hand off to, by name
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
     output: Output | None = None  # the shape a final answer must have (`forge.output`)
     max_parallel: int = 1  # calls without side effects asked for at once run this many at the same time

@@ -25,7 +25,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -178,7 +178,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         if stored.status == "running":
             inspector = await run_in_threadpool(_live, runs, stored)
         else:
-            inspector = await run_in_threadpool(_inspector, stored.records)
+            inspector = await run_in_threadpool(_inspector, stored.records, False, stored.children)
         note = _NOTES.get(request.query_params.get("done", ""), "")
         if note and request.query_params.get("served") == "0":
             note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
@@ -471,8 +471,9 @@ def _answer_kind(form: Any, kind: str, value: str) -> Answer:
     raise AnswerRefused(f"not an answer forge knows: {kind!r} with {value!r}")
 
 
-def _inspector(records: list[Any], running: bool = False) -> str:
-    """The run inspector of `records` (a fragment; `running`: the run goes on past them), or why there is none."""
+def _inspector(records: list[Any], running: bool = False, children: Sequence[Any] = ()) -> str:
+    """The run inspector of `records` (a fragment; `running`: the run goes on past them), with
+    its `children` (child runs, `StoredChild`) nested, or why there is none."""
     from html import escape
 
     from forge.inspect import html
@@ -480,7 +481,7 @@ def _inspector(records: list[Any], running: bool = False) -> str:
     if not records:
         return '<p class="box">no transition has fired yet</p>'
     try:
-        return html(records, fragment=True, running=running)
+        return html(records, fragment=True, running=running, children=children)
     except (ForgeError, FileNotFoundError, ValueError) as error:
         return f'<p class="box">the inspector cannot draw this run: {escape(str(error))}</p>'
 

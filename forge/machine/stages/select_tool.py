@@ -32,7 +32,7 @@ from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
 from forge.output import AnswerInvalid
-from forge.policy import ASK, FINISH, Ask, Finish, Intent
+from forge.policy import ASK, FINISH, Ask, Finish, Handoff, Intent
 from forge.usage import BudgetExhausted, usage_of
 
 __all__ = ['GUARDS', 'SPEC', 'Selection', 'chosen_tool']
@@ -77,12 +77,16 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
     batch: tuple[tuple[Intent, Action], ...] = ()
+    handed: str | None = None
     try:
         intent = yield from _decided(run, step)
+        if isinstance(intent, Handoff):
+            handed = intent.to
+            intent = yield from _handed_off(run, step, intent)
         if isinstance(intent, (list, tuple)):
             intent, batch = _batched(run, intent)
         if not isinstance(intent, (Intent, Finish, Ask)):
-            raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish, an Ask or a list of Intents")
+            raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish, an Ask, a Handoff or a list of Intents")
         if isinstance(intent, Ask) and not config.can_ask:
             raise UsageError(f"the policy asked the user {intent.question!r:.200}, but definition {config.machine!r} "
                              "has no input_required state to wait in: add a transition from the policy's state "
@@ -103,6 +107,8 @@ def _selected(run: Run) -> Steps[StageOutcome]:
                                    "action": Action(ASK, "the policy asked the user")},
                             observe=(ASK, "ok", intent, None))
     if isinstance(intent, Finish):
+        if handed is not None:
+            detail["handoff"] = handed
         detail["finish"] = quoted(repr(intent.answer), 200)
         if config.output is not None:
             try:
@@ -147,6 +153,28 @@ def _selected(run: Run) -> Steps[StageOutcome]:
 
 
 _NONE: CountChanges = {}
+
+
+def _handed_off(run: Run, step: int, handoff: Handoff) -> Steps[Finish]:
+    """The other loop's answer to the conversation the policy handed it (`forge.Handoff`),
+    as this run's final answer: the handoff is a call of the journal (kind `handoff`, its
+    value that answer), so a replay runs the other loop no more than a tool.
+
+    Raises:
+        UsageError: the loop has no handoff of that name.
+        ToolError: the other loop did not end in success (its reason, its error or question).
+    """
+    from forge.child import hand_off
+
+    target = run.config.handoffs.get(handoff.to)
+    if target is None:
+        allowed = ", ".join(sorted(run.config.handoffs)) or "none ([handoffs] to, and loop.with_handoffs(...))"
+        raise UsageError(f"the policy handed the conversation to {handoff.to!r}, which this loop cannot hand off to; "
+                         f"its handoffs are: {allowed}")
+    goal = handoff.note or run.goal
+    answer = yield Call(hand_off, (target, handoff.to, goal, run.loop_state), f"the handoff to {handoff.to!r}",
+                        "handoff", handoff.to, {"to": handoff.to, "goal": goal}, step=step)
+    return Finish(answer)
 
 
 def _action_for(run: Run, intent: Intent) -> Action:
