@@ -552,3 +552,25 @@ def test_the_debugger_shell_steps_into_a_child_and_finishes_back_out():
     assert "in child run d/research.1 (single_agent); goal: otters" in lines
     assert "child run d/research.1 ended in verified_success" in lines
     assert shell.session.state == "observe" and shell.session.parent is None
+
+
+def test_a_durable_childs_side_effects_run_under_keys_made_from_the_parents_call(make):
+    from forge.durable import idempotency_key
+
+    keys: list[str | None] = []
+
+    @tool(side_effect=True)
+    def file_note(text: str) -> str:
+        """File a note."""
+        keys.append(idempotency_key())
+        return "filed"
+
+    def noting(goal, state):
+        if not state.observations:
+            return Intent.call("file_note", text=goal)
+        return Finish(f"filed {goal}")
+
+    child = AgentLoop([file_note], noting, finished)
+    durable = make(AgentLoop([child.as_tool("research")], asking("otters", "seals"), finished))
+    assert durable.run("write", run_id="keyed").status == "finished"
+    assert keys == ["keyed/1/research/1/file_note", "keyed/2/research/1/file_note"]

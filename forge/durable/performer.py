@@ -40,10 +40,10 @@ from typing import Any
 from forge.durable.database import RunsDatabase
 from forge.machine.effects import Call
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry
-from forge.machine.performers import Performer, Position, ReplayingPerformer
+from forge.machine.performers import AskingParent, Performer, Position, ReplayingPerformer
 from forge.tools import Tool
 
-__all__ = ["DurablePerformer", "InDoubt", "ProcessStopping", "StoredCalls", "idempotency_key"]
+__all__ = ["DurablePerformer", "InDoubt", "KeyedChild", "ProcessStopping", "StoredCalls", "idempotency_key"]
 
 _KEY: ContextVar[str | None] = ContextVar("forge_durable_key", default=None)
 
@@ -158,6 +158,11 @@ class DurablePerformer(ReplayingPerformer):
         assert self.asker is not None, "asks() is True only with an asker"
         return self.asker(waiting, self._run())
 
+    def child_performer(self, path: str) -> Callable[[Journal, Any], Performer] | None:
+        """A child run's performer asks this run's person and keys its tool calls by this
+        call's key (`KeyedChild`)."""
+        return lambda journal, run: KeyedChild(journal, run, self, path, _KEY.get() or path)
+
     def with_tool(self, config: Any, name: str) -> Any:
         if self.configure is None:
             return super().with_tool(config, name)
@@ -260,6 +265,38 @@ class DurablePerformer(ReplayingPerformer):
             raise ProcessStopping(self.run_id)
         self.shown = len(self._run().trace)  # type: ignore[union-attr]
         return Performer.wait(self, seconds, asynchronous)
+
+
+class KeyedChild(AskingParent):
+    """The performer of a durable run's child run (`AgentLoop.as_tool`): as `AskingParent`
+    (the child's questions reach the durable run's person), and each tool call of the child
+    runs under an idempotency key of its own (`idempotency_key()`), made from the key of the
+    call that runs the child: `CALL_KEY/STEP/TOOL` (or the intent's own key). A child running
+    when the process died runs again on recovery, and makes the same calls under the same
+    keys, so a handler that passes its key on is not done twice."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, journal: Journal, run: Any, parent: Performer, path: str, key: str) -> None:
+        super().__init__(journal, run, parent, path)
+        self._key = key
+
+    def call(self, effect: Call) -> Any:
+        if effect.kind != "tool":
+            return super().call(effect)
+        run: Any = self._run()
+        intent = getattr(run, "intent", None)
+        key = intent.idempotency_key if intent is not None and intent.idempotency_key else \
+            f"{self._key}/{self.where()[1]}/{effect.name}"
+        token = _KEY.set(key)
+        try:
+            value = super().call(effect)
+        finally:
+            _KEY.reset(token)
+        return _keyed(value, key) if inspect.isawaitable(value) else value
+
+    def child_performer(self, path: str) -> Callable[[Journal, Any], Performer] | None:
+        return lambda journal, run: KeyedChild(journal, run, self, path, _KEY.get() or path)
 
 
 async def _after(pending: Any, value: Any) -> Any:
