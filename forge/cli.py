@@ -608,19 +608,19 @@ def _serve(args: argparse.Namespace) -> int:
     from forge.machine.catalog import import_reference
 
     try:
-        from forge.serve import serve_http, serve_stdio, served_tools
+        from forge.serve import serve_http, serve_stdio, served_durables, served_tools
     except ImportError as missing:
         raise UsageError(f"forge serve needs the mcp extra: pip install 'forge-fsm[mcp]' ({missing})") from None
     named = {reference.rpartition(":")[2]: import_reference(reference, "forge serve", "examples/writer.py:writer")
              for reference in args.loops}
-    tools = served_tools(named)
+    tools, durables = served_tools(named), served_durables(named)
     if args.http:
         print(f"forge serve: {', '.join(t.name for t in tools)} at http://{args.host}:{args.port}/mcp", flush=True)
-        serve_http(tools, args.host, args.port, args.name)
+        serve_http(tools, args.host, args.port, args.name, durables)
         return 0
     import anyio
 
-    anyio.run(serve_stdio, tools, args.name)
+    anyio.run(serve_stdio, tools, args.name, durables)
     return 0
 
 

@@ -100,7 +100,7 @@ def test_forge_serve_refuses_what_is_not_a_loop_naming_it():
     done = subprocess.run([sys.executable, "-m", "forge", "serve", f"{ROOT / 'examples' / 'writer.py'}:LIBRARY"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 1
-    assert "'LIBRARY' is a dict, not an AgentLoop or a tool loop.as_tool made" in done.stderr
+    assert "'LIBRARY' is a dict, not an AgentLoop, a durable loop (loop.durable(...)) or a tool loop.as_tool made" in done.stderr
 
 
 def test_a_loop_served_over_streamable_http_answers_the_sdks_client():

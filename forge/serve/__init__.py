@@ -28,9 +28,9 @@ from typing import Any
 
 from forge.errors import UsageError
 from forge.machine.answers import Waiting
-from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered, answer_of, form_for
+from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered, answer_of, form_for, opened, sealed
 
-__all__ = ["mcp_server", "serve_http", "serve_stdio", "served_tools"]
+__all__ = ["mcp_server", "serve_http", "serve_stdio", "served_durables", "served_tools"]
 
 
 def served_tools(named: Mapping[str, Any]) -> list[Any]:
@@ -51,8 +51,11 @@ def served_tools(named: Mapping[str, Any]) -> list[Any]:
                              "the tool loop.as_tool(...) makes)")
         elif hasattr(value, "as_tool") and hasattr(value, "definition"):
             tools.append(value.as_tool(name))
+        elif _is_durable(value):
+            tools.append(value.loop.as_tool(name))
         else:
-            raise UsageError(f"{name!r} is a {type(value).__name__}, not an AgentLoop or a tool loop.as_tool made")
+            raise UsageError(f"{name!r} is a {type(value).__name__}, not an AgentLoop, a durable loop "
+                             "(loop.durable(...)) or a tool loop.as_tool made")
     names = [tool.name for tool in tools]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -60,8 +63,28 @@ def served_tools(named: Mapping[str, Any]) -> list[Any]:
     return tools
 
 
-def mcp_server(tools: Sequence[Any], name: str = "forge") -> Any:
-    """An MCP server (`mcp.server.lowlevel.Server`) offering `tools` (from `served_tools`)."""
+def served_durables(named: Mapping[str, Any]) -> dict[str, Any]:
+    """The durable loops among what the names refer to (`loop.durable(...)`), by the name of
+    the tool each is served as: a call of one is a durable run (see `mcp_server`)."""
+    return {name: value for name, value in named.items() if _is_durable(value)}
+
+
+def _is_durable(value: Any) -> bool:
+    """Whether `value` is a loop's `Durable` (duck-typed: forge.durable needs the durable extra)."""
+    return hasattr(value, "resume") and hasattr(value, "loop") and hasattr(value, "runs")
+
+
+def mcp_server(tools: Sequence[Any], name: str = "forge", durables: Mapping[str, Any] | None = None) -> Any:
+    """An MCP server (`mcp.server.lowlevel.Server`) offering `tools` (from `served_tools`).
+
+    A tool named in `durables` (`served_durables`) runs its loop durably: a call is a run in
+    the durable loop's database, and a question it waits on is asked of the client's user
+    as any served run's is; by round trips, the request state carries only the run's id (the
+    database has the rest), so the run is resumed by the retried call, by this server or, on
+    a client that keeps the state, after it restarts — and, answered elsewhere (`forge runs
+    answer`, `forge ui`), it goes on there. A client that cannot be asked gets an error result
+    naming the run, where it waits, and how to answer it."""
+    durables = dict(durables or {})
     import anyio
     import mcp_types as types
     from mcp.server.lowlevel import Server
@@ -91,6 +114,11 @@ def mcp_server(tools: Sequence[Any], name: str = "forge") -> Any:
             fired[0] += 1
             await session.report_progress(fired[0], None, f"{record.source} -{record.trigger}-> {record.dest}")
 
+        if tool.name in durables:
+            try:
+                return await _durably(types, context, params, tool, durables[tool.name], goal)
+            except Unanswered as unanswered:
+                return _error(types, str(unanswered))
         try:
             round = _round(params, goal, loop.codec)
         except Unanswered as unanswered:
@@ -119,6 +147,48 @@ def mcp_server(tools: Sequence[Any], name: str = "forge") -> Any:
         return _result(types, tool, result)
 
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _durably(types: Any, context: Any, params: Any, tool: Any, durable: Any, goal: str) -> Any:
+    """A call of a durable loop: a durable run, started (or, for a retried call, resumed
+    with the client's reply), its questions asked of the client's user while it waits."""
+    import anyio
+
+    from forge.durable.answers import Answer
+
+    state, replies = getattr(params, "request_state", None), getattr(params, "input_responses", None) or {}
+    if state is not None:
+        body = opened(state)
+        reply = replies.get("forge")
+        if "durable" not in body or reply is None:
+            raise Unanswered("the call was retried without a reply to the durable run's question")
+        waiting = Waiting.from_json(body["waiting"])
+        answer = Answer.from_json(answer_of(waiting, reply)).to(waiting)
+        result = await anyio.to_thread.run_sync(durable.resume, body["durable"], answer)
+    else:
+        result = await anyio.to_thread.run_sync(durable.run, goal)
+    session = context.session
+    capabilities = session.client_capabilities
+    while result.status == "waiting" and result.waiting is not None:
+        waiting = result.waiting
+        if capabilities is None or capabilities.elicitation is None:
+            return _error(types, f"the durable run {result.run_id} waits in {waiting.state}: {waiting.asks} "
+                                 f"(answer it where its runs are kept: forge runs answer {result.run_id} … --db "
+                                 f"{durable.db})")
+        schema, _ = form_for(waiting)
+        if not session.can_send_request:
+            ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=waiting.asks,
+                                                                            requested_schema=schema))
+            return types.InputRequiredResult(input_requests={"forge": ask}, request_state=sealed(
+                {"durable": result.run_id, "waiting": waiting.to_json()}))
+        reply = await session.elicit_form(waiting.asks, schema, getattr(context, "request_id", None))
+        answer = Answer.from_json(answer_of(waiting, reply)).to(waiting)
+        result = await anyio.to_thread.run_sync(durable.resume, result.run_id, answer)
+    if result.status == "finished" and result.outcome == "success":
+        return _answered(types, tool, result.answer)
+    why = result.error or result.summary or ""
+    return _error(types, f"the durable run {result.run_id} ended in {result.reason or result.status}"
+                  + (f": {why}" if why else ""))
 
 
 def _round(params: Any, goal: str, codec: Any) -> Round:
@@ -167,20 +237,21 @@ def _refusing(waiting: Waiting) -> Any:
     raise Unanswered(f"the run waits in {waiting.state}: {waiting.asks} (the client cannot be asked)")
 
 
-async def serve_stdio(tools: Sequence[Any], name: str = "forge") -> None:
+async def serve_stdio(tools: Sequence[Any], name: str = "forge", durables: Mapping[str, Any] | None = None) -> None:
     """Serve `tools` on this process's stdin and stdout until the client closes them."""
     from mcp.server.stdio import stdio_server
 
-    server = mcp_server(tools, name)
+    server = mcp_server(tools, name, durables)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def serve_http(tools: Sequence[Any], host: str = "127.0.0.1", port: int = 8000, name: str = "forge") -> None:
+def serve_http(tools: Sequence[Any], host: str = "127.0.0.1", port: int = 8000, name: str = "forge",
+               durables: Mapping[str, Any] | None = None) -> None:
     """Serve `tools` over streamable HTTP at `http://HOST:PORT/mcp` (uvicorn) until stopped."""
     import uvicorn
 
-    uvicorn.run(mcp_server(tools, name).streamable_http_app(), host=host, port=port, log_level="warning")
+    uvicorn.run(mcp_server(tools, name, durables).streamable_http_app(), host=host, port=port, log_level="warning")
 
 
 def _output_schema(tool: Any) -> dict[str, Any]:
@@ -205,14 +276,22 @@ def _error(types: Any, text: str) -> Any:
 
 def _result(types: Any, tool: Any, result: Any) -> Any:
     """The run's answer as the tool's result, or an error result saying how the run ended."""
-    from forge.child import as_json, why_not
+    from forge.child import why_not
 
     if result.outcome != "success":
         why = why_not(result)
         where = "waits in" if result.outcome == "needs_input" else "ended in"
         return _error(types, f"the run {where} {result.reason}" + (f": {why}" if why else "")
-                      + (" (forge serve cannot ask the client's user yet)" if result.outcome == "needs_input" else ""))
-    answer = as_json(result.answer)
+                      + (" (the client cannot be asked: it declares no elicitation)" if result.outcome == "needs_input" else ""))
+    return _answered(types, tool, result.answer)
+
+
+def _answered(types: Any, tool: Any, answer: Any) -> Any:
+    """A run's answer as the tool's result: text (JSON for anything but a string), and
+    structured content when the loop has `output=`."""
+    from forge.child import as_json
+
+    answer = as_json(answer)
     text = answer if isinstance(answer, str) else json.dumps(answer, default=str)
     output = tool.child.output
     structured = None

@@ -36,7 +36,7 @@ from forge.machine.answers import Answer, Waiting
 from forge.machine.journal import JournalCodec, JournalEntry
 from forge.machine.performers import ForkingPerformer
 
-__all__ = ["Eliciting", "NeedsInput", "Round", "Unanswered", "form_for"]
+__all__ = ["Eliciting", "NeedsInput", "Round", "Unanswered", "answer_of", "form_for", "opened", "sealed"]
 
 _KEY = os.urandom(32)
 """What signs this server's request states: a state is only good in the process that made it."""
@@ -86,11 +86,10 @@ class Round:
     def encode(self, needed: NeedsInput, codec: JournalCodec | None) -> str:
         """The request state that asks `needed`'s question: this round's journals as far as
         the runs went, the question and where it was asked, signed."""
-        body = {"run_id": self.run_id, "goal": self.goal, "waiting": needed.waiting.to_json(), "where": needed.where,
-                "calls": {key: [entry.to_json(codec) for entry in entries] for key, entries in needed.journals.items()},
-                "children": needed.children}
-        text = base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":"), default=str).encode()).decode()
-        return f"{text}.{_signature(text)}"
+        return sealed({"run_id": self.run_id, "goal": self.goal, "waiting": needed.waiting.to_json(),
+                       "where": needed.where, "children": needed.children,
+                       "calls": {key: [entry.to_json(codec) for entry in entries]
+                                 for key, entries in needed.journals.items()}})
 
     @classmethod
     def decode(cls, state: str, reply: Any, codec: JournalCodec | None) -> Round:
@@ -101,11 +100,7 @@ class Round:
             Unanswered: the state is not one this server made, or the user did not answer
                 a question (declined or cancelled it).
         """
-        text, _, signature = state.rpartition(".")
-        if not text or not hmac.compare_digest(signature, _signature(text)):
-            raise Unanswered("the request state is not one this server made (it was changed, or the server "
-                             "restarted): call the tool again")
-        body = json.loads(base64.urlsafe_b64decode(text))
+        body = opened(state)
         waiting = Waiting.from_json(body["waiting"])
         key, transition, step = body["where"]
         calls = {name: tuple(JournalEntry.from_json(data, codec) for data in entries)
@@ -118,6 +113,26 @@ class Round:
     def key(self, path: str) -> str:
         """A run's key in `calls`: "" for the served run, a child's path after the run id."""
         return path[len(self.run_id) + 1:] if path.startswith(self.run_id + "/") else ""
+
+
+def sealed(body: Mapping[str, Any]) -> str:
+    """`body` as a request state: its JSON, signed with this server's key."""
+    text = base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":"), default=str).encode()).decode()
+    return f"{text}.{_signature(text)}"
+
+
+def opened(state: str) -> dict[str, Any]:
+    """What `sealed` sealed.
+
+    Raises:
+        Unanswered: the state is not one this server made (changed, or made before a restart).
+    """
+    text, _, signature = state.rpartition(".")
+    if not text or not hmac.compare_digest(signature, _signature(text)):
+        raise Unanswered("the request state is not one this server made (it was changed, or the server "
+                         "restarted): call the tool again")
+    body: dict[str, Any] = json.loads(base64.urlsafe_b64decode(text))
+    return body
 
 
 def _signature(text: str) -> str:
