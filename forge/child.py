@@ -107,13 +107,7 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
         handler: Any = run_child
     else:
         def run_child_sync(**arguments: Any) -> Any:
-            child, options = _child(loop, name)
-            fork, ran = options.pop("fork", None), options.pop("ran", None)
-            goal = goal_of(schema, arguments)
-            if ran is not None:
-                return _answer(name, ran, child)
-            return _answer(name, loop.run(goal, **options) if fork is None else _forked(loop, goal, fork, options),
-                           child)
+            return _made_child(loop, name, goal_of(schema, arguments))
         handler = run_child_sync
     made = Tool(name, {name}, handler, side_effect=side_effect, description=text, schema=schema)
     object.__setattr__(made, "child", loop)
@@ -128,10 +122,25 @@ def hand_off(loop: Any, name: str, goal: str, state: Any) -> Any:
         ToolError: it did not end in success (its reason, and its error or question).
         LoopCycle: `loop` is running below this call already.
     """
+    return _made_child(loop, name, goal, state)
+
+
+def _made_child(loop: Any, name: str, goal: str, state: Any = None) -> Any:
+    """The answer of the child run of `loop` that tool (or handoff) `name` makes now, going
+    on from `state` when given: run, or, when the run under way says so, taken from a run
+    that already ran (a debugger's `step_into`) or made as a fork of its recorded run.
+
+    Raises:
+        ToolError, LoopCycle: as `_answer` and `_child`.
+    """
     child, options = _child(loop, name)
-    ran = options.pop("ran", None)
-    options.pop("fork", None)
-    result = ran if ran is not None else loop.run(goal, state=state, **options)
+    fork, ran = options.pop("fork", None), options.pop("ran", None)
+    if ran is not None:
+        result = ran
+    elif fork is not None:
+        result = _forked(loop, goal, fork, {**options, "state": state})
+    else:
+        result = loop.run(goal, state=state, **options)
     return _answer(name, result, child)
 
 
@@ -218,9 +227,8 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
     if not lineage:
         return _Called(None, "", name, 0), {}
     parent = lineage[-1]
-    replayed = getattr(parent.performer, "replayed_children", None)
-    if replayed is not None:
-        replayed(len(parent.trace) + 1)
+    if parent.performer is not None:
+        parent.performer.replayed_children(len(parent.trace) + 1)
     with _NUMBERING:
         path, options = planned(parent, loop, name)
         called = _Called(parent, path, name, len(parent.trace) + 1)

@@ -118,6 +118,10 @@ class Performer:
         raise UsageError(f"an answer adds the tool {name!r}, which only a durable loop that has it among its "
                          "extra_tools can give a run")
 
+    def replayed_children(self, before: int) -> None:
+        """Keep the recorded child runs made before transition `before` with the run's own;
+        a live run has none (see `ReplayingPerformer`)."""
+
     def child_performer(self, path: str) -> Callable[[Journal, Any], Performer] | None:
         """What makes the performer of the child run at `path` that a tool of this run
         makes (`AgentLoop.as_tool`): None, a live one of its own; when someone answers this

@@ -139,11 +139,7 @@ def mcp_server(tools: Sequence[Any], name: str = "forge", durables: Mapping[str,
         except Unanswered as unanswered:
             return _error(types, str(unanswered))
         except NeedsInput as needed:
-            schema, _ = form_for(needed.waiting)
-            ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=needed.waiting.asks,
-                                                                            requested_schema=schema))
-            return types.InputRequiredResult(input_requests={"forge": ask},
-                                             request_state=round.encode(needed, loop.codec))
+            return _input_required(types, needed.waiting, round.encode(needed, loop.codec))
         return _result(types, tool, result)
 
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
@@ -156,39 +152,48 @@ async def _durably(types: Any, context: Any, params: Any, tool: Any, durable: An
 
     from forge.durable.answers import Answer
 
-    state, replies = getattr(params, "request_state", None), getattr(params, "input_responses", None) or {}
-    if state is not None:
-        body = opened(state)
-        reply = replies.get("forge")
-        if "durable" not in body or reply is None:
-            raise Unanswered("the call was retried without a reply to the durable run's question")
+    retried = _retried(params)
+    if retried is not None:
+        body, reply = opened(retried[0]), retried[1]
+        if "durable" not in body:
+            raise Unanswered("the call was retried with the request state of a run that is not a durable one")
         waiting = Waiting.from_json(body["waiting"])
         answer = Answer.from_json(answer_of(waiting, reply)).to(waiting)
         result = await anyio.to_thread.run_sync(durable.resume, body["durable"], answer)
     else:
         result = await anyio.to_thread.run_sync(durable.run, goal)
     session = context.session
-    capabilities = session.client_capabilities
     while result.status == "waiting" and result.waiting is not None:
         waiting = result.waiting
-        if capabilities is None or capabilities.elicitation is None:
+        if not _elicits(session):
             return _error(types, f"the durable run {result.run_id} waits in {waiting.state}: {waiting.asks} "
                                  f"(answer it where its runs are kept: forge runs answer {result.run_id} … --db "
                                  f"{durable.db})")
-        schema, _ = form_for(waiting)
         if not session.can_send_request:
-            ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=waiting.asks,
-                                                                            requested_schema=schema))
-            return types.InputRequiredResult(input_requests={"forge": ask}, request_state=sealed(
-                {"durable": result.run_id, "waiting": waiting.to_json()}))
-        reply = await session.elicit_form(waiting.asks, schema, getattr(context, "request_id", None))
-        answer = Answer.from_json(answer_of(waiting, reply)).to(waiting)
+            return _input_required(types, waiting, sealed({"durable": result.run_id, "waiting": waiting.to_json()}))
+        answer = Answer.from_json(await _elicited(context, waiting)).to(waiting)
         result = await anyio.to_thread.run_sync(durable.resume, result.run_id, answer)
     if result.status == "finished" and result.outcome == "success":
         return _answered(types, tool, result.answer)
     why = result.error or result.summary or ""
     return _error(types, f"the durable run {result.run_id} ended in {result.reason or result.status}"
                   + (f": {why}" if why else ""))
+
+
+def _retried(params: Any) -> tuple[str, Any] | None:
+    """A retried call's request state and the client's reply to the question it carries;
+    None for a first call.
+
+    Raises:
+        Unanswered: the call was retried without a reply.
+    """
+    state, replies = getattr(params, "request_state", None), getattr(params, "input_responses", None) or {}
+    if state is None:
+        return None
+    reply = replies.get("forge")
+    if reply is None:
+        raise Unanswered("the call was retried without a reply to the run's question")
+    return state, reply
 
 
 def _round(params: Any, goal: str, codec: Any) -> Round:
@@ -198,13 +203,32 @@ def _round(params: Any, goal: str, codec: Any) -> Round:
     Raises:
         Unanswered: the state is not this server's, or the user declined the question.
     """
-    state, replies = getattr(params, "request_state", None), getattr(params, "input_responses", None) or {}
-    if state is None:
+    retried = _retried(params)
+    if retried is None:
         return Round(os.urandom(16).hex(), goal)
-    reply = replies.get("forge")
-    if reply is None:
-        raise Unanswered("the call was retried without a reply to the run's question")
-    return Round.decode(state, reply, codec)
+    return Round.decode(*retried, codec)
+
+
+def _elicits(session: Any) -> bool:
+    """Whether the client of `session` declared it can be asked (elicitation)."""
+    capabilities = session.client_capabilities
+    return capabilities is not None and capabilities.elicitation is not None
+
+
+async def _elicited(context: Any, waiting: Waiting) -> dict[str, Any]:
+    """Ask the client's user `waiting` in place (the call can send the client a request),
+    and return the answer as the journal keeps it (`answer_of`)."""
+    schema, _ = form_for(waiting)
+    return answer_of(waiting, await context.session.elicit_form(waiting.asks, schema,
+                                                                getattr(context, "request_id", None)))
+
+
+def _input_required(types: Any, waiting: Waiting, state: str) -> Any:
+    """The result that asks the client's user `waiting` by round trip: the retried call
+    brings the reply and `state` back."""
+    schema, _ = form_for(waiting)
+    ask = types.ElicitRequest(params=types.ElicitRequestFormParams(message=waiting.asks, requested_schema=schema))
+    return types.InputRequiredResult(input_requests={"forge": ask}, request_state=state)
 
 
 def _asker(context: Any, round: Round, blocking: Any) -> Any:
@@ -212,21 +236,13 @@ def _asker(context: Any, round: Round, blocking: Any) -> Any:
     where the call can send the client requests, by round trips where it cannot (see
     `forge.serve.asking`); None for a client without elicitation (a run that waits ends
     there)."""
-    session = context.session
-    capabilities = session.client_capabilities
-    if capabilities is None or capabilities.elicitation is None:
+    if not _elicits(context.session):
         return None if not round.calls else Eliciting.maker(round, _refusing)
-    if not session.can_send_request:
+    if not context.session.can_send_request:
         return Eliciting.maker(round, _round_trip)
-    request = getattr(context, "request_id", None)
-
-    async def elicited(waiting: Waiting) -> dict[str, Any]:
-        schema, _ = form_for(waiting)
-        return answer_of(waiting, await session.elicit_form(waiting.asks, schema, request))
-
     if blocking is None:
-        return Eliciting.maker(round, elicited)
-    return Eliciting.maker(round, lambda waiting: blocking(elicited, waiting))
+        return Eliciting.maker(round, lambda waiting: _elicited(context, waiting))
+    return Eliciting.maker(round, lambda waiting: blocking(_elicited, context, waiting))
 
 
 def _round_trip(waiting: Waiting) -> Any:
