@@ -56,25 +56,33 @@ class MCPError(ForgeError, RuntimeError):
 class MCPServer:
     """One MCP server. Use it as a context manager (or `open()` and `close()`).
 
-    `timeout` bounds starting the server and each call, in seconds.
+    `timeout` bounds each call, in seconds; `start_timeout` bounds starting the server,
+    connecting and listing its tools (default: `timeout`). A server that is slow to start
+    (an interpreter importing a large SDK on a busy machine) but must answer calls quickly
+    wants a short `timeout` and a longer `start_timeout`.
 
     Raises:
         MCPError: from `open()`, the server could not be started or connected to.
     """
 
     def __init__(self, server: StdioServerParameters | str, *, name: str | None = None, timeout: float = 60.0,
-                 errlog: TextIO | None = None) -> None:
+                 errlog: TextIO | None = None, start_timeout: float | None = None) -> None:
+        for label, seconds in (("timeout", timeout), ("start_timeout", start_timeout)):
+            if seconds is not None and not seconds > 0:
+                raise MCPError(f"MCPServer {label} must be a positive number of seconds, not {seconds!r}")
         self.server = server
         self.errlog = errlog
         self.name = name or (server if isinstance(server, str) else " ".join([server.command, *server.args]))
         self.timeout = timeout
+        self.start_timeout = timeout if start_timeout is None else start_timeout
         self._session: _Session | None = None
         self._listing: tuple[Any, ...] = ()
         self._finalizer: weakref.finalize[[], MCPServer] | None = None
 
     @classmethod
     def stdio(cls, command: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-              name: str | None = None, timeout: float = 60.0, errlog: TextIO | None = None) -> MCPServer:
+              name: str | None = None, timeout: float = 60.0, errlog: TextIO | None = None,
+              start_timeout: float | None = None) -> MCPServer:
         """A server forge starts as `command args…`, speaking MCP on its stdin and stdout.
 
         `env` is added to a minimal default environment (the SDK's); what the server writes
@@ -82,12 +90,13 @@ class MCPServer:
         """
         parameters = StdioServerParameters(command=command, args=list(args), env=dict(env) if env is not None else None,
                                            cwd=str(cwd) if cwd is not None else None)
-        return cls(parameters, name=name, timeout=timeout, errlog=errlog)
+        return cls(parameters, name=name, timeout=timeout, errlog=errlog, start_timeout=start_timeout)
 
     @classmethod
-    def http(cls, url: str, *, name: str | None = None, timeout: float = 60.0) -> MCPServer:
+    def http(cls, url: str, *, name: str | None = None, timeout: float = 60.0,
+             start_timeout: float | None = None) -> MCPServer:
         """A server already listening for streamable HTTP at `url` (e.g. http://127.0.0.1:8000/mcp)."""
-        return cls(url, name=name, timeout=timeout)
+        return cls(url, name=name, timeout=timeout, start_timeout=start_timeout)
 
     # lifecycle
 
@@ -106,22 +115,22 @@ class MCPServer:
         server does nothing.
 
         Raises:
-            MCPError: it could not be started, connected to or listed within `timeout`.
+            MCPError: it could not be started, connected to or listed within `start_timeout`.
         """
         if self.is_open:
             return self
         session = self._session = _Session(self.name)
         ready: concurrent.futures.Future[tuple[Any, ...]] = concurrent.futures.Future()
         before = _children() if not isinstance(self.server, str) else set()
-        session.start(_transport(self.server, self.errlog), self.timeout, ready)
+        session.start(_transport(self.server, self.errlog), self.start_timeout, ready)
         try:
-            self._listing = ready.result(self.timeout)
+            self._listing = ready.result(self.start_timeout)
         except BaseException as error:
             self.close()
             if not isinstance(self.server, str):  # a server the transport could not end: none survives a failed open
                 _kill(pid for pid in _children() - before if _command_of(pid) == [self.server.command, *self.server.args])
             if isinstance(error, concurrent.futures.TimeoutError):
-                raise MCPError(f"MCP server {self.name!r} did not start within {self.timeout:g} s") from None
+                raise MCPError(f"MCP server {self.name!r} did not start within {self.start_timeout:g} s") from None
             raise MCPError(f"MCP server {self.name!r} could not be started or reached: {_describe(error)}") from error
         self._finalizer = weakref.finalize(self, session.stop)
         return self
@@ -202,7 +211,7 @@ class MCPServer:
 
     def _timed_out(self, tool: str, future: concurrent.futures.Future[Any], error: Exception) -> Exception:
         """What a call that failed with `error` raises: the same TimeoutError whether this
-        side's wait or the SDK's own request timeout (the session's read timeout, the same
+        side's wait or the SDK's own request timeout (the call's read timeout, the same
         length) ran out first, the call cancelled and the session still usable; any other
         error of the SDK as it is."""
         if isinstance(error, SDKError) and error.code != REQUEST_TIMEOUT:
@@ -215,8 +224,8 @@ class MCPServer:
         session = self._session
         assert session is not None and session.loop is not None
         meta = trace_context()  # read here: the session's loop runs in another thread, outside the caller's context
-        call = session.client.call_tool(tool, dict(arguments), meta=meta) if meta else session.client.call_tool(
-            tool, dict(arguments))
+        call = session.client.call_tool(tool, dict(arguments), read_timeout_seconds=self.timeout,
+                                        **({"meta": meta} if meta else {}))
         return asyncio.run_coroutine_threadsafe(call, session.loop)
 
     def _require_open(self) -> None:

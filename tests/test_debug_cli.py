@@ -18,7 +18,7 @@ PROMPT = r"\(forge (\w+) step (\d+)\) "
 def debugger():
     env = dict(os.environ, NO_COLOR="1")
     child = pexpect.spawn(sys.executable, ["-m", "forge", "debug", HELLO], env=env, encoding="utf-8",
-                          timeout=20, dimensions=(50, 220))
+                          timeout=60, dimensions=(50, 220))
     child.expect(PROMPT)
     yield child
     child.close(force=True)

@@ -66,7 +66,7 @@ def test_a_session_stepped_back_forks_with_the_call_it_recorded_ahead(counter):
 def _spawn(*arguments: str) -> pexpect.spawn:
     env = dict(os.environ, NO_COLOR="1")
     child = pexpect.spawn(sys.executable, ["-m", "forge", "debug", *arguments], env=env, encoding="utf-8",
-                          timeout=20, dimensions=(50, 220))
+                          timeout=60, dimensions=(50, 220))
     child.expect(PROMPT)
     return child
 

@@ -383,7 +383,7 @@ def test_item_29_the_debugger_takes_obs_n_back_n_show_k_and_ctrl_c_cancels_the_l
         "goal = 'read twice'\n")
     prompt = r"\(forge (\w+) step (\d+)\) "
     child = pexpect.spawn(sys.executable, ["-m", "forge", "debug", str(tmp_path / "agent.py")],
-                          env=dict(os.environ, NO_COLOR="1"), encoding="utf-8", timeout=20, dimensions=(50, 400))
+                          env=dict(os.environ, NO_COLOR="1"), encoding="utf-8", timeout=60, dimensions=(50, 400))
     try:
         child.expect(prompt)
 
@@ -478,7 +478,8 @@ def test_item_7_a_call_the_server_never_answers_fails_within_the_timeout():
 
     from forge.mcp import MCPServer
 
-    with MCPServer.stdio(sys.executable, str(Path(__file__).with_name("mcp_odd_server.py")), timeout=3) as server:
+    odd_server = str(Path(__file__).with_name("mcp_odd_server.py"))
+    with MCPServer.stdio(sys.executable, odd_server, timeout=3, start_timeout=120) as server:  # a busy machine starts slowly
         loop = AgentLoop(server.tools(include=["slow", "good"]),
                          ScriptedPolicy([Intent.call("slow"), Intent.call("good", x="y"), Finish("ok")]),
                          lambda o: isinstance(o.payload, Finish))

@@ -270,6 +270,27 @@ def test_a_server_that_cannot_start_is_a_clear_error(tmp_path):
         MCPServer.stdio(str(tmp_path / "no-such-server")).open()
 
 
+@pytest.mark.parametrize("given", [{"timeout": 0}, {"start_timeout": -1}, {"timeout": float("nan")}])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused_and_named(given):
+    label = next(iter(given))
+    with pytest.raises(MCPError, match=f"MCPServer {label} must be a positive number of seconds"):
+        MCPServer.stdio(sys.executable, "-c", "pass", **given)
+
+
+def test_start_timeout_bounds_starting_and_defaults_to_timeout():
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    try:
+        server = MCPServer.http(f"http://127.0.0.1:{silent.getsockname()[1]}/mcp", timeout=600, start_timeout=1)
+        assert (server.timeout, server.start_timeout) == (600, 1)
+        with pytest.raises(MCPError, match="did not start within 1 s"):
+            server.open()
+    finally:
+        silent.close()
+    assert MCPServer.http("http://127.0.0.1:1/mcp", timeout=7).start_timeout == 7
+
+
 def test_a_closed_server_refuses_calls_and_unknown_tools_are_named(tmp_path):
     server, _ = _ledger_server(tmp_path)
     with pytest.raises(MCPError, match="is not open"):
