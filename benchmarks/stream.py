@@ -1,7 +1,9 @@
 """What streaming a run costs, side by side in this one run:
 
 - a streamed 1,000-step run whose consumer does nothing, against the same run not streamed
-  (target <= 1.1x);
+  (target <= 1.1x); then the same with both threads held to one CPU, which tells the
+  library's own work from the cost of the two threads running on two cores (the operating
+  system moving them, each core's cache fetching what the other wrote);
 - how long the first word of a streamed answer takes from the endpoint writing it to the
   consumer reading it as a `TextDelta` (a local chat server that streams, on 127.0.0.1;
   target <= 5 ms);
@@ -38,6 +40,22 @@ def per_step(steps: int, repeats: int) -> tuple[float, float]:
 
     plain, flowing = side_by_side(repeats, lambda: loop.run("benchmark"), streamed)
     return plain / steps, flowing / steps
+
+
+def per_step_on_one_cpu(steps: int, repeats: int) -> tuple[float, float] | None:
+    """`per_step`, with this thread (and so the run's thread, which inherits it) held to one
+    CPU: what streaming costs without the operating system moving the two threads between
+    cores. None where the system cannot pin threads."""
+    import os
+
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        return per_step(steps, repeats)
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def first_word(rounds: int) -> float:
@@ -111,6 +129,11 @@ def main() -> None:
     plain, flowing = per_step(steps, repeats)
     print(f"a streamed {steps:,}-step run {flowing * 1e6:6.2f} us/step against the run not streamed "
           f"{plain * 1e6:6.2f} us/step: ratio {flowing / plain:5.2f}x {against(flowing / plain, 1.1)}")
+    pinned = per_step_on_one_cpu(steps, repeats)
+    if pinned is not None:
+        plain, flowing = pinned
+        print(f"the same, both threads on one CPU: {flowing * 1e6:6.2f} us/step against {plain * 1e6:6.2f} us/step: "
+              f"ratio {flowing / plain:5.2f}x {against(flowing / plain, 1.1)}")
     delay = first_word(rounds)
     print(f"first word of a streamed answer, endpoint to consumer: {delay * 1e3:5.2f} ms "
           f"{against(delay * 1e3, 5, ' ms')}")
