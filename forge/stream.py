@@ -142,7 +142,12 @@ class _Handed:
         if upto <= fired:  # no record since the last event (a tool attempt's end follows its start)
             return (event,)
         self.fired = upto
-        return (*[TransitionFired.at(trace, index) for index in range(fired, upto)], event)
+        at = TransitionFired.at
+        if upto == fired + 1:
+            return at(trace, fired), event
+        events = [at(trace, index) for index in range(fired, upto)]
+        events.append(event)
+        return events
 
 
 def _relay_for(loop: Any) -> type[_Relay]:
