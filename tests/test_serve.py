@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import mcp
 import pytest
+from eliciting_client import call_answering
 from mcp.client.stdio import StdioServerParameters
 
 from forge import AgentLoop, Finish, Intent
@@ -133,25 +134,9 @@ def test_a_loop_served_over_streamable_http_answers_the_sdks_client():
 
 
 def elicited(reference: str, tool: str, arguments: dict, replies: list, mode: str = "auto") -> tuple[object, list]:
-    """Call `tool` with a client that supports elicitation and answers with `replies` in
-    turn (an `ElicitResult` each); the result and the elicitations it was sent. `mode`
-    "legacy" speaks the protocol before 2026-07-28, where the server asks in place; the
-    default, the newest, where it asks by round trips."""
-    import mcp_types as types
-
-    asked: list = []
-
-    async def answer(context, params):
-        asked.append(params)
-        action, content = replies[len(asked) - 1]
-        return types.ElicitResult(action=action, content=content)
-
-    async def session() -> object:
-        async with mcp.Client(served(reference), read_timeout_seconds=60, elicitation_callback=answer,
-                              mode=mode) as client:
-            return await client.call_tool(tool, arguments)
-
-    return anyio.run(session), asked
+    """Call `tool` of the loop `reference` names, served by `forge serve`, answering
+    `replies` (`eliciting_client.call_answering`)."""
+    return call_answering(served(reference), tool, arguments, replies, mode)
 
 
 def test_a_question_is_asked_of_the_clients_user_by_elicitation_and_the_run_goes_on():

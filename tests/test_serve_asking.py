@@ -123,44 +123,28 @@ def test_a_request_state_changed_by_the_client_is_refused():
 # --- a durable loop served: a call is a durable run, resumed by the retried call -----------
 
 
-def serve_call(server, tool_name: str, arguments: dict, replies: list, mode: str = "auto"):
-    """Call `tool_name` on the in-process `server` with a client answering `replies` in turn."""
-    import anyio
-    import mcp
-    import mcp_types as types
-
-    asked: list = []
-
-    async def answer(context, params):
-        asked.append(params)
-        action, content = replies[len(asked) - 1]
-        return types.ElicitResult(action=action, content=content)
-
-    async def session():
-        async with mcp.Client(server, elicitation_callback=answer if replies else None, mode=mode) as client:
-            return await client.call_tool(tool_name, arguments)
-
-    return anyio.run(session), asked
-
-
 def test_a_served_durable_loop_waits_in_its_database_and_the_retried_call_resumes_it(make):
+    from eliciting_client import call_answering
+
     from forge.serve import mcp_server, served_durables, served_tools
 
     durable = make(careful)
     named = {"careful": durable}
     server = mcp_server(served_tools(named), "test", served_durables(named))
-    result, asked = serve_call(server, "careful", {"goal": "hedge"}, [("accept", {"approve": True})])
+    result, asked = call_answering(server, "careful", {"goal": "hedge"}, [("accept", {"approve": True})])
     assert not result.is_error and result.content[0].text == "ok: hedge cut"
     assert asked[0].message == 'may it call cut({"thing": "hedge"})?' and CALLS == ["cut hedge"]
 
 
 def test_a_served_durable_run_a_client_cannot_be_asked_about_says_how_to_answer_it(make):
+    from eliciting_client import call_answering
+
     from forge.serve import mcp_server, served_durables, served_tools
 
     durable = make(careful)
     named = {"careful": durable}
     server = mcp_server(served_tools(named), "test", served_durables(named))
-    result, _ = serve_call(server, "careful", {"goal": "hedge"}, [])
+    result, _ = call_answering(server, "careful", {"goal": "hedge"}, [])
     assert result.is_error and "waits in approval_required: may it call cut(" in result.content[0].text
     run_id = result.content[0].text.split()[3]
     assert durable.status(run_id).status == "waiting" and CALLS == []
