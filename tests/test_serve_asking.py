@@ -120,6 +120,16 @@ def test_a_request_state_changed_by_the_client_is_refused():
         Round.decode(forged, reply(reply="x"), None)
 
 
+def test_a_request_state_is_good_only_for_the_tool_whose_call_made_it():
+    first = Round("served", "rope", tool="asking")
+    with pytest.raises(NeedsInput) as needed:
+        asking.run("rope", run_id="served", performer=Eliciting.maker(first, round_trip))
+    state = first.encode(needed.value, None)
+    with pytest.raises(Unanswered, match="a call of 'asking''s, not of 'delegating''s"):
+        Round.decode(state, reply(reply="x"), None, "delegating")
+    assert Round.decode(state, reply(reply="the middle"), None, "asking").tool == "asking"
+
+
 # --- a durable loop served: a call is a durable run, resumed by the retried call -----------
 
 

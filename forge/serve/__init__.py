@@ -154,9 +154,7 @@ async def _durably(types: Any, context: Any, params: Any, tool: Any, durable: An
 
     retried = _retried(params)
     if retried is not None:
-        body, reply = opened(retried[0]), retried[1]
-        if "durable" not in body:
-            raise Unanswered("the call was retried with the request state of a run that is not a durable one")
+        body, reply = opened(retried[0], tool.name), retried[1]
         waiting = Waiting.from_json(body["waiting"])
         answer = Answer.from_json(answer_of(waiting, reply)).to(waiting)
         result = await anyio.to_thread.run_sync(durable.resume, body["durable"], answer)
@@ -170,7 +168,8 @@ async def _durably(types: Any, context: Any, params: Any, tool: Any, durable: An
                                  f"(answer it where its runs are kept: forge runs answer {result.run_id} … --db "
                                  f"{durable.db})")
         if not session.can_send_request:
-            return _input_required(types, waiting, sealed({"durable": result.run_id, "waiting": waiting.to_json()}))
+            return _input_required(types, waiting, sealed({"durable": result.run_id, "waiting": waiting.to_json()},
+                                                          tool.name))
         answer = Answer.from_json(await _elicited(context, waiting)).to(waiting)
         result = await anyio.to_thread.run_sync(durable.resume, result.run_id, answer)
     if result.status == "finished" and result.outcome == "success":
@@ -205,8 +204,8 @@ def _round(params: Any, goal: str, codec: Any) -> Round:
     """
     retried = _retried(params)
     if retried is None:
-        return Round(os.urandom(16).hex(), goal)
-    return Round.decode(*retried, codec)
+        return Round(os.urandom(16).hex(), goal, tool=params.name)
+    return Round.decode(*retried, codec, params.name)
 
 
 def _elicits(session: Any) -> bool:

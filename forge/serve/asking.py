@@ -76,12 +76,14 @@ class Round:
     """What a served call's next round is made from: the run id, the goal, each run's calls
     so far (`calls`, by key: "" for the served run, a child's path after the run id), the
     child runs each had made (`children`: tool and transition), and the reply to the
-    question it asked (`answer`, at `where`)."""
+    question it asked (`answer`, at `where`); `tool`, the served tool the call is of, is
+    what its request state is good for."""
 
     run_id: str
     goal: str
     calls: Mapping[str, tuple[JournalEntry, ...]] = field(default_factory=dict)
     children: Mapping[str, Sequence[tuple[str, int]]] = field(default_factory=dict)
+    tool: str = ""
 
     def encode(self, needed: NeedsInput, codec: JournalCodec | None) -> str:
         """The request state that asks `needed`'s question: this round's journals as far as
@@ -89,18 +91,18 @@ class Round:
         return sealed({"run_id": self.run_id, "goal": self.goal, "waiting": needed.waiting.to_json(),
                        "where": needed.where, "children": needed.children,
                        "calls": {key: [entry.to_json(codec) for entry in entries]
-                                 for key, entries in needed.journals.items()}})
+                                 for key, entries in needed.journals.items()}}, self.tool)
 
     @classmethod
-    def decode(cls, state: str, reply: Any, codec: JournalCodec | None) -> Round:
-        """The next round of the state `encode` made, the client's reply the answer where
-        the question was asked.
+    def decode(cls, state: str, reply: Any, codec: JournalCodec | None, tool: str = "") -> Round:
+        """The next round of the state `encode` made for `tool`, the client's reply the
+        answer where the question was asked.
 
         Raises:
-            Unanswered: the state is not one this server made, or the user did not answer
-                a question (declined or cancelled it).
+            Unanswered: the state is not one this server made for `tool`, or the user did
+                not answer a question (declined or cancelled it).
         """
-        body = opened(state)
+        body = opened(state, tool)
         waiting = Waiting.from_json(body["waiting"])
         key, transition, step = body["where"]
         calls = {name: tuple(JournalEntry.from_json(data, codec) for data in entries)
@@ -108,30 +110,37 @@ class Round:
         answered = JournalEntry(body["run_id"], transition, step, "answer", waiting.state, waiting.identity,
                                 answer_of(waiting, reply))
         calls[key] = (*calls.get(key, ()), answered)
-        return cls(body["run_id"], body["goal"], calls, {k: [tuple(c) for c in v] for k, v in body["children"].items()})
+        return cls(body["run_id"], body["goal"], calls, {k: [tuple(c) for c in v] for k, v in body["children"].items()},
+                   tool)
 
     def key(self, path: str) -> str:
         """A run's key in `calls`: "" for the served run, a child's path after the run id."""
         return path[len(self.run_id) + 1:] if path.startswith(self.run_id + "/") else ""
 
 
-def sealed(body: Mapping[str, Any]) -> str:
-    """`body` as a request state: its JSON, signed with this server's key."""
-    text = base64.urlsafe_b64encode(json.dumps(body, separators=(",", ":"), default=str).encode()).decode()
+def sealed(body: Mapping[str, Any], tool: str) -> str:
+    """`body` as a request state good for a retried call of `tool`: its JSON and the tool's
+    name, signed with this server's key."""
+    text = base64.urlsafe_b64encode(json.dumps({**body, "tool": tool}, separators=(",", ":"),
+                                               default=str).encode()).decode()
     return f"{text}.{_signature(text)}"
 
 
-def opened(state: str) -> dict[str, Any]:
-    """What `sealed` sealed.
+def opened(state: str, tool: str) -> dict[str, Any]:
+    """What `sealed` sealed for `tool`.
 
     Raises:
-        Unanswered: the state is not one this server made (changed, or made before a restart).
+        Unanswered: the state is not one this server made (changed, or made before a
+            restart), or was made for another tool.
     """
     text, _, signature = state.rpartition(".")
     if not text or not hmac.compare_digest(signature, _signature(text)):
         raise Unanswered("the request state is not one this server made (it was changed, or the server "
                          "restarted): call the tool again")
     body: dict[str, Any] = json.loads(base64.urlsafe_b64decode(text))
+    if body.get("tool") != tool:
+        raise Unanswered(f"the request state is a call of {body.get('tool')!r}'s, not of {tool!r}'s: "
+                         f"retry the call of {body.get('tool')!r} with it, or call {tool!r} again")
     return body
 
 
