@@ -3,7 +3,8 @@
 - a streamed 1,000-step run whose consumer does nothing, against the same run not streamed
   (target <= 1.1x); then the same with both threads held to one CPU, which tells the
   library's own work from the cost of the two threads running on two cores (the operating
-  system moving them, each core's cache fetching what the other wrote);
+  system moving them, each core's cache fetching what the other wrote); then `astream`
+  against `arun`, where the run is a task of the consumer's event loop;
 - how long the first word of a streamed answer takes from the endpoint writing it to the
   consumer reading it as a `TextDelta` (a local chat server that streams, on 127.0.0.1;
   target <= 5 ms);
@@ -39,6 +40,21 @@ def per_step(steps: int, repeats: int) -> tuple[float, float]:
             pass
 
     plain, flowing = side_by_side(repeats, lambda: loop.run("benchmark"), streamed)
+    return plain / steps, flowing / steps
+
+
+def per_step_async(steps: int, repeats: int) -> tuple[float, float]:
+    """`per_step` for `astream` against `arun`: the run is a task of the consumer's event
+    loop, no second thread."""
+    import asyncio
+
+    loop = forge_loop(steps)
+
+    async def streamed() -> None:
+        async for _ in loop.astream("benchmark"):
+            pass
+
+    plain, flowing = side_by_side(repeats, lambda: asyncio.run(loop.arun("benchmark")), lambda: asyncio.run(streamed()))
     return plain / steps, flowing / steps
 
 
@@ -134,6 +150,9 @@ def main() -> None:
         plain, flowing = pinned
         print(f"the same, both threads on one CPU: {flowing * 1e6:6.2f} us/step against {plain * 1e6:6.2f} us/step: "
               f"ratio {flowing / plain:5.2f}x {against(flowing / plain, 1.1)}")
+    plain, flowing = per_step_async(steps, repeats)
+    print(f"astream: {flowing * 1e6:6.2f} us/step against arun {plain * 1e6:6.2f} us/step: "
+          f"ratio {flowing / plain:5.2f}x {against(flowing / plain, 1.1)}")
     delay = first_word(rounds)
     print(f"first word of a streamed answer, endpoint to consumer: {delay * 1e3:5.2f} ms "
           f"{against(delay * 1e3, 5, ' ms')}")

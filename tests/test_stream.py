@@ -5,6 +5,7 @@ fatal_error; a replayed run streams its model replies from the journal."""
 
 import asyncio
 import contextlib
+import queue
 import threading
 
 import pytest
@@ -77,6 +78,37 @@ def test_a_streamed_run_yields_every_transition_and_tool_attempt_then_its_result
     assert attempts == [("ToolAttemptStarted", 1, False), ("ToolAttemptFinished", 1, True),
                         ("ToolAttemptStarted", 2, False), ("ToolAttemptFinished", 2, False),
                         ("ToolAttemptStarted", 1, False), ("ToolAttemptFinished", 1, False)]
+
+
+def test_a_stream_may_be_iterated_from_one_thread_after_another():
+    """As a web server's thread pool does (Starlette iterates a plain generator there, each
+    `next()` in whichever worker is free)."""
+    stream, events, threads, failures = _copy_loop().stream("copy"), [], [], []
+    turns = [queue.SimpleQueue(), queue.SimpleQueue()]
+    taken = queue.SimpleQueue()
+
+    def worker(turn):
+        while turn.get():
+            threads.append(threading.get_ident())
+            try:
+                events.append(next(stream, None))
+            except Exception as failure:  # told to the test below
+                failures.append(failure)
+                events.append(None)
+            taken.put(True)
+
+    workers = [threading.Thread(target=worker, args=(turn,)) for turn in turns]
+    for each in workers:
+        each.start()
+    while not events or events[-1] is not None:
+        turns[len(events) % 2].put(True)
+        taken.get(timeout=30)
+    for turn, each in zip(turns, workers, strict=True):
+        turn.put(False)
+        each.join()
+    assert failures == [] and threads[0] != threads[1] and isinstance(events[-2], RunFinished)
+    assert events[-2].result.reason == "verified_success"
+    assert [e.record for e in events if isinstance(e, TransitionFired)] == list(events[-2].result.trace)
 
 
 def test_a_streamed_run_is_the_run_that_run_makes():
