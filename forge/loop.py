@@ -562,7 +562,8 @@ class AgentLoop:
         Breaking out of the loop (or closing the iterator) stops the run before its next
         call to the world (a tool, a model): it ends in `fatal_error` with
         `forge.events.StreamClosed` once the call under way has finished, which closing
-        waits for (see `forge.stream`).
+        waits for (see `forge.stream`). The run does not wait for you: reading slower than
+        it runs, you read events of calls it has already made.
 
         Raises (while iterating): what `run` or `replay` raises.
         """
@@ -575,7 +576,8 @@ class AgentLoop:
                 ) -> AsyncIterator[StreamEvent]:
         """`stream`, for `async for`: the run is `arun` on this event loop, so tools, the
         policy and verify may be `async def`; its events reach the consumer each time the
-        run awaits. Leaving the loop early stops the run as `stream`'s does (use
+        run awaits and before each call to the world (a plain tool blocks the loop while it
+        runs). Leaving the loop early stops the run as `stream`'s does (use
         `contextlib.aclosing` to stop it at once rather than when the generator is
         collected).
 

@@ -218,6 +218,24 @@ def test_astream_yields_the_same_events_under_arun():
     assert [e.record for e in events if isinstance(e, TransitionFired)] == list(events[-1].result.trace)
 
 
+def test_astream_tells_a_tool_attempt_before_a_plain_tool_blocks_the_event_loop():
+    seen = []
+
+    def fetch(path: str) -> str:  # a plain function: under arun it blocks the loop while it runs
+        return "seen" if any(isinstance(e, ToolAttemptStarted) for e in seen) else "not seen"
+
+    loop = AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})],
+                     ScriptedPolicy([Intent.call("fetch", path="a.md"), Finish("done")]),
+                     lambda o: o.tool_name == "finish")
+
+    async def consume():
+        async for event in loop.astream("copy"):
+            seen.append(event)
+
+    asyncio.run(consume())
+    assert seen[-1].result.state.observations[0].payload == "seen"
+
+
 def test_leaving_astream_early_ends_the_run_in_fatal_error():
     calls, ended = [], _Ended()
 

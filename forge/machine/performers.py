@@ -27,6 +27,7 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from forge.errors import UsageError
+from forge.events import sink
 from forge.machine.effects import (
     SYNCHRONOUS,
     AsyncNotSupported,
@@ -528,13 +529,21 @@ def _advance(steps: Steps[T], result: Any, error: Exception | None) -> tuple[boo
 
 async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
     """The one driver: perform each effect (awaiting what `perform` leaves awaitable) and
-    hand the result or the exception back to the action, until it returns its verdict."""
+    hand the result or the exception back to the action, until it returns its verdict.
+
+    While a stream listens (`forge.events.sink`), each call of a tool first yields to the
+    event loop once, so that the stream's consumer reads what the run told before it (the
+    attempt's start): a plain function called here blocks the loop until it returns."""
     result: Any = None
     error: Exception | None = None
     while True:
         finished, effect = _advance(steps, result, error)
         if finished:
             return effect  # type: ignore[no-any-return]
+        if type(effect) is Call and effect.kind == "tool" and sink() is not None:
+            import asyncio
+
+            await asyncio.sleep(0)
         try:
             result, error = perform(effect), None
             if isinstance(result, Awaitable):
