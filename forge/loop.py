@@ -555,7 +555,8 @@ class AgentLoop:
         """Run `goal` as `run` does, yielding its events as they happen (`forge.events`):
         each transition, tool attempt, model call and the text and tool-call deltas a
         `ChatPolicy` streams, what the run waits on, and last `RunFinished(result)`. The run
-        is the same as `run`'s: its journal and trace are the ones `run` makes. With
+        is the same as `run`'s: its journal and trace are the ones `run` makes, and it runs
+        under a copy of the context of the code iterating it (its context variables). With
         `journal` (a `LoopResult.journal` or a trace file), it is a replay of that journal
         (`replay`), calling nothing: a model's replies stream from the journal.
 
@@ -576,8 +577,8 @@ class AgentLoop:
                 ) -> AsyncIterator[StreamEvent]:
         """`stream`, for `async for`: the run is `arun` on this event loop, so tools, the
         policy and verify may be `async def`; its events reach the consumer each time the
-        run awaits and before each call to the world (a plain tool blocks the loop while it
-        runs). Leaving the loop early stops the run as `stream`'s does (use
+        run awaits and before each tool call (a plain tool blocks the loop while it runs).
+        Leaving the loop early stops the run as `stream`'s does (use
         `contextlib.aclosing` to stop it at once rather than when the generator is
         collected).
 

@@ -1,14 +1,15 @@
 """A run as a stream of events (`AgentLoop.stream`, `AgentLoop.astream`; the events are in
 `forge.events`).
 
-The run is the ordinary one — the same definition, stages, journal and trace as
-`run`/`arun` make — with one more observer, which hands each transition and tool attempt to
-the consumer, and a `forge.events.sink` set for its model calls, through which a model
-policy streams its reply. `stream` runs it in a thread of its own and yields from a queue;
-`astream` runs `arun` as a task of the caller's event loop (its events reach the consumer
-each time the run awaits — a tool, a model, a sleep — and before each call to the world,
-where the run yields to the loop once: a plain tool blocks the loop while it runs). A model
-call the journal answers (a replay) gives its reply's deltas from the journal.
+The run is the ordinary one — the same definition, stages, journal and trace as `run`/`arun`
+make — with one more observer, which hands each transition and tool attempt to the consumer,
+and a `forge.events.sink` set for its model calls, through which a model policy streams its
+reply. `stream` runs it in a thread of its own, under a copy of the context of the code
+iterating it (its context variables: a tracer's current span, a request's id), and yields
+from a queue; `astream` runs `arun` as a task of the caller's event loop (its events reach
+the consumer each time the run awaits — a tool, a model, a sleep — and before each tool
+call, where the run yields to the loop once: a plain tool blocks the loop while it runs). A
+model call the journal answers (a replay) gives its reply's deltas from the journal.
 
 A consumer that stops early (breaks out of the loop, or closes the stream) stops the run
 before its next call to the world (a tool's handler, a model): it ends in `fatal_error` with
@@ -23,6 +24,7 @@ two threads per call: 2-3x a plain run per step on two cores, measured).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -187,7 +189,7 @@ def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: 
         finally:
             events.put(_END)
 
-    thread = threading.Thread(target=work, name="forge-stream", daemon=True)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(work,), name="forge-stream", daemon=True)
     thread.start()
     handed = _Handed(relay)
     ended = False

@@ -5,6 +5,7 @@ fatal_error; a replayed run streams its model replies from the journal."""
 
 import asyncio
 import contextlib
+import contextvars
 import queue
 import threading
 
@@ -109,6 +110,28 @@ def test_a_stream_may_be_iterated_from_one_thread_after_another():
     assert failures == [] and threads[0] != threads[1] and isinstance(events[-2], RunFinished)
     assert events[-2].result.reason == "verified_success"
     assert [e.record for e in events if isinstance(e, TransitionFired)] == list(events[-2].result.trace)
+
+
+REQUEST = contextvars.ContextVar("request", default="none")
+
+
+def test_a_streamed_runs_tools_see_the_context_variables_of_the_code_iterating_it():
+    """As under `run`: a tracer's current span or a request's id set around the loop reach
+    the run's tools (and the run's own settings do not leak back out)."""
+    def whose(path: str) -> str:
+        seen = REQUEST.get()
+        REQUEST.set("changed by the tool")
+        return seen
+
+    loop = AgentLoop([Tool("whose", {"whose"}, whose, required={"path"})],
+                     ScriptedPolicy([Intent.call("whose", path="a.md"), Finish("done")]),
+                     lambda o: o.tool_name == "finish")
+    token = REQUEST.set("request-7")
+    try:
+        result = list(loop.stream("whose"))[-1].result
+        assert result.state.observations[0].payload == "request-7" and REQUEST.get() == "request-7"
+    finally:
+        REQUEST.reset(token)
 
 
 def test_a_streamed_run_is_the_run_that_run_makes():
