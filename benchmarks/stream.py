@@ -4,7 +4,8 @@
   (target <= 1.1x); then the same with both threads held to one CPU, which tells the
   library's own work from the cost of the two threads running on two cores (the operating
   system moving them, each core's cache fetching what the other wrote); then `astream`
-  against `arun`, where the run is a task of the consumer's event loop;
+  against `arun`, where the run is a task of the consumer's event loop and gives the loop a
+  turn before each tool call (so that the consumer reads as the run goes);
 - how long the first word of a streamed answer takes from the endpoint writing it to the
   consumer reading it as a `TextDelta` (a local chat server that streams, on 127.0.0.1;
   target <= 5 ms);
