@@ -60,14 +60,15 @@ class _Failed:
 
 class _Relay(LoopObserver):
     """The observer that hands the run's events to `put`, each with how many records the
-    trace had then; once `closed` is set, it stops the run before its next call.
+    trace had then; once `closed` is true, it stops the run before its next call.
 
     The consumer's side makes the `TransitionFired` events from those counts (`_Handed`):
     a transition costs the run no event, no record and no word to this observer, so that
     a streamed run costs about what a run does."""
 
-    def __init__(self, put: Callable[[Any], None], closed: threading.Event) -> None:
-        self.put, self.closed = put, closed
+    def __init__(self, put: Callable[[Any], None]) -> None:
+        self.put = put
+        self.closed = False  # set by the consumer's side, read before each call in the run's thread
         self.trace: Sequence[Any] = ()
         self.journal: Sequence[Any] = ()
         self.streamed = 0  # model calls whose deltas came live from the policy, not yet seen in the journal
@@ -79,17 +80,18 @@ class _Relay(LoopObserver):
     def live(self, event: StreamEvent) -> None:
         """The sink of the run's model calls: deltas as the model makes them."""
         if isinstance(event, ModelCallStarted):
-            self._refuse_if_closed(f"before a call of model {event.model!r}")
+            if self.closed:
+                self._refuse(f"before a call of model {event.model!r}")
             self.streamed += 1
         self.put((len(self.trace), event))
 
     def tool_attempt_started(self, run: RunView, attempt: ToolAttempt) -> None:
-        self._refuse_if_closed(f"before a call of tool {attempt.tool!r}")
+        if self.closed:
+            self._refuse(f"before a call of tool {attempt.tool!r}")
         self.put((len(self.trace), ToolAttemptStarted(attempt)))
 
-    def _refuse_if_closed(self, where: str) -> None:
-        if self.closed.is_set():
-            raise StreamClosed(f"the stream was closed before the run ended: it stopped {where}")
+    def _refuse(self, where: str) -> None:
+        raise StreamClosed(f"the stream was closed before the run ended: it stopped {where}")
 
     def tool_attempt(self, run: RunView, attempt: ToolAttempt) -> None:
         self.put((len(self.trace), ToolAttemptFinished(attempt)))
@@ -172,8 +174,7 @@ def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: 
     `AsyncNotSupported`, a blank goal).
     """
     events: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    closed = threading.Event()
-    relay = _relay_for(loop)(events.put, closed)
+    relay = _relay_for(loop)(events.put)
     watching = (relay, *observers)
 
     def work() -> None:
@@ -204,7 +205,7 @@ def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: 
             yield from handed.events(item)
     finally:
         if not ended:
-            closed.set()
+            relay.closed = True
             while events.get() is not _END:  # the run stops before its next call
                 pass
         thread.join()
@@ -218,16 +219,15 @@ async def astream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), 
     Raises (while iterating): what `loop.arun` raises.
     """
     events: asyncio.Queue[Any] = asyncio.Queue()
-    closed = threading.Event()
     if journal is None:
-        relay = _relay_for(loop)(events.put_nowait, closed)
+        relay = _relay_for(loop)(events.put_nowait)
     else:
         running = asyncio.get_running_loop()
 
         def from_thread(item: Any) -> None:
             running.call_soon_threadsafe(events.put_nowait, item)
 
-        relay = _relay_for(loop)(from_thread, closed)
+        relay = _relay_for(loop)(from_thread)
     watching = (relay, *observers)
 
     async def work() -> None:
@@ -260,7 +260,7 @@ async def astream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), 
                 yield event
     finally:
         if not ended:
-            closed.set()
+            relay.closed = True
             while await events.get() is not _END:  # the run stops before its next call
                 pass
         await task
