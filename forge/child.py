@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
-__all__ = ["CALLING", "GOAL_SCHEMA", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
+__all__ = ["CALLING", "GOAL_SCHEMA", "MAX_DEPTH", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
            "as_json", "goal_of", "hand_off", "has_side_effects", "loop_at", "loop_tool", "planned", "why_not", "RAN"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
@@ -60,7 +60,13 @@ _NUMBERING = threading.Lock()
 
 
 class LoopCycle(ForgeError, RecursionError):
-    """A loop's tool would run a loop that is already running below it: it would never end."""
+    """A loop's tool would run a loop that is already running below it, or child runs would
+    nest deeper than `MAX_DEPTH`: it would never end."""
+
+
+MAX_DEPTH = 32
+"""How deep child runs may nest, checked apart from the cycle check (a loop whose `runs`
+fails to see itself would otherwise recurse until memory runs out)."""
 
 
 class calling:
@@ -219,6 +225,10 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
         LoopCycle: `loop` is running below this call already.
     """
     lineage = CALLING.get()
+    if len(lineage) >= MAX_DEPTH:
+        path = " → ".join(r.trace.run_id for r in lineage)
+        raise LoopCycle(f"tool {name!r} would start a child run {len(lineage)} levels deep ({path}): child runs nest "
+                        f"at most {MAX_DEPTH} deep (forge.child.MAX_DEPTH), whatever the loops")
     for run in lineage:
         if loop.runs(run):
             path = " → ".join(r.trace.run_id for r in lineage)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.agent.observations import LoopState, Observation
+from forge.bounded import TooLarge, loads
 from forge.compaction import COMPACTED, ContextLimit, compacted_messages, covered, left_out, size_of, summary_request
 from forge.errors import ForgeError, UsageError
 from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
@@ -133,7 +134,8 @@ class ChatPolicy:
     `usage` is kept on its assistant message (`forge.usage`), so `result.usage` and the
     trace show what every call cost; `provider` names the endpoint's provider for
     OpenTelemetry (`gen_ai.provider.name`). A token budget counts the whole conversation,
-    every turn of it; `count_tokens` lets it refuse a prompt too long for it unsent.
+    every turn of it; a prompt too long for it is refused unsent (its size counted by
+    `count_tokens`, else estimated as `ContextLimit` does).
 
     Raises (when called):
         ModelError: the model made only unusable calls `max_repairs` times in a row, or
@@ -157,8 +159,8 @@ class ChatPolicy:
     count_tokens: Callable[[Mapping[str, Any]], int] | None = None
     """How many prompt tokens a request (the dict sent) takes, with the model's own
     tokenizer: with a token budget, a request whose prompt alone would take the
-    conversation past it is not sent (`forge.usage`). Without it the bound is the last
-    call's cost."""
+    conversation past it is not sent (`forge.usage`). Without it the prompt's size is
+    estimated as `ContextLimit` estimates it (JSON length over four)."""
     output: Output | None = None
     """The shape of the final answer (`forge.output`; an `AgentLoop(output=...)` gives it,
     `with_output`): the model is asked for it, and an answer that does not have it is told
@@ -300,7 +302,7 @@ class ChatPolicy:
             if self.context is not None and size_of(request, self.count_tokens) > self.context.tokens:
                 yield from self._compact(messages)
                 request = self._request(messages)
-            counted = self.count_tokens(request) if self.count_tokens is not None and self.token_budget is not None else 0
+            counted = size_of(request, self.count_tokens) if self.token_budget is not None else 0
             check_budget(usage_of(messages), self.token_budget, counted)
             reply = yield request
             message = reply["message"]
@@ -346,7 +348,7 @@ class ChatPolicy:
         if self.output is None or not self.structured_output:
             return content
         try:
-            return self.output.from_model(json.loads(content))
+            return self.output.from_model(loads(content, "the answer"))
         except ValueError:
             return content  # not JSON: the output's check says so to the model
 
@@ -437,9 +439,11 @@ class ChatPolicy:
                 arguments = raw
             else:
                 try:
-                    arguments = json.loads(raw)
+                    arguments = loads(raw, "the arguments")
                     if not isinstance(arguments, dict):
                         problem = f"error: the arguments must be a JSON object, got {quoted(str(raw), ECHO_LIMIT)}"
+                except TooLarge as error:
+                    problem = f"error: {error}"
                 except (json.JSONDecodeError, TypeError) as error:
                     why = error.msg if isinstance(error, json.JSONDecodeError) else "not text"
                     problem = f"error: the arguments are not valid JSON ({why}): {quoted(str(raw), ECHO_LIMIT)}"

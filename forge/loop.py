@@ -194,9 +194,15 @@ class AgentLoop:
             raise UsageError(f"definition {self.definition.name!r} has no answer_invalid edge, so it cannot replan after "
                              "an answer that is not a valid output: add a transition from the policy's state guarded "
                              "by answer_invalid (as machines/single_agent.toml has)")
-        if approver is None and any(s.action == "request_approval" for s in self.definition.states):
+        asks_approval = any(s.action == "request_approval" for s in self.definition.states)
+        if approver is None and asks_approval:
             raise UsageError(f"definition {self.definition.name!r} asks for approvals (request_approval): "
                              "pass AgentLoop(..., approver=...)")
+        if approver is not None and not asks_approval:
+            raise UsageError(f"AgentLoop got an approver, but definition {self.definition.name!r} never asks for "
+                             "approvals (it has no request_approval state), so no call would wait for it: pass "
+                             "definition=\"approval\" (machines/approval.toml) or a definition of your own with a "
+                             "request_approval state before its side effects")
         self.engine: LoopEngine = engine_for(self.definition, self.stages, self.callbacks)
         self._async_parts = tuple(
             what for what, function in (

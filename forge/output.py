@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge.agent.execution import SchemaViolation, schema_validator, schema_violations, value_path
+from forge.bounded import TooLarge, checked, loads
 from forge.errors import ForgeError, UsageError
 
 __all__ = ["ANSWER_FIELD", "AnswerInvalid", "Output"]
@@ -75,11 +76,16 @@ class Output:
         """`answer` as the typed value, JSON text read first (a model's answer is text).
 
         Raises:
-            AnswerInvalid: the answer does not have this shape.
+            AnswerInvalid: the answer does not have this shape, or nests deeper or is
+                longer than forge reads a value (`forge.bounded`).
         """
-        if isinstance(answer, str) and self.schema.get("type") != "string":
-            with contextlib.suppress(ValueError):  # not JSON: refused below as what it is, text
-                answer = json.loads(answer)
+        try:
+            if isinstance(answer, str) and self.schema.get("type") != "string":
+                with contextlib.suppress(json.JSONDecodeError):  # not JSON: refused below as what it is, text
+                    answer = loads(answer, "the answer")
+            checked(answer, "the answer")
+        except TooLarge as too_large:  # kept as a note: the value itself is too deep to show, store or compare
+            raise AnswerInvalid(self.name, f"<{too_large}>", (SchemaViolation("(answer)", too_large.why),)) from None
         return self._check(answer)
 
     def for_model(self) -> dict[str, Any]:

@@ -156,8 +156,11 @@ class Handoff:
 
 Decision = Intent | Finish | Ask | Handoff | Sequence[Intent]
 """What a policy returns: the next call, the final answer, a question for the user, the
-conversation handed to another loop, or several calls at once (those without side effects
-are made together, `Limits.max_parallel` at a time; the policy is asked again after them)."""
+conversation handed to another loop, or several calls at once: a plan, whose calls are all
+made in order (the leading ones without side effects together, `Limits.max_parallel` at a
+time, a side effect alone); a plain policy is asked again once they are made, a model policy
+after each step (it answers its calls still pending). A planned call the run does not make is
+said in the trace and `LoopResult.dropped`."""
 
 
 class Policy(Protocol):

@@ -7,7 +7,7 @@ outcome, the counters.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,10 +88,27 @@ class LoopResult:
         return self.html_view(self)
 
     @property
+    def dropped(self) -> tuple[Mapping[str, Any], ...]:
+        """The calls a policy asked for in a list (a plan) that the run did not make, in
+        order: each `{"tool": ..., "arguments": ...}` as the trace keeps them. A run drops a
+        planned call when it ends before reaching it, or when a model policy asked again
+        decided otherwise; the transition that dropped them says so (`detail["dropped"]`)."""
+        return tuple(call for record in self.trace for call in record.detail.get("dropped", ()))
+
+    @property
     def summary(self) -> str:
         """How the run ended and why, in a sentence or two: the error that ended it, the
         tools that tied, or, when a budget or repetition stopped it, what its last call was
-        refused for (a misspelled argument ends in step_budget_exhausted with no error)."""
+        refused for (a misspelled argument ends in step_budget_exhausted with no error);
+        and the planned calls it did not make (`dropped`)."""
+        text = self._ended()
+        dropped = self.dropped
+        if dropped:
+            names = ", ".join(str(call["tool"]) for call in dropped)
+            text += f"; {len(dropped)} planned call{'s' if len(dropped) != 1 else ''} not made: {names}"
+        return text
+
+    def _ended(self) -> str:
         text = f"{self.reason} ({self.outcome or 'ended'}) after {self.steps} step{'s' if self.steps != 1 else ''}"
         tied = getattr(self.error, "tied", None)
         if tied:

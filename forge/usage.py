@@ -12,9 +12,10 @@ costs at least the last call's prompt plus completion tokens (`Usage.next_call_a
 A run stops in `budget_exhausted` when what it has used plus that lower bound would go past
 `AgentLoop(token_budget=N)`. What it has used is the whole conversation's: every turn's
 calls (`loop.run(reply, state=...)` goes on with the same budget), not this turn's alone.
-When the prompt's size can be known (`ChatPolicy(count_tokens=...)`, the model's own
-tokenizer), the bound is the larger of that count and the last call's cost, so a request
-whose prompt alone would pass the budget is never sent. A call can still cost more than the
+The bound is also the next prompt's own size — counted by `ChatPolicy(count_tokens=...)`
+(the model's own tokenizer), else estimated as `ContextLimit` estimates it (its JSON text's
+length over four) — so a request whose prompt alone would pass the budget is never sent, the
+first one included. A call can still cost more than the
 bound (its own reply, which no one can count before it is made); then the run stops before
 the call after it.
 """

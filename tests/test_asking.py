@@ -208,29 +208,30 @@ def test_a_runs_usage_counts_only_its_own_turns_calls():
 
 
 def test_the_budget_stops_a_chat_run_before_the_call_that_would_exceed_it():
-    """Each call costs 100 prompt + 10 completion; the next prompt holds the last one and
-    its reply, so it costs at least 110. With a budget of 329, two calls (220) fit and a
-    third (at least 330 in all) cannot: the run stops with two calls made."""
-    calls = [reply(None, (f"c{n}", "lookup", {"city": f"city{n}"})) | {"_usage": {"prompt_tokens": 100,
-                                                                                    "completion_tokens": 10}}
+    """Each call costs 1,000 prompt + 100 completion (more than the prompt's own estimate, as
+    a real prompt with its tools' schemas is); the next prompt holds the last one and its
+    reply, so it costs at least 1,100. With a budget of 3,299, two calls (2,200) fit and a
+    third (at least 3,300 in all) cannot: the run stops with two calls made."""
+    calls = [reply(None, (f"c{n}", "lookup", {"city": f"city{n}"})) | {"_usage": {"prompt_tokens": 1000,
+                                                                                    "completion_tokens": 100}}
              for n in range(6)]
     with ChatServer(calls) as server:
-        result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=329)).run("weather everywhere")
+        result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=3299)).run("weather everywhere")
     assert result.reason == "budget_exhausted" and result.outcome == "failure"
-    assert len(server.requests) == 2  # 220 used, and a third call costs at least 110 more: 330 > 329
-    assert result.usage.total_tokens == 220
+    assert len(server.requests) == 2  # 2,200 used, and a third call costs at least 1,100 more
+    assert result.usage.total_tokens == 2200
     stop = result.trace[-1]
-    assert (stop.dest, stop.detail["tokens_used"], stop.detail["token_budget"]) == ("budget_exhausted", 220, 329)
+    assert (stop.dest, stop.detail["tokens_used"], stop.detail["token_budget"]) == ("budget_exhausted", 2200, 3299)
 
 
 def test_the_budget_stops_exactly_at_it():
-    calls = [reply(None, (f"c{n}", "lookup", {"city": f"city{n}"})) | {"_usage": {"prompt_tokens": 100,
-                                                                                    "completion_tokens": 10}}
+    calls = [reply(None, (f"c{n}", "lookup", {"city": f"city{n}"})) | {"_usage": {"prompt_tokens": 1000,
+                                                                                    "completion_tokens": 100}}
              for n in range(6)]
     with ChatServer(calls) as server:
-        result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=330)).run("weather everywhere")
+        result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=3300)).run("weather everywhere")
     assert result.reason == "budget_exhausted"
-    assert (len(server.requests), result.usage.total_tokens) == (3, 330)
+    assert (len(server.requests), result.usage.total_tokens) == (3, 3300)
 
 
 def test_a_policy_without_a_model_of_its_own_stops_once_its_messages_reach_the_budget():
@@ -256,11 +257,11 @@ def test_a_budget_below_one_is_refused():
 
 
 def test_the_budget_stops_an_async_run_the_same_way():
-    calls = [reply(None, (f"c{n}", "lookup", {"city": f"city{n}"})) | {"_usage": {"prompt_tokens": 100,
-                                                                                    "completion_tokens": 10}}
+    calls = [reply(None, (f"c{n}", "lookup", {"city": f"city{n}"})) | {"_usage": {"prompt_tokens": 1000,
+                                                                                    "completion_tokens": 100}}
              for n in range(6)]
     with ChatServer(calls) as server:
-        result = asyncio.run(AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=330)).arun("weather"))
+        result = asyncio.run(AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=3300)).arun("weather"))
     assert (result.reason, len(server.requests)) == ("budget_exhausted", 3)
 
 
@@ -311,19 +312,19 @@ def test_both_shipped_definitions_wait_on_a_question_and_stop_at_the_budget(defi
 
 
 def test_the_budget_counts_every_turn_of_a_conversation():
-    """Turn one asks the user (110 tokens); turn two, going on from it, has 40 left of
-    its 150: its next call costs at least 110, so it is not sent."""
+    """Turn one asks the user (1,100 tokens); turn two, going on from it, has 400 left of
+    its 1,500: its next call costs at least 1,100, so it is not sent."""
     with ChatServer([reply(None, ("c1", "ask_user", {"question": "which city?"})) | {
-                         "_usage": {"prompt_tokens": 100, "completion_tokens": 10}},
+                         "_usage": {"prompt_tokens": 1000, "completion_tokens": 100}},
                      reply(None, ("c2", "lookup", {"city": "Oslo"})) | {
-                         "_usage": {"prompt_tokens": 120, "completion_tokens": 10}}]) as server:
-        loop = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=150))
+                         "_usage": {"prompt_tokens": 1200, "completion_tokens": 100}}]) as server:
+        loop = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=1500))
         first = loop.run("weather?")
         assert first.reason == "input_required"
         second = loop.run("Oslo", state=first.state)
     assert second.reason == "budget_exhausted"
     assert len(server.requests) == 1
-    assert (second.usage.total_tokens, second.usage.conversation.total_tokens) == (0, 110)
+    assert (second.usage.total_tokens, second.usage.conversation.total_tokens) == (0, 1100)
 
 
 def test_result_usage_gives_the_turn_and_the_whole_conversation():
@@ -346,3 +347,17 @@ def test_a_prompt_that_alone_would_pass_the_budget_is_not_sent_when_it_can_be_co
         result = AgentLoop([lookup], policy, answered, limits=Limits(token_budget=20)).run("weather " * 40)
     assert result.reason == "budget_exhausted" and server.requests == []
     assert result.trace[-1].detail["next_call_at_least"] > 20
+
+
+def test_a_prompt_that_alone_would_pass_the_budget_is_not_sent_without_a_counter_either():
+    """Without count_tokens the prompt is estimated as ContextLimit estimates it (its JSON
+    text's length over four): a first prompt over the budget is refused unsent."""
+    from forge.compaction import size_of
+
+    with ChatServer([reply("never sent")]) as server:
+        result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=20)).run("weather " * 40)
+    assert result.reason == "budget_exhausted" and server.requests == []
+    estimated = result.trace[-1].detail["next_call_at_least"]
+    assert estimated > 20
+    assert estimated == size_of({"messages": [{"role": "user", "content": "weather " * 40}],
+                                 "tools": chat(server).with_tools([lookup])._request([])["tools"]}, None)

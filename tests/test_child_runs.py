@@ -574,3 +574,26 @@ def test_a_durable_childs_side_effects_run_under_keys_made_from_the_parents_call
     durable = make(AgentLoop([child.as_tool("research")], asking("otters", "seals"), finished))
     assert durable.run("write", run_id="keyed").status == "finished"
     assert keys == ["keyed/1/research/1/file_note", "keyed/2/research/1/file_note"]
+
+
+def test_child_runs_nest_no_deeper_than_max_depth_even_when_the_cycle_check_misses(monkeypatch):
+    """The depth bound stands apart from the cycle check: with a cycle check that never
+    sees the loop in its own lineage, a loop calling itself fails at MAX_DEPTH naming the
+    path, instead of recursing until the machine runs out of memory."""
+    import forge.child
+    from forge import Tool
+
+    monkeypatch.setattr(forge.child, "MAX_DEPTH", 5)
+    monkeypatch.setattr(AgentLoop, "runs", lambda self, run: False)
+    inner: dict[str, Tool] = {}
+
+    def again(goal: str) -> str:
+        """Ask this very loop again, through its own as_tool."""
+        return inner["tool"].handler(goal=goal)
+
+    looping = AgentLoop([Tool.from_function(again)], lambda goal, state: Intent.call("again", goal="x")
+                        if not state.observations else Finish(str(state.observations[-1].payload)), finished)
+    inner["tool"] = looping.as_tool("inner")
+    result = looping.run("go", run_id="d")
+    assert "LoopCycle" in result.answer and "5 levels deep (d → d/inner.1 → d/inner.1/inner.1 →" in result.answer
+    assert "forge.child.MAX_DEPTH" in result.answer

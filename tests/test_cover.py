@@ -64,7 +64,8 @@ def test_forge_trace_dir_keeps_every_finished_runs_trace_for_cover(tmp_path, mon
 def test_generated_tests_force_every_transition_never_taken_and_pass(tmp_path):
     for name in ("single_agent", "approval"):
         definition = load_definition(name)
-        coverage = cover(definition, [_run(Finish("ok"), definition=name, approver=lambda request: True).trace])
+        approver = (lambda request: True) if name == "approval" else None
+        coverage = cover(definition, [_run(Finish("ok"), definition=name, approver=approver).trace])
         generated = write_tests(definition, coverage.untaken, tmp_path, name)
         assert [f.edge for f in generated.forced] == list(coverage.untaken) and not generated.unforced
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],

@@ -67,7 +67,8 @@ def _unreachable(loop: AgentLoop) -> AgentLoop:
     """The same loop with every tool, verify and the approver raising: a replay calls none of
     them. The policy is code, run again and checked (a RecordedPolicy's raises too)."""
     policy = RecordedPolicy(_raises) if isinstance(loop.policy, RecordedPolicy) else loop.policy
-    return loop.replace(policy=policy, verify=_raises, approver=_raises,
+    asks = any(state.action == "request_approval" for state in loop.definition.states)
+    return loop.replace(policy=policy, verify=_raises, approver=_raises if asks else None,
                         tools=[Tool(t.name, t.capabilities, _raises, t.required, t.optional, t.side_effect)
                                for t in loop.tools])
 

@@ -105,7 +105,7 @@ def test_at_most_max_parallel_calls_run_at_the_same_time():
     assert result.trace[1].detail["parallel"] == 2
 
 
-def test_with_max_parallel_one_each_call_is_a_step_of_its_own_and_the_policy_is_asked_again():
+def test_with_max_parallel_one_each_call_is_a_step_of_its_own_and_the_plan_is_made_before_the_policy_is_asked():
     asked = []
 
     @tool
@@ -120,14 +120,13 @@ def test_with_max_parallel_one_each_call_is_a_step_of_its_own_and_the_policy_is_
 
     result = AgentLoop([lookup], policy, _finished, limits=Limits(max_parallel=1)).run("look")
     assert "execute_batch" not in {r.dest for r in result.trace}
-    assert [o.payload for o in result.state.observations[:3]] == [0, 1, 2] and asked == [0, 1, 2, 3]
+    assert [o.payload for o in result.state.observations[:3]] == [0, 1, 2] and asked == [0, 3]
 
 
 def test_side_effects_are_never_made_together_and_run_in_the_order_asked():
     done = []
     write = Tool("write", {"write"}, lambda text: done.append(text) or text, {"text"}, side_effect=True)
-    script = ScriptedPolicy([[Intent.call("write", text="a"), Intent.call("write", text="b")],
-                             [Intent.call("write", text="b")], Finish("done")])
+    script = ScriptedPolicy([[Intent.call("write", text="a"), Intent.call("write", text="b")], Finish("done")])
     result = AgentLoop([write], script, _finished).run("write")
     assert done == ["a", "b"] and "execute_batch" not in {r.dest for r in result.trace}
     assert result.side_effects_run == 2
@@ -137,8 +136,7 @@ def test_side_effects_are_never_made_together_and_run_in_the_order_asked():
 def test_each_side_effect_waits_for_its_own_approval():
     asked = []
     write = Tool("write", {"write"}, lambda text: text, {"text"}, side_effect=True)
-    script = ScriptedPolicy([[Intent.call("write", text="a"), Intent.call("write", text="b")],
-                             [Intent.call("write", text="b")], Finish("done")])
+    script = ScriptedPolicy([[Intent.call("write", text="a"), Intent.call("write", text="b")], Finish("done")])
     loop = AgentLoop([write], script, _finished, definition="approval",
                      approver=lambda request: asked.append(request.arguments["text"]) or True)
     assert loop.run("write").reason == "verified_success" and asked == ["a", "b"]
@@ -148,7 +146,7 @@ def test_only_the_leading_calls_without_side_effects_are_made_together():
     lookup = _together(2)
     write = Tool("write", {"write"}, lambda text: text, {"text"}, side_effect=True)
     script = ScriptedPolicy([[Intent.call("lookup", n=1), Intent.call("lookup", n=2), Intent.call("write", text="a")],
-                             Intent.call("write", text="a"), Finish("done")])
+                             Finish("done")])
     result = AgentLoop([lookup, write], script, _finished).run("mixed")
     assert [o.tool_name for o in result.state.observations] == ["lookup", "lookup", "write", "finish"]
     assert result.trace[0].detail["tools"] == ["lookup", "lookup"]

@@ -275,3 +275,39 @@ def test_a_streamed_typed_run_gives_the_typed_answer_and_the_same_journal():
     assert isinstance(events[-1], RunFinished) and streamed.answer == Weather("Oslo", 4.5) == plain.answer
     assert "".join(e.text for e in events if isinstance(e, TextDelta)).startswith('{"city":')
     assert [(e.kind, e.identity) for e in streamed.journal] == [(e.kind, e.identity) for e in plain.journal]
+
+
+def _nested(depth):
+    value: dict = {}
+    inner = value
+    for _ in range(depth):
+        inner["x"] = {}
+        inner = inner["x"]
+    return value
+
+
+def test_an_answer_nested_too_deep_is_told_as_invalid_and_the_policy_replans():
+    result = _loop([Finish({"city": _nested(100_000), "celsius": 1}), Finish({"city": "Oslo", "celsius": 1})]).run("w")
+    assert result.reason == "verified_success" and result.answer == Weather("Oslo", 1.0)
+    invalid = result.state.observations[0].payload
+    assert isinstance(invalid, AnswerInvalid)
+    assert [(v.path, v.message) for v in invalid.violations] == [("(answer)", "nested deeper than 100 levels")]
+
+
+def test_an_answer_as_json_text_nested_too_deep_is_told_as_invalid():
+    deep = "[" * 100_000 + "]" * 100_000
+    result = _loop([Finish(deep), Finish({"city": "Oslo", "celsius": 1})]).run("w")
+    assert result.reason == "verified_success"
+    assert "nested deeper than 100 levels" in str(result.state.observations[0].payload)
+
+
+def test_a_models_tool_arguments_nested_too_deep_are_told_to_it_as_an_error():
+    deep = '{"city": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    replies = [reply(None, ("c1", "temperature", deep)), reply(None, ("c2", "temperature", '{"city": "Oslo"}')),
+               reply('{"city": "Oslo", "celsius": 4.5}')]
+    with ChatServer(replies) as server:
+        model = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
+        result = AgentLoop([temperature], model, lambda o: o.tool_name == "finish", output=Weather).run("weather")
+        told = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
+    assert result.reason == "verified_success" and result.answer == Weather("Oslo", 4.5)
+    assert told == ["error: the arguments refused: nested deeper than 100 levels"]

@@ -200,3 +200,33 @@ def test_an_answer_that_names_no_question_is_a_bad_request_not_a_conflict(make, 
     status, body = call(ui["port"], "POST", "/api/runs/api-noquestion/answer",
                         {"kind": "approve", "value": asked["fingerprint"]})
     assert status == 400 and "which question it answers" in body["error"]
+
+
+def test_a_search_longer_than_the_limit_is_refused_as_json_naming_the_limit(ui):
+    from forge.durable.runs import SEARCH_LIMIT
+
+    status, body = call(ui["port"], "GET", "/api/runs?q=" + "a%25" * 25_000)
+    assert status == 400 and body["error"] == f"a search is at most {SEARCH_LIMIT} characters, got 50,000"
+
+
+def test_a_search_at_the_limit_is_answered(ui):
+    from forge.durable.runs import SEARCH_LIMIT
+
+    status, body = call(ui["port"], "GET", "/api/runs?q=" + "x%25_" * (SEARCH_LIMIT // 3))
+    assert status == 200 and body["runs"] == []
+
+
+def test_the_runs_page_refuses_a_search_longer_than_the_limit_on_its_own_page(ui):
+    status, text = test_ui.request(ui["port"], "GET", "/?q=" + "a" * 50_000)[:2]
+    assert status == 400 and "a search is at most 200 characters" in text
+
+
+def test_an_internal_error_of_the_api_is_answered_as_json(ui, monkeypatch):
+    from forge.durable.runs import StoredRuns
+
+    def broken(self, run_id):
+        raise RuntimeError("the disk is on fire")
+
+    monkeypatch.setattr(StoredRuns, "get", broken)
+    status, body = call(ui["port"], "GET", "/api/runs/anything")
+    assert status == 500 and body == {"error": "internal error (RuntimeError); the server's log has the details"}

@@ -41,7 +41,11 @@ from forge.machine.trace import TransitionRecord
 if TYPE_CHECKING:
     from forge.events import StreamEvent
 
-__all__ = ["RunRow", "StoredRuns", "new_run_id"]
+__all__ = ["SEARCH_LIMIT", "RunRow", "StoredRuns", "new_run_id"]
+
+SEARCH_LIMIT = 200
+"""The most characters a search of the runs list takes (a longer text is refused, not sent
+to the database, whose pattern matching has limits of its own)."""
 
 T = TypeVar("T")
 
@@ -349,7 +353,13 @@ class StoredRuns:
         finished, cancelled, error), ended in `reason`, are runs of `loop`, and whose id or
         goal holds `text` (any case); and whether more follow. Reads the runs `window` at a time; DBOS's status
         and the text are matched before a run's event is read, so a filter reads only the
-        events of the runs it may keep."""
+        events of the runs it may keep.
+
+        Raises:
+            UsageError: `text` is longer than `SEARCH_LIMIT` characters.
+        """
+        if text and len(text) > SEARCH_LIMIT:
+            raise UsageError(f"a search is at most {SEARCH_LIMIT} characters, got {len(text):,}")
         wanted: builtins.list[RunRow] = []
         skipped = seen = 0
         statuses = set(_WORKFLOW_STATUSES.get(status, ())) if status else None

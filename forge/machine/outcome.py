@@ -54,6 +54,7 @@ class FactChanges(TypedDict, total=False):
     approvals: Mapping[str, bool]
     batch: tuple[tuple[Intent, Action], ...]
     outcomes: tuple[tuple[str, Any], ...]
+    plan: tuple[Intent, ...]
 
 
 class CountChanges(TypedDict, total=False):

@@ -86,7 +86,7 @@ class RunFacts:
     stop decision, the error that ended the run, if any, and the policy's question to the
     user when it asked one; what a person's answers decided (the next decision, the
     calls approved or rejected); and the calls made together (`batch`) with their
-    `outcomes`."""
+    `outcomes`; and the calls of a policy's list still to be made (`plan`)."""
 
     step: int = 0
     intent: Intent | None = None
@@ -102,6 +102,7 @@ class RunFacts:
     approvals: Mapping[str, bool] = field(default_factory=dict)  # a call's fingerprint → a person's answer
     batch: tuple[tuple[Intent, Action], ...] = ()  # calls to make together, until their outcomes are decided on
     outcomes: tuple[tuple[str, Any], ...] = ()  # the status and value (or failure) of each call of the batch
+    plan: tuple[Intent, ...] = ()  # the calls a policy's list asked for that are still to be made, in order
 
     def copy(self) -> RunFacts:
         return replace(self)

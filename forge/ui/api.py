@@ -36,7 +36,7 @@ from starlette.routing import Route
 
 from forge.durable.answers import AnswerRefused
 from forge.durable.runs import RunRow, StoredRuns
-from forge.errors import ForgeError, RunNotFound
+from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.answers import Waiting
 from forge.machine.fork import Patch
 from forge.machine.trace import summary
@@ -201,8 +201,11 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of:
             page = max(0, int(request.query_params.get("page", "0")))
         except ValueError:
             return error(400, "page must be a whole number")
-        rows, more = await run_in_threadpool(runs.find, status=status or None, reason=reason or None,
-                                             text=text or None, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+        try:
+            rows, more = await run_in_threadpool(runs.find, status=status or None, reason=reason or None,
+                                                 text=text or None, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+        except UsageError as refused_search:
+            return error(400, str(refused_search))
         return JSONResponse({"runs": [row_json(row) for row in rows], "page": page, "more": more})
 
     async def one(request: Request, run_id: str) -> Response:

@@ -33,12 +33,12 @@ from urllib.parse import urlencode, urlsplit
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from forge.durable.answers import Answer, AnswerRefused
 from forge.durable.runs import StoredRuns
-from forge.errors import ForgeError, RunNotFound
+from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
 from forge.ui.api import ApiGuard, api_routes, run_path_parts
@@ -134,9 +134,12 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             page = max(0, int(request.query_params.get("page", "0")))
         except ValueError:
             return _failed(400, "page must be a number", query)
-        rows, more = await run_in_threadpool(runs.find, status=filters["status"] or None,
-                                             reason=filters["reason"] or None, text=filters["q"] or None,
-                                             offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+        try:
+            rows, more = await run_in_threadpool(runs.find, status=filters["status"] or None,
+                                                 reason=filters["reason"] or None, text=filters["q"] or None,
+                                                 offset=page * PAGE_SIZE, limit=PAGE_SIZE)
+        except UsageError as refused_search:
+            return _failed(400, str(refused_search), query)
         waiting = await run_in_threadpool(waiting_count)
         return served(HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=query,
                                              waiting=waiting)))
@@ -332,7 +335,15 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         yield
         runs.close()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    async def failed(request: Request, exc: Exception) -> Response:
+        """What a request that raised is answered: JSON under /api (every answer of the API
+        is), the error page elsewhere; the exception itself goes to the server's log."""
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"},
+                                status_code=500)
+        return _failed(500, f"internal error ({type(exc).__name__}); the server's log has the details", query)
+
+    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: failed})
 
 
 _NOTES = {"answered": "Answered.", "cancelled": "Cancelled: the run stops at its next step.",

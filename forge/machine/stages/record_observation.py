@@ -20,7 +20,7 @@ from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerp
 from forge.output import AnswerInvalid
 from forge.policy import Finish
 
-__all__ = ['GUARDS', 'SPEC', 'Recording']
+__all__ = ['GUARDS', 'SPEC', 'Recording', 'repeat_key']
 
 
 class Recording(StrEnum):
@@ -35,7 +35,7 @@ def _record_observation(run: Run) -> Steps[StageOutcome]:
         return _record_together(run)
     assert facts.action is not None and facts.status is not None, "record follows call_tool"
     name, payload = facts.action.tool_name, facts.payload
-    action = _repeat_key(run, name, payload, facts.intent.arguments if facts.intent else {})
+    action = repeat_key(run, name, payload, facts.intent.arguments if facts.intent else {})
     # the observation is recorded by the engine; its sequence is the record's step
     if facts.repeat_of is None:
         return StageOutcome(Recording.RECORDED, {"status": facts.status}, observe=(name, facts.status, payload, action))
@@ -45,7 +45,7 @@ def _record_observation(run: Run) -> Steps[StageOutcome]:
     yield  # a generator like every action, though it needs nothing from outside
 
 
-def _repeat_key(run: Run, name: str, payload: Any, arguments: Mapping[str, Any]) -> str:
+def repeat_key(run: Run, name: str, payload: Any, arguments: Mapping[str, Any]) -> str:
     """What repetition counts the call as: its tool (`repeat_by="tool"`), else the whole
     call, the same tool with the same canonical arguments (or the same answer)."""
     if run.config.repeat_by == "tool":
@@ -65,7 +65,7 @@ def _record_together(run: Run) -> StageOutcome:
     observed = []
     for (intent, action), (status, payload) in zip(run.facts.batch, run.facts.outcomes, strict=True):
         observed.append((action.tool_name, status, payload,
-                         _repeat_key(run, action.tool_name, payload, intent.arguments)))
+                         repeat_key(run, action.tool_name, payload, intent.arguments)))
         if status == "fatal_error":
             break
     return StageOutcome(Recording.RECORDED, {"statuses": [status for _, status, _, _ in observed]},

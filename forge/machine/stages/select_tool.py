@@ -6,7 +6,7 @@ Several intents at once are calls to make together where they have no side effec
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from enum import StrEnum
 from functools import lru_cache
@@ -22,6 +22,7 @@ from forge.agent.actions import (
     select_named,
 )
 from forge.agent.stopping import StopController, StopReason
+from forge.bounded import TooLarge, checked
 from forge.errors import UsageError, WrongType
 from forge.machine.abstract import AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
@@ -30,12 +31,13 @@ from forge.machine.journal import DecidedAsCode
 from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
+from forge.machine.stages.record_observation import repeat_key
 from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
 from forge.output import AnswerInvalid
 from forge.policy import ASK, FINISH, Ask, Finish, Handoff, Intent
 from forge.usage import BudgetExhausted, usage_of
 
-__all__ = ['GUARDS', 'SPEC', 'Selection', 'chosen_tool']
+__all__ = ['GUARDS', 'SPEC', 'Selection', 'chosen_tool', 'dropped_calls']
 
 
 class Selection(StrEnum):
@@ -59,7 +61,45 @@ definition written before them need not handle them (see `ActionSpec.optional`).
 
 
 def _select_tool(run: Run) -> Steps[StageOutcome]:
-    return _selected(run) if run.facts.pinned is None else _pinned(run)
+    planned = run.facts.plan
+    outcome = yield from (_selected(run) if run.facts.pinned is None else _pinned(run))
+    if not planned and not outcome.facts.get("plan"):
+        return outcome
+    return (yield from _kept_to_plan(run, planned, outcome))
+
+
+_ENDS_RUN = frozenset({Selection.AMBIGUOUS, Selection.NO_TOOL, Selection.POLICY_ERROR, Selection.BUDGET_EXHAUSTED})
+"""select_tool's verdicts after which the run makes no further call: a plan's calls left are dropped."""
+
+
+def _kept_to_plan(run: Run, planned: tuple[Intent, ...], outcome: StageOutcome) -> Steps[StageOutcome]:
+    """`outcome` with the plan it leaves (the calls of the policy's list not made yet) and,
+    in the trace, the planned calls it dropped: those a model policy's new decision did not
+    ask for again, and every call left when the verdict ends the run."""
+    facts = outcome.facts
+    rest: tuple[Intent, ...] = facts.get("plan", ())
+    chosen = facts.get("intent")
+    taken = [intent for intent, _ in facts.get("batch", ())] or ([chosen] if chosen is not None else [])
+    dropped = [intent for intent in planned if intent not in taken and intent not in rest]
+    if outcome.verdict in _ENDS_RUN:
+        dropped.extend(rest)
+        rest = ()
+    if not dropped:
+        return replace(outcome, facts={**facts, "plan": rest})
+    shown = yield from dropped_calls(run, dropped)
+    return replace(outcome, facts={**facts, "plan": rest}, detail={**outcome.detail, "dropped": shown})
+
+
+def dropped_calls(run: Run, intents: Sequence[Intent]) -> Steps[list[dict[str, Any]]]:
+    """What the trace keeps of planned calls that will not be made: each one's tool (or
+    capabilities) and its arguments as the trace keeps arguments (through `redact`)."""
+    shown = []
+    for intent in intents:
+        tool = chosen_tool(intent, run.config.specs) or ""
+        arguments = yield from _arguments_text(run, tool, intent)
+        shown.append({"tool": tool or sorted(intent.capabilities),
+                      "arguments": arguments if isinstance(arguments, str) else summary(arguments, ARGUMENTS_LIMIT)})
+    return shown
 
 
 def _pinned(run: Run) -> Steps[StageOutcome]:
@@ -77,14 +117,19 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
     batch: tuple[tuple[Intent, Action], ...] = ()
+    rest: tuple[Intent, ...] = ()
     handed: str | None = None
+    intent: Any
     try:
-        intent = yield from _decided(run, step)
+        if run.facts.plan and run.facts.pinned is None and config.policy_replays != "model":
+            intent = list(run.facts.plan)  # the rest of the policy's list, made in order without asking it again
+        else:
+            intent = yield from _decided(run, step)
         if isinstance(intent, Handoff):
             handed = intent.to
             intent = yield from _handed_off(run, step, intent)
         if isinstance(intent, (list, tuple)):
-            intent, batch = _batched(run, intent)
+            intent, batch, rest = _batched(run, intent)
         if not isinstance(intent, (Intent, Finish, Ask)):
             raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish, an Ask, a Handoff or a list of Intents")
         if isinstance(intent, Ask) and not config.can_ask:
@@ -109,7 +154,7 @@ def _selected(run: Run) -> Steps[StageOutcome]:
     if isinstance(intent, Finish):
         if handed is not None:
             detail["handoff"] = handed
-        detail["finish"] = quoted(repr(intent.answer), 200)
+        detail["finish"] = quoted(_shown(intent.answer), 200)
         if config.output is not None:
             try:
                 intent = Finish(config.output.validated(intent.answer))
@@ -126,8 +171,10 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         subjects = []
         for each, chosen in batch:
             subjects.append((yield from _arguments_text(run, chosen.tool_name, each)))
+        if rest:
+            detail["planned"] = len(rest)
         return StageOutcome(Selection.BATCHED, detail, subjects, {"step": step, "intent": None, "action": None,
-                                                                  "batch": batch}, counts)
+                                                                  "batch": batch, "plan": rest}, counts)
     action: Action | None = None
     refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
@@ -135,7 +182,9 @@ def _selected(run: Run) -> Steps[StageOutcome]:
     except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
         refused = error
     subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
-    facts: FactChanges = {"step": step, "intent": intent, "action": action}
+    facts: FactChanges = {"step": step, "intent": intent, "action": action, "plan": rest}
+    if rest:
+        detail["planned"] = len(rest)
     if refused is not None:
         facts["error"] = refused
     if isinstance(refused, UnknownTool):
@@ -153,6 +202,14 @@ def _selected(run: Run) -> Steps[StageOutcome]:
 
 
 _NONE: CountChanges = {}
+
+
+def _shown(answer: Any) -> str:
+    """The answer's repr, or what is wrong with it where it nests too deep to show."""
+    try:
+        return repr(checked(answer, "the answer"))
+    except TooLarge as too_large:
+        return f"<{too_large}>"
 
 
 def _handed_off(run: Run, step: int, handoff: Handoff) -> Steps[Finish]:
@@ -192,13 +249,17 @@ def _action_for(run: Run, intent: Intent) -> Action:
     return action
 
 
-def _batched(run: Run, decided: list[Any] | tuple[Any, ...]) -> tuple[Intent, tuple[tuple[Intent, Action], ...]]:
-    """Intents the policy asked for at once: the first, and the calls to make together, if
-    any — the leading calls whose tools have no side effect, two at least, no more than the
-    steps left (the policy is asked again after them, and decides the rest again: a model
-    policy answers its calls still pending). Nothing is made together where the loop runs
-    one call at a time (`Limits(max_parallel=1)`, or a definition without a
-    `tools_batched` edge).
+def _batched(run: Run, decided: list[Any] | tuple[Any, ...]
+             ) -> tuple[Intent, tuple[tuple[Intent, Action], ...], tuple[Intent, ...]]:
+    """Intents the policy asked for at once (a plan: its calls are made in order): the
+    first, the calls to make together, if any, and the calls left for later steps. Made
+    together are the leading calls whose tools have no side effect, two at least, no more
+    than the steps left and none past the repeat limit (the batch ends with the call that
+    reaches it, as single calls would); a side effect is made alone, in its turn. Nothing is
+    made together where the loop runs one call at a time (`Limits(max_parallel=1)`, or a
+    definition without a `tools_batched` edge). A model policy is asked again after each
+    step and answers its calls still pending; any other policy's calls left are made without
+    asking it (`_select_tool`).
 
     Raises:
         WrongType: the list is empty or holds anything but Intents.
@@ -212,17 +273,25 @@ def _batched(run: Run, decided: list[Any] | tuple[Any, ...]) -> tuple[Intent, tu
     config, state = run.config, run.loop_state
     room = config.controller.max_steps - (state.step_count - state.turn_start)
     if len(decided) < 2 or room < 2 or config.max_parallel < 2 or not config.can_batch:
-        return decided[0], ()
+        return decided[0], (), tuple(decided[1:])
     batch = []
+    history = state.turn_history
+    made: dict[str, int] = {}
     for intent in decided[:room]:
         try:
             action = _action_for(run, intent)
         except (UnknownTool, AmbiguousToolChoice, NoMatchingTool):
-            break  # met on its own, when the policy asks it again
+            break  # met on its own, in its turn
         if config.tools[action.tool_name].side_effect:
             break
         batch.append((intent, action))
-    return decided[0], tuple(batch) if len(batch) > 1 else ()
+        key = repeat_key(run, action.tool_name, None, intent.arguments)
+        made[key] = made.get(key, 0) + 1
+        if history.count(key) + made[key] >= config.controller.repeat_limit:
+            break  # the run stops after this call: nothing past it is made
+    if len(batch) < 2:
+        return decided[0], (), tuple(decided[1:])
+    return decided[0], tuple(batch), tuple(decided[len(batch):])
 
 
 def _decided(run: Run, step: int) -> Steps[Any]:

@@ -7,15 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from enum import StrEnum
+from typing import Any
 
 from forge.agent.stopping import StopController, StopReason
 from forge.errors import WrongType
 from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
 from forge.machine.effects import Call, Steps
-from forge.machine.outcome import StageOutcome
+from forge.machine.outcome import FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
+from forge.machine.stages.select_tool import dropped_calls
 from forge.machine.trace import error_text
 
 __all__ = ['GUARDS', 'SPEC', 'Verification']
@@ -46,7 +48,8 @@ def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
                                 "is never taken as success)")
             verified = said
         except Exception as error:  # verify is user code: its failure ends the run, recorded
-            return StageOutcome(Verification.VERIFY_ERROR, {"error": error_text(error)}, facts={"error": error})
+            detail, facts = yield from _plan_dropped(run, {"error": error_text(error)}, {"error": error})
+            return StageOutcome(Verification.VERIFY_ERROR, detail, facts=facts)
         if verified:
             break
     decision = config.controller.decide(
@@ -56,10 +59,22 @@ def _verify_and_decide(run: Run) -> Steps[StageOutcome]:
         action_history=state.turn_history,
     )
     verdict = Verification(decision.reason.value if isinstance(decision.reason, StopReason) else str(decision.reason))
+    detail = {"verified": verified, "decision": str(verdict)}
+    facts = FactChanges(decision=decision)
     if made:  # the calls made together are decided on
-        return StageOutcome(verdict, {"verified": verified, "decision": str(verdict)},
-                            facts={"decision": decision, "batch": ()})
-    return StageOutcome(verdict, {"verified": verified, "decision": str(verdict)}, facts={"decision": decision})
+        facts["batch"] = ()
+    if decision.stop:
+        detail, facts = yield from _plan_dropped(run, detail, facts)
+    return StageOutcome(verdict, detail, facts=facts)
+
+
+def _plan_dropped(run: Run, detail: dict[str, Any], facts: FactChanges) -> Steps[tuple[dict[str, Any], FactChanges]]:
+    """`detail` and `facts` of a decision that ends the run, with the calls its policy
+    planned and it will not make, if any, said in the trace (`dropped`)."""
+    if not run.facts.plan:
+        return detail, facts
+    dropped = yield from dropped_calls(run, run.facts.plan)
+    return {**detail, "dropped": dropped}, {**facts, "plan": ()}
 
 
 def _decide_model(run: AbstractRun, controller: StopController) -> Iterator[tuple[str, AbstractRun]]:
