@@ -247,6 +247,8 @@ class ChatPolicy:
                 response = assembled.response()
         except ValueError as error:  # a body that is not JSON (openai's own errors are not ValueErrors)
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
+        except openai.APIConnectionError as error:
+            raise _naming_endpoint(error, self._sync_client()) from None
         return self._reply(response, started, time.perf_counter() - clock)
 
     async def _aask(self, request: Mapping[str, Any]) -> Any:
@@ -263,6 +265,8 @@ class ChatPolicy:
                 response = assembled.response()
         except ValueError as error:
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
+        except openai.APIConnectionError as error:
+            raise _naming_endpoint(error, self._async_client()) from None
         return self._reply(response, started, time.perf_counter() - clock)
 
     def _reply(self, response: Any, started: float, seconds: float) -> dict[str, Any]:
@@ -586,6 +590,19 @@ def _final_answer_tool(output: Output) -> dict[str, Any]:
                         + str(output.schema.get("description") or "")).strip(),
         "parameters": output.for_model(),
     }}
+
+
+def _naming_endpoint(error: Exception, client: Any) -> Exception:
+    """`error` (the openai client's: the endpoint could not be reached or did not answer in
+    time), its message naming the endpoint's URL, which openai's own leaves out; its type and
+    its cause kept, so code that catches it still does."""
+    url = getattr(client, "base_url", None)
+    if url is not None and str(url) not in str(error):
+        said = f"{error.args[0] if error.args else error} (the model endpoint at {url})"
+        error.args = (said, *error.args[1:])
+        if hasattr(error, "message"):
+            error.message = said
+    return error
 
 
 def _pending_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -114,6 +114,9 @@ class LoopResult:
         if tied:
             return f"{text}: {', '.join(tied)} tie for the intent's capabilities; name one (Intent.call) or clarify"
         if self.error is not None:
+            last = self.state.observations[-1] if self.state.observations else None
+            if last is not None and last.payload is self.error and last.tool_name != FINISH:
+                return f"{text}: tool {last.tool_name!r} raised {error_text(self.error, 500)}"
             return f"{text}: {error_text(self.error, 500)}"
         repeated = repeated_call(self.trace) if self.reason == "repeated_action" else None
         if repeated is not None:

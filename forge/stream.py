@@ -80,15 +80,23 @@ class _Relay(LoopObserver):
     def live(self, event: StreamEvent) -> None:
         """The sink of the run's model calls: deltas as the model makes them."""
         if isinstance(event, ModelCallStarted):
-            if self.closed:
-                self._refuse(f"before a call of model {event.model!r}")
+            self.before_call(f"model {event.model!r}")
             self.streamed += 1
         self.put((len(self.trace), event))
 
+    __call__ = live  # the sink itself (`forge.events.listening`)
+
     def tool_attempt_started(self, run: RunView, attempt: ToolAttempt) -> None:
-        if self.closed:
-            self._refuse(f"before a call of tool {attempt.tool!r}")
+        self.before_call(f"tool {attempt.tool!r}")
         self.put((len(self.trace), ToolAttemptStarted(attempt)))
+
+    def before_call(self, what: str) -> None:
+        """Stop the run before it calls `what` (`tool 'fetch'`, `model 'gpt-5'`) if the
+        consumer has left: asked as an attempt starts and as a model call starts, and under
+        `arun` again after the consumer's turn just before each call
+        (`forge.machine.performers`), where it may have left in between."""
+        if self.closed:
+            self._refuse(f"before a call of {what}")
 
     def _refuse(self, where: str) -> None:
         raise StreamClosed(f"the stream was closed before the run ended: it stopped {where}")
@@ -179,7 +187,7 @@ def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: 
 
     def work() -> None:
         try:
-            with listening(relay.live):
+            with listening(relay):
                 if journal is None:
                     result = loop.run(goal, observers=watching, state=state, run_id=run_id)
                 else:
@@ -232,7 +240,7 @@ async def astream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), 
 
     async def work() -> None:
         try:
-            with listening(relay.live):
+            with listening(relay):
                 if journal is None:
                     result = await loop.arun(goal, observers=watching, state=state, run_id=run_id)
                 else:

@@ -5,6 +5,7 @@ rolled up, its result kept with the parent's, its failure a tool error of the pa
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -574,6 +575,8 @@ def test_a_durable_childs_side_effects_run_under_keys_made_from_the_parents_call
     durable = make(AgentLoop([child.as_tool("research")], asking("otters", "seals"), finished))
     assert durable.run("write", run_id="keyed").status == "finished"
     assert keys == ["keyed/1/research/1/file_note", "keyed/2/research/1/file_note"]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "composition.md").read_text(encoding="utf-8")
+    assert f"`{keys[0]}`" in " ".join(docs.split())  # the docs give the key a child's handler receives
 
 
 def test_child_runs_nest_no_deeper_than_max_depth_even_when_the_cycle_check_misses(monkeypatch):

@@ -48,3 +48,16 @@ def test_a_refusal_keeps_its_standard_base_for_callers_that_catch_it():
     assert isinstance(refused.value, ValueError) and isinstance(refused.value, ForgeError)
     with pytest.raises(ValueError, match="tool name must be a non-empty string"):  # (a tool without capabilities
         Tool(" ", {"t"}, lambda: None)                                              # is allowed now: issue 24, 23)
+
+
+def test_the_summary_of_a_run_a_tool_ended_names_the_tool_and_its_error():
+    from forge import AgentLoop, Finish, Intent, tool
+
+    @tool
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        return {"oslo": "sunny"}[city]
+
+    result = AgentLoop([lookup], lambda goal, state: Intent.call("lookup", city="bergen") if not state.observations
+                       else Finish("x"), lambda o: False).run("go")
+    assert result.summary == "fatal_error (failure) after 1 step: tool 'lookup' raised KeyError: 'bergen'"

@@ -480,6 +480,19 @@ def test_a_missing_dataset_is_refused_naming_it(tmp_path: Path, capsys: pytest.C
     assert f"no dataset file at {tmp_path / 'none.yaml'}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("text", "why"), [
+    ("name: d\ncases: [\n  - {name: a\n", "expected the node content"),
+    ("name: d\x00\ncases: []\n", "unacceptable character #x0000"),
+])
+def test_a_dataset_that_is_not_yaml_is_refused_in_one_line_naming_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, why: str) -> None:
+    (tmp_path / "d.yaml").write_text(text)
+    code = main(["eval", str(tmp_path / "d.yaml"), "--loop", "x:y"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"{tmp_path / 'd.yaml'} is not valid YAML: " in err and why in err
+
+
 def test_a_dataset_naming_an_unknown_scorer_is_refused(tmp_path: Path) -> None:
     (tmp_path / "d.yaml").write_text("name: d\ncases:\n- name: a\n  inputs: x\n  evaluators: [Politeness]\n")
     with pytest.raises(UsageError, match="d.yaml is not a forge eval dataset: .*Politeness"):

@@ -212,3 +212,37 @@ def test_a_chat_cassette_written_through_redact_replays_with_the_model_gone(tmp_
     replayed = chat_loop("http://127.0.0.1:9/v1").replay(path)
     assert (replayed.reason, replayed.answer) == (result.reason, result.answer) == ("verified_success", "sent")
     assert len(SENT) == sent
+
+
+def test_a_payload_field_redact_masks_is_masked_in_the_json_text_a_chat_tool_message_carries(tmp_path, monkeypatch):
+    """A redact that masks a field of a tool's result (a dict) masks it in every form the
+    value takes: the observation's payload, and the JSON text the chat policy sends the model
+    as the tool message, kept by the trace, the journal's model requests and the cassette."""
+    openai = pytest.importorskip("openai")
+    from chat_server import ChatServer, reply
+
+    from forge.llm import ChatPolicy
+
+    card = "4111-1111-1111-1111"
+
+    def customer(name: str) -> dict:
+        return {"name": name, "card": card}
+
+    def masking(tool, field, value):
+        if tool == "customer" and field == "payload" and isinstance(value, dict) and "card" in value:
+            return {**value, "card": "****"}
+        return value
+
+    monkeypatch.setenv("FORGE_TRACE_DIR", str(tmp_path / "kept"))
+    with ChatServer([reply(None, ("c1", "customer", {"name": "ann"})), reply("ann's card is on file")]) as server:
+        policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k"))
+        loop = AgentLoop([Tool("customer", {"customer"}, customer, required={"name"})], policy,
+                         lambda o: o.tool_name == "finish", hooks=Hooks(redact=masking))
+        result = loop.run("look ann up", run_id="card-redacted")
+    assert any(card in str(m.get("content")) for m in server.requests[1]["messages"])  # the model itself saw it
+    write_trace(result.trace, tmp_path / "out" / "run.jsonl", journal=result.journal)
+    write_cassette(tmp_path / "out" / "cassette.jsonl", result, redact=masking)
+    files = every_file_of(tmp_path)
+    assert len(files) == 3
+    assert [path.name for path, text in files.items() if card in text] == []
+    assert all("****" in text for text in files.values())

@@ -209,3 +209,26 @@ def test_the_debugger_shows_the_conversation_live_and_replayed(tmp_path):
     shell.onecmd("messages")
     assert lines[2] == 'assistant:  → read_note({"path": "todo.md"})'
     assert lines[3] == "tool: [c] buy milk"
+
+
+def _unreachable_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # bound, never listening: a connection to it is refused at once
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_endpoint_that_cannot_be_reached_is_named_in_the_error_and_keeps_its_type():
+    url = f"http://127.0.0.1:{_unreachable_port()}/v1"
+    model = ChatPolicy("m", client=openai.OpenAI(base_url=url, api_key="k", max_retries=0))
+    result = AgentLoop([read_note], model, lambda o: True).run("weather")
+    assert result.reason == "fatal_error" and isinstance(result.error, openai.APIConnectionError)
+    assert f"(the model endpoint at {url}/)" in str(result.error) and url in result.summary
+
+
+def test_an_endpoint_that_cannot_be_reached_is_named_under_arun_too():
+    url = f"http://127.0.0.1:{_unreachable_port()}/v1"
+    model = ChatPolicy("m", async_client=openai.AsyncOpenAI(base_url=url, api_key="k", max_retries=0))
+    result = asyncio.run(AgentLoop([read_note], model, lambda o: True).arun("weather"))
+    assert isinstance(result.error, openai.APIConnectionError) and url in str(result.error)

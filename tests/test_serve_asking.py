@@ -158,3 +158,29 @@ def test_a_served_durable_run_a_client_cannot_be_asked_about_says_how_to_answer_
     assert result.is_error and "waits in approval_required: may it call cut(" in result.content[0].text
     run_id = result.content[0].text.split()[3]
     assert durable.status(run_id).status == "waiting" and CALLS == []
+
+
+# --- what a client is told where the run cannot go on -------------------------------------
+
+
+def test_a_client_that_cannot_be_asked_is_told_what_the_run_asks_the_call_and_its_arguments():
+    from eliciting_client import call_answering
+
+    from forge.serve import mcp_server, served_tools
+
+    server = mcp_server(served_tools({"careful": careful}), "test")
+    result, _ = call_answering(server, "careful", {"goal": "hedge"}, [])
+    text = result.content[0].text
+    assert result.is_error and 'waits in approval_required: may it call cut({"thing": "hedge"})?' in text
+    assert "(the client cannot be asked)" in text and CALLS == []
+
+
+def test_a_blank_goal_is_an_error_result_naming_it_not_an_internal_error():
+    from eliciting_client import call_answering
+
+    from forge.serve import mcp_server, served_tools
+
+    server = mcp_server(served_tools({"asking": asking}), "test")
+    result, _ = call_answering(server, "asking", {"goal": "   "}, [])
+    assert result.is_error and result.content[0].text == "asking: the goal is blank; give the tool a goal to work on"
+    assert CALLS == []

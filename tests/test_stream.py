@@ -276,12 +276,36 @@ def test_leaving_astream_early_ends_the_run_in_fatal_error():
         async with contextlib.aclosing(loop.astream("copy", observers=[ended])) as events:
             async for event in events:
                 if isinstance(event, ToolAttemptStarted):
+                    while not calls:  # the consumer leaves once the call is under way
+                        await asyncio.sleep(0.01)
                     asyncio.get_running_loop().call_later(0.1, gate.set)
                     break
 
     asyncio.run(consume())
     assert ended.result.reason == "fatal_error" and isinstance(ended.result.error, StreamClosed)
-    assert calls == ["a.md"]
+    assert calls == ["a.md"]  # the call under way finished; nothing after it ran
+
+
+def test_an_astream_left_at_a_tool_attempts_start_makes_no_call_of_it():
+    """Under arun the consumer reads an attempt's start before the call is made: leaving
+    there leaves before the call, so it is not made."""
+    calls, ended = [], _Ended()
+
+    async def fetch(path: str) -> str:
+        calls.append(path)
+        return "text"
+
+    loop = AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})],
+                     ScriptedPolicy([Intent.call("fetch", path="a.md"), Finish("done")]), lambda o: o.tool_name == "finish")
+
+    async def consume():
+        async with contextlib.aclosing(loop.astream("copy", observers=[ended])) as events:
+            async for event in events:
+                if isinstance(event, ToolAttemptStarted):
+                    break
+
+    asyncio.run(consume())
+    assert calls == [] and "before a call of tool 'fetch'" in str(ended.result.error)
 
 
 def test_a_streamed_run_with_no_consumer_work_keeps_the_recorded_calls():
@@ -305,3 +329,91 @@ def test_astream_of_a_replay_streams_the_replies_from_the_journal():
     assert nobody.requests == [] and events[-1].result.reason == "verified_success"
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["It says: buy milk"]
     assert [e.record for e in events if isinstance(e, TransitionFired)] == list(events[-1].result.trace)
+
+
+def _gated_chat_loop(server, gate, asynchronous):
+    """A chat loop whose one tool waits for `gate`: the consumer leaves while it runs, and
+    the run's next call would be a model request."""
+    if asynchronous:
+        async def read(path: str) -> str:
+            await gate.wait()
+            return "buy milk"
+    else:
+        def read(path: str) -> str:
+            gate.wait(10)
+            return "buy milk"
+
+    policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test", max_retries=0),
+                        async_client=openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0))
+    return AgentLoop([Tool("read_note", {"read"}, read, required={"path"})], policy,
+                     lambda o: isinstance(o.payload, Finish))
+
+
+def test_a_stream_left_while_a_tool_runs_sends_no_further_model_request():
+    ended, gate = _Ended(), threading.Event()
+    with ChatServer(_script()) as server:
+        stream = _gated_chat_loop(server, gate, asynchronous=False).stream("read", observers=[ended])
+        for event in stream:
+            if isinstance(event, ToolAttemptStarted):
+                break
+        threading.Timer(0.1, gate.set).start()  # the tool returns after the consumer has left
+        stream.close()
+        requests = len(server.requests)
+    assert requests == 1 and isinstance(ended.result.error, StreamClosed)
+    assert "before a call of model 'test-model'" in str(ended.result.error)
+
+
+def test_an_astream_left_while_a_tool_runs_sends_no_further_model_request():
+    ended = _Ended()
+
+    async def consume(server):
+        gate = asyncio.Event()
+        loop = _gated_chat_loop(server, gate, asynchronous=True)
+        async with contextlib.aclosing(loop.astream("read", observers=[ended])) as events:
+            async for event in events:
+                if isinstance(event, ToolAttemptStarted):
+                    asyncio.get_running_loop().call_later(0.1, gate.set)
+                    break
+
+    with ChatServer(_script()) as server:
+        asyncio.run(consume(server))
+        requests = len(server.requests)
+    assert requests == 1 and isinstance(ended.result.error, StreamClosed)
+
+
+def test_an_astream_left_before_a_plain_tool_runs_makes_no_call_of_it():
+    calls, ended = [], _Ended()
+
+    def fetch(path: str) -> str:  # plain: under arun it would run inline on the event loop
+        calls.append(path)
+        return "text"
+
+    steps = [Intent.call("fetch", path="a.md"), Intent.call("fetch", path="b.md"), Finish("done")]
+    loop = AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})], ScriptedPolicy(steps),
+                     lambda o: o.tool_name == "finish")
+
+    async def consume():
+        async with contextlib.aclosing(loop.astream("copy", observers=[ended])) as events:
+            async for event in events:
+                if isinstance(event, ToolAttemptFinished):
+                    break
+
+    asyncio.run(consume())
+    assert calls == ["a.md"] and isinstance(ended.result.error, StreamClosed)
+
+
+def test_an_astream_left_once_a_tool_returned_sends_no_further_model_request():
+    """Under arun the run gives its consumer a turn before each model request too: one that
+    leaves on reading a tool's result leaves before the request that would tell the model."""
+    ended = _Ended()
+
+    async def consume(server):
+        async with contextlib.aclosing(_chat_loop(server).astream("read", observers=[ended])) as events:
+            async for event in events:
+                if isinstance(event, ToolAttemptFinished):
+                    break
+
+    with ChatServer(_script()) as server:
+        asyncio.run(consume(server))
+        requests = len(server.requests)
+    assert requests == 1 and "before a call of model 'test-model'" in str(ended.result.error)

@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic_evals import Dataset
 from pydantic_evals.evaluators import Evaluator
 from pydantic_evals.lifecycle import CaseLifecycle
@@ -41,7 +42,8 @@ def load_dataset(path: str | Path, scorers: Iterable[type[Evaluator[Any, Any, An
     (`SCORERS`), pydantic-evals' own, or `scorers` of yours.
 
     Raises:
-        ValueError: the file does not hold a dataset (pydantic's message says where).
+        ValueError: (a UsageError) the file is not valid YAML or JSON, or does not hold a
+            dataset (the message says where).
         OSError: it cannot be read.
     """
     file = Path(path)
@@ -49,6 +51,8 @@ def load_dataset(path: str | Path, scorers: Iterable[type[Evaluator[Any, Any, An
         raise UsageError(f"no dataset file at {file}")
     try:
         return EvalDataset.from_file(file, custom_evaluator_types=[*SCORERS, *scorers])
+    except yaml.YAMLError as error:  # not YAML at all (a NUL byte, an unclosed bracket): said in one line
+        raise UsageError(f"{file} is not valid YAML: {' '.join(str(error).split())}") from None
     except ValueError as error:
         raise UsageError(f"{file} is not a forge eval dataset: {error}") from None
     except ExceptionGroup as errors:  # pydantic-evals gathers what it could not load of the evaluators

@@ -37,6 +37,7 @@ from forge.machine.effects import (
     Sleep,
     Steps,
     Together,
+    tell,
 )
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss, decided_as_code, same_decision
 from forge.machine.recorded import revived
@@ -527,23 +528,32 @@ def _advance(steps: Steps[T], result: Any, error: Exception | None) -> tuple[boo
         return True, done.value
 
 
+_TURN_BEFORE = frozenset({"tool", "model"})
+"""The calls before which a streamed run under `arun` gives its consumer a turn (`_drive`)."""
+
+
 async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
     """The one driver: perform each effect (awaiting what `perform` leaves awaitable) and
     hand the result or the exception back to the action, until it returns its verdict.
 
-    While a stream listens (`forge.events.sink`), each call of a tool first yields to the
-    event loop once, so that the stream's consumer reads what the run told before it (the
-    attempt's start): a plain function called here blocks the loop until it returns."""
+    While a stream listens (`forge.events.sink`), each call of a tool or a model first yields
+    to the event loop once, so that the stream's consumer reads what the run told before it
+    (the attempt's start, the last tool's result): a plain function called here blocks the
+    loop until it returns. A consumer that left during that turn stops the run before the
+    call (the sink's `before_call`)."""
     result: Any = None
     error: Exception | None = None
     while True:
         finished, effect = _advance(steps, result, error)
         if finished:
             return effect  # type: ignore[no-any-return]
-        if type(effect) is Call and effect.kind == "tool" and sink() is not None:
+        if type(effect) is Call and effect.kind in _TURN_BEFORE and (listener := sink()) is not None:
             import asyncio
 
             await asyncio.sleep(0)
+            check = getattr(listener, "before_call", None)
+            if check is not None:  # the consumer may have left during its turn: no call after it has
+                tell("before_call", check, f"{effect.kind} {effect.name!r}")
         try:
             result, error = perform(effect), None
             if isinstance(result, Awaitable):

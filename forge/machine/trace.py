@@ -647,9 +647,24 @@ def redacted_messages(messages: Iterable[Mapping[str, Any]], redact: Redact,
         if isinstance(calls, list):
             message["tool_calls"] = [_redacted_call(call, redact, names) for call in calls]
         if message.get("role") == "tool" and message.get("tool_call_id") in names:
-            message["content"] = redact(names[message["tool_call_id"]], "payload", message.get("content"))
+            message["content"] = _redacted_content(names[message["tool_call_id"]], message.get("content"), redact)
         out.append(message)
     return out
+
+
+def _redacted_content(tool: str, content: Any, redact: Redact) -> Any:
+    """A tool message's content through `redact` as the payload it carries: JSON text (what a
+    chat policy sends of a payload that is not text) is given to `redact` as the value it
+    holds and written back as JSON, so a hook that masks a payload's fields masks them here
+    too; any other content is given as it is."""
+    if isinstance(content, str) and content[:1] in ("{", "["):
+        try:
+            value = json.loads(content)
+        except (ValueError, RecursionError):
+            return redact(tool, "payload", content)
+        masked = redact(tool, "payload", value)
+        return masked if isinstance(masked, str) else json.dumps(masked, default=str)
+    return redact(tool, "payload", content)
 
 
 def _redacted_call(call: Any, redact: Redact, names: dict[str, str], masking: bool = True) -> Any:

@@ -107,6 +107,8 @@ def mcp_server(tools: Sequence[Any], name: str = "forge", durables: Mapping[str,
         from forge.child import goal_of
 
         loop, goal = tool.child, goal_of(tool.schema, arguments)
+        if not goal.strip():
+            return _error(types, f"{tool.name}: the goal is blank; give the tool a goal to work on")
         session = context.session
         fired = [0]
 
@@ -236,7 +238,7 @@ def _asker(context: Any, round: Round, blocking: Any) -> Any:
     `forge.serve.asking`); None for a client without elicitation (a run that waits ends
     there)."""
     if not _elicits(context.session):
-        return None if not round.calls else Eliciting.maker(round, _refusing)
+        return Eliciting.maker(round, _refusing)
     if not context.session.can_send_request:
         return Eliciting.maker(round, _round_trip)
     if blocking is None:
