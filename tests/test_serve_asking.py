@@ -184,3 +184,56 @@ def test_a_blank_goal_is_an_error_result_naming_it_not_an_internal_error():
     result, _ = call_answering(server, "asking", {"goal": "   "}, [])
     assert result.is_error and result.content[0].text == "asking: the goal is blank; give the tool a goal to work on"
     assert CALLS == []
+
+
+def _same_state_sent_twice(server, tool, goal, content):
+    """The first call of `tool` (it asks), then the retried call with `content` as the reply,
+    sent twice with the same request state: what each answered."""
+    import anyio
+    import mcp
+    import mcp_types as types
+
+    async def never(context, params):  # declares elicitation; the rounds are driven by hand here
+        raise AssertionError("asked in place")
+
+    async def session():
+        async with mcp.Client(server, read_timeout_seconds=60, elicitation_callback=never) as client:
+            first = await client.session.call_tool(tool, {"goal": goal}, allow_input_required=True)
+            responses = {"forge": types.ElicitResult(action="accept", content=content)}
+            answered = [await client.session.call_tool(tool, {"goal": goal}, input_responses=responses,
+                                                       request_state=first.request_state, allow_input_required=True)
+                        for _ in range(2)]
+            return first, answered
+
+    return anyio.run(session)
+
+
+def test_a_request_state_sent_again_is_refused_and_runs_nothing_again():
+    from forge.serve import mcp_server, served_tools
+
+    server = mcp_server(served_tools({"careful": careful}), "test")
+    first, (once, again) = _same_state_sent_twice(server, "careful", "hedge", {"approve": True})
+    assert first.request_state and not once.is_error and once.content[0].text == "ok: hedge cut"
+    assert again.is_error and "the request state was used already" in again.content[0].text
+    assert CALLS == ["cut hedge"]
+
+
+def test_a_durable_runs_request_state_sent_again_is_refused_and_runs_nothing_again(make):
+    from forge.serve import mcp_server, served_durables, served_tools
+
+    named = {"careful": make(careful)}
+    server = mcp_server(served_tools(named), "test", served_durables(named))
+    first, (once, again) = _same_state_sent_twice(server, "careful", "hedge", {"approve": True})
+    assert not once.is_error and once.content[0].text == "ok: hedge cut"
+    assert again.is_error and "the request state was used already" in again.content[0].text
+    assert CALLS == ["cut hedge"]
+
+
+def test_a_request_state_older_than_its_lifetime_is_refused(monkeypatch):
+    import forge.serve.asking
+
+    first, needed = first_round(asking, "rope")
+    state = first.encode(needed, None)
+    monkeypatch.setattr(forge.serve.asking, "STATE_LIFETIME", -1.0)
+    with pytest.raises(Unanswered, match="the request state expired"):
+        Round.decode(state, reply(reply="the middle"), None)

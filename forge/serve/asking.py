@@ -27,6 +27,8 @@ import hashlib
 import hmac
 import json
 import os
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,7 +38,7 @@ from forge.machine.answers import Answer, Waiting
 from forge.machine.journal import JournalCodec, JournalEntry
 from forge.machine.performers import ForkingPerformer
 
-__all__ = ["Eliciting", "NeedsInput", "Round", "Unanswered", "answer_of", "form_for", "opened", "sealed"]
+__all__ = ["STATE_LIFETIME", "Eliciting", "NeedsInput", "Round", "Unanswered", "answer_of", "form_for", "opened", "sealed"]
 
 _KEY = os.urandom(32)
 """What signs this server's request states: a state is only good in the process that made it."""
@@ -118,20 +120,50 @@ class Round:
         return path[len(self.run_id) + 1:] if path.startswith(self.run_id + "/") else ""
 
 
+STATE_LIFETIME = 24 * 3600.0
+"""Seconds a request state is good for after it is made: an older one is refused (so the
+record of states already used need keep none older)."""
+
+
+class _Spent:
+    """The request states already used, by signature, with when each was made: a state
+    answers its question once (a captured retry sent again would run the run again from
+    its journal with the same answer, and the calls after the answer twice)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._issued: dict[str, float] = {}
+
+    def spend(self, signature: str, issued: float, now: float) -> bool:
+        """Mark the state used; False when it was already."""
+        with self._lock:
+            if signature in self._issued:
+                return False
+            if len(self._issued) >= 4096 and len(self._issued) & 1023 == 0:  # now and then, forget the expired
+                self._issued = {key: at for key, at in self._issued.items() if now - at <= STATE_LIFETIME}
+            self._issued[signature] = issued
+            return True
+
+
+_SPENT = _Spent()
+
+
 def sealed(body: Mapping[str, Any], tool: str) -> str:
-    """`body` as a request state good for a retried call of `tool`: its JSON and the tool's
-    name, signed with this server's key."""
-    text = base64.urlsafe_b64encode(json.dumps({**body, "tool": tool}, separators=(",", ":"),
+    """`body` as a request state good for one retried call of `tool`, within
+    STATE_LIFETIME: its JSON, the tool's name and when it was made, signed with this
+    server's key."""
+    text = base64.urlsafe_b64encode(json.dumps({**body, "tool": tool, "issued": time.time()}, separators=(",", ":"),
                                                default=str).encode()).decode()
     return f"{text}.{_signature(text)}"
 
 
 def opened(state: str, tool: str) -> dict[str, Any]:
-    """What `sealed` sealed for `tool`.
+    """What `sealed` sealed for `tool`, the state spent: it is good once.
 
     Raises:
         Unanswered: the state is not one this server made (changed, or made before a
-            restart), or was made for another tool.
+            restart), was made for another tool, is older than STATE_LIFETIME, or was
+            used already.
     """
     text, _, signature = state.rpartition(".")
     if not text or not hmac.compare_digest(signature, _signature(text)):
@@ -141,6 +173,13 @@ def opened(state: str, tool: str) -> dict[str, Any]:
     if body.get("tool") != tool:
         raise Unanswered(f"the request state is a call of {body.get('tool')!r}'s, not of {tool!r}'s: "
                          f"retry the call of {body.get('tool')!r} with it, or call {tool!r} again")
+    issued, now = float(body.get("issued") or 0.0), time.time()
+    if now - issued > STATE_LIFETIME:
+        raise Unanswered(f"the request state expired (it is good for {STATE_LIFETIME:.0f} s after it is made): "
+                         f"call {tool!r} again")
+    if not _SPENT.spend(signature, issued, now):
+        raise Unanswered(f"the request state was used already: a state answers its question once, so nothing of "
+                         f"the run is done again; call {tool!r} again")
     return body
 
 
