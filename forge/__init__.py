@@ -28,7 +28,15 @@ if TYPE_CHECKING:
     from forge.machine.effects import AsyncNotSupported
     from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
     from forge.machine.fork import Patch, PatchRefused
-    from forge.machine.journal import ForkOrigin, Journal, JournalCodec, JournalEncodeError, JournalEntry, JournalMiss
+    from forge.machine.journal import (
+        ContractRefused,
+        ForkOrigin,
+        Journal,
+        JournalCodec,
+        JournalEncodeError,
+        JournalEntry,
+        JournalMiss,
+    )
     from forge.machine.loader import load_definition
     from forge.machine.outcome import StageOutcome
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
@@ -118,6 +126,7 @@ _WHERE: dict[str, str] = {
     "JournalEncodeError": "forge.machine.journal",
     "JournalEntry": "forge.machine.journal",
     "JournalMiss": "forge.machine.journal",
+    "ContractRefused": "forge.machine.journal",
     "read_journal": "forge.machine.trace",
     "ForkOrigin": "forge.machine.journal",
     "Patch": "forge.machine.fork",
@@ -182,6 +191,7 @@ __all__ = [
     "JournalEntry",
     "JournalCodec",
     "JournalMiss",
+    "ContractRefused",
     "JournalEncodeError",
     "read_journal",
     # time travel: forks (AgentLoop.fork) and how two runs differ

@@ -41,7 +41,17 @@ from typing import Any
 
 from forge.agent.observations import LoopState, Observation
 from forge.bounded import TooLarge, loads
-from forge.compaction import COMPACTED, ContextLimit, compacted_messages, covered, left_out, size_of, summary_request
+from forge.compaction import (
+    COMPACTED,
+    ContextLimit,
+    ContextOverflow,
+    compacted_messages,
+    covered,
+    left_out,
+    size_of,
+    summary_request,
+    trim_note,
+)
 from forge.errors import ForgeError, UsageError
 from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
 from forge.machine.effects import can_await, complete
@@ -304,8 +314,7 @@ class ChatPolicy:
                 return intent
             request = self._request(messages)
             if self.context is not None and size_of(request, self.count_tokens) > self.context.tokens:
-                yield from self._compact(messages)
-                request = self._request(messages)
+                request = yield from self._compacted(messages)
             counted = size_of(request, self.count_tokens) if self.token_budget is not None else 0
             check_budget(usage_of(messages), self.token_budget, counted)
             reply = yield request
@@ -318,33 +327,60 @@ class ChatPolicy:
                 return Finish(self._answer_of(message.get("content") or ""))
         raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
 
-    def _compact(self, messages: list[dict[str, Any]]) -> Generator[Mapping[str, Any], Any, None]:
-        """Leave the oldest exchanges out of the requests from now on, so that they fit the
-        context limit (`forge.compaction`): noted, or summarised by the model, in a marker
-        message the run keeps."""
+    def _compacted(self, messages: list[dict[str, Any]]) -> Generator[Mapping[str, Any], Any, dict[str, Any]]:
+        """The request, once the oldest exchanges are left out of the requests from now on so
+        that it fits the context limit (`forge.compaction`), sized as it is sent, note or
+        summary included: left out further while a note or summary still leaves it over,
+        and a summary too long to send beside the latest exchange replaced by a note.
+
+        Raises:
+            ContextOverflow: it is over the limit with everything that may go gone.
+        """
         assert self.context is not None
-        limit = self.context.tokens
-        start, marker, already = covered(messages)
+        while True:
+            request = self._request(messages)
+            size = size_of(request, self.count_tokens)
+            if size <= self.context.tokens:
+                return request
+            if (yield from self._compact(messages)):
+                continue
+            _, marker, _ = covered(messages, self.context.keep_task)
+            if marker is None or marker[COMPACTED]["strategy"] == "trim":
+                raise ContextOverflow(size, self.context.tokens)
+            # a summary too long to send beside the latest exchange: a note stands for what it covers
+            messages.append({"role": "system", "content": trim_note(marker[COMPACTED]["messages"]),
+                             COMPACTED: {**marker[COMPACTED], "strategy": "trim"}})
+
+    def _compact(self, messages: list[dict[str, Any]]) -> Generator[Mapping[str, Any], Any, bool]:
+        """Leave more of the oldest exchanges out, noted or summarised by the model in a
+        marker message the run keeps; False when nothing more can go (the latest exchange
+        is next). A note is sized as written when choosing how much goes; a summary, not
+        known before it is made, as the note would be."""
+        assert self.context is not None
+        limit, keep_task = self.context.tokens, self.context.keep_task
+        start, marker, already = covered(messages, keep_task)
+
+        def dropped(upto: int) -> int:
+            return sum(1 for m in messages[start:upto] if COMPACTED not in m)
 
         def fits(upto: int) -> bool:
-            trial = [*messages, {"role": "system", "content": "", COMPACTED: {"upto": upto}}]
+            trial = [*messages, {"role": "system", "content": trim_note(dropped(upto)), COMPACTED: {"upto": upto}}]
             return size_of(self._request(trial), self.count_tokens) <= limit
 
-        upto = left_out(messages, fits)
+        upto = left_out(messages, fits, keep_task)
         if upto <= already:
-            return  # the latest exchange alone is past the limit: nothing more can go
-        dropped = [m for m in messages[start:upto] if COMPACTED not in m]
+            return False  # the latest exchange is next: nothing more can go
         note: dict[str, Any] = {"role": "system", COMPACTED: {"upto": upto, "strategy": self.context.strategy,
-                                                            "messages": len(dropped)}}
+                                                            "messages": dropped(upto)}}
         if self.context.strategy == "summarise":
             earlier = [{"role": "system", "content": marker.get("content")}] if marker is not None else []
             reply = yield summary_request(self.model, [*earlier, *messages[already:upto]], self.options)
             note["content"] = f"Summary of the conversation so far: {reply['message'].get('content') or ''}"
             note[USAGE_KEY] = reply["usage"]
         else:
-            note["content"] = (f"({len(dropped)} earlier messages of this conversation are left out to fit the "
-                               "context limit.)")
+            note["content"] = trim_note(dropped(upto))
         messages.append(note)
+        return True
 
     def _answer_of(self, content: str) -> Any:
         """A final message's content as the answer: with structured output, the JSON it is
@@ -360,7 +396,7 @@ class ChatPolicy:
         return self.output is not None and not self.structured_output
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        sent = compacted_messages(messages) if self.context is not None else messages
+        sent = compacted_messages(messages, self.context.keep_task) if self.context is not None else messages
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in sent],

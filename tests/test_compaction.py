@@ -56,7 +56,8 @@ def test_a_conversation_past_the_limit_leaves_out_its_oldest_exchanges_whole():
     assert all(_paired(request["messages"]) for request in server.requests)
     last = server.requests[-1]["messages"]
     assert last[0] == {"role": "system", "content": "You check items."}
-    assert "left out to fit the context limit" in last[1]["content"]
+    assert last[1] == {"role": "user", "content": "check the items"}  # the task is always sent
+    assert "left out to fit the context limit" in last[2]["content"]
     assert last[-2]["tool_calls"][0]["id"] == "call_5" and last[-1]["tool_call_id"] == "call_5"
 
 
@@ -88,7 +89,8 @@ def test_summarise_asks_the_model_and_sends_the_summary_in_their_place():
     summaries = [r for r in server.requests if "tools" not in r]
     assert summaries and "call_1" in summaries[0]["messages"][1]["content"]
     later = server.requests[server.requests.index(summaries[0]) + 1]["messages"]
-    assert later[1] == {"role": "system", "content": "Summary of the conversation so far: items 1 to 3 are fine"}
+    assert later[1] == {"role": "user", "content": "check the items"}
+    assert later[2] == {"role": "system", "content": "Summary of the conversation so far: items 1 to 3 are fine"}
     assert result.reason == "verified_success"
     assert any(e.kind == "model" and "tools" not in e.identity for e in result.journal)
 
@@ -116,3 +118,82 @@ def test_arun_keeps_the_limit_too():
 def test_a_bad_limit_is_refused_naming_what_is_wrong(tokens, strategy, named):
     with pytest.raises(ValueError, match=named):
         ContextLimit(tokens, strategy)
+
+
+# --- what is really sent is what is sized (no count_tokens: the estimate) ---------------------
+
+
+def _estimated_loop(server, context, system="You check items.", max_steps=12):
+    policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0),
+                        system=system, context=context)
+    return AgentLoop([look], policy, lambda o: isinstance(o.payload, Finish), max_steps=max_steps)
+
+
+def _sent_size(request):
+    from forge.compaction import size_of
+
+    return size_of(request, None)
+
+
+@pytest.mark.parametrize("limit", [340, 380, 420])
+def test_a_trimmed_request_with_its_note_is_within_the_limit_as_estimated(limit):
+    with ChatServer([*_looks(8), reply("all fine")]) as server:
+        result = _estimated_loop(server, ContextLimit(limit)).run("check the items")
+    assert result.reason == "verified_success"
+    assert [_sent_size(r) for r in server.requests if _sent_size(r) > limit] == []
+
+
+@pytest.mark.parametrize("limit", [340, 380])
+def test_a_summarised_request_with_its_summary_is_within_the_limit_as_estimated(limit):
+    long_summary = "items so far: " + ", ".join(f"item {n} is fine and was looked at" for n in range(1, 9))
+
+    def answer(body):
+        return {"role": "assistant", "content": long_summary} if "tools" not in body else script.pop(0)
+
+    script = [*_looks(8), reply("all fine")]
+    with ChatServer(answer) as server:
+        result = _estimated_loop(server, ContextLimit(limit, "summarise")).run("check the items")
+    assert result.reason == "verified_success"
+    assert [_sent_size(r) for r in server.requests if "tools" in r and _sent_size(r) > limit] == []
+
+
+def test_a_limit_nothing_can_be_left_out_to_meet_is_an_error_and_nothing_is_sent():
+    from forge.compaction import ContextOverflow
+
+    with ChatServer([reply("never sent")]) as server:
+        result = _estimated_loop(server, ContextLimit(10)).run("check the items")
+    assert result.reason == "fatal_error" and isinstance(result.error, ContextOverflow)
+    assert server.requests == [] and "over the context limit of 10" in result.summary
+
+
+def test_the_task_is_sent_with_every_request_however_much_is_left_out():
+    with ChatServer([*_looks(8), reply("all fine")]) as server:
+        _estimated_loop(server, ContextLimit(340)).run("check the items")
+    assert len(server.requests[-1]["messages"]) < 2 + 2 * 8  # something was left out
+    assert all(r["messages"][1] == {"role": "user", "content": "check the items"} for r in server.requests)
+
+
+def test_without_keep_task_the_task_may_be_left_out_too():
+    with ChatServer([*_looks(8), reply("all fine")]) as server:
+        _estimated_loop(server, ContextLimit(340, keep_task=False)).run("check the items")
+    last = server.requests[-1]["messages"]
+    assert all(m.get("content") != "check the items" for m in last)
+
+
+def test_a_reply_with_two_calls_is_never_sent_apart_from_either_result():
+    pairs = [reply(None, (f"call_{n}a", "look", {"n": n}), (f"call_{n}b", "look", {"n": n + 100}))
+             for n in range(1, 7)]
+    with ChatServer([*pairs, reply("all fine")]) as server:
+        result = _estimated_loop(server, ContextLimit(420), max_steps=20).run("check the items")
+    assert result.reason == "verified_success"
+    for request in server.requests:
+        messages = request["messages"]
+        called = {c["id"] for m in messages for c in m.get("tool_calls") or ()}
+        answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+        assert called == answered  # every call sent with its result, every result with its call
+    assert any(len(r["messages"]) < 2 + 3 * 6 for r in server.requests[-2:])  # something was left out
+
+
+def test_keep_task_must_be_a_bool():
+    with pytest.raises(ValueError, match="keep_task"):
+        ContextLimit(100, keep_task="yes")

@@ -313,3 +313,35 @@ def test_calls_asked_at_once_are_written_to_a_file_and_replayed_from_it(tmp_path
     assert read_journal(path)[0].value == [Intent.call("lookup", q="a"), Intent.call("lookup", q="b")]
     replayed = loop.replay(path)
     assert replayed.trace == ran.trace and len(recorder.calls) == 2
+
+
+def test_a_replay_refuses_a_recorded_call_todays_contract_refuses_naming_it():
+    """A journal recorded before a tool's argument was renamed (`path` → `filename`): a live
+    run would refuse the call before the handler ran, so the replay fails there, naming the
+    call, instead of answering it from the journal."""
+    from forge.machine.journal import ContractRefused
+
+    def decide(goal, state):
+        return Intent.call("read_file", path="a.md") if not state.observations else Finish("read")
+
+    before = AgentLoop([Tool("read_file", {"read"}, lambda path: "text", {"path"})], decide,
+                       lambda o: isinstance(o.payload, Finish))
+    recorded = before.run("read a.md")
+    assert recorded.reason == "verified_success"
+    renamed = before.replace(tools=[Tool("read_file", {"read"}, _raises, {"filename"})])
+    with pytest.raises(ContractRefused) as refused:
+        renamed.replay(recorded.journal)
+    assert isinstance(refused.value, JournalMiss)
+    assert "the journal records tool 'read_file' at transition 2 (step 1)" in str(refused.value)
+    assert "its argument contract refuses it today" in str(refused.value) and "filename" in str(refused.value)
+
+
+def test_a_replay_still_answers_a_recorded_call_todays_contract_accepts():
+    def decide(goal, state):
+        return Intent.call("read_file", path="a.md") if not state.observations else Finish("read")
+
+    loop = AgentLoop([Tool("read_file", {"read"}, lambda path: "text", {"path"})], decide,
+                     lambda o: isinstance(o.payload, Finish))
+    recorded = loop.run("read a.md")
+    widened = loop.replace(tools=[Tool("read_file", {"read"}, _raises, {"path"}, {"encoding"})])
+    assert widened.replay(recorded.journal).reason == "verified_success"

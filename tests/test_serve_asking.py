@@ -223,7 +223,7 @@ def test_a_durable_runs_request_state_sent_again_is_refused_and_runs_nothing_aga
 
     named = {"careful": make(careful)}
     server = mcp_server(served_tools(named), "test", served_durables(named))
-    first, (once, again) = _same_state_sent_twice(server, "careful", "hedge", {"approve": True})
+    _, (once, again) = _same_state_sent_twice(server, "careful", "hedge", {"approve": True})
     assert not once.is_error and once.content[0].text == "ok: hedge cut"
     assert again.is_error and "the request state was used already" in again.content[0].text
     assert CALLS == ["cut hedge"]

@@ -68,6 +68,7 @@ from forge.machine.columns import Columns
 from forge.machine.recorded import RecordedError, error_from, error_json  # noqa: F401 (RecordedError lived here first)
 
 __all__ = [
+    "ContractRefused",
     "DecidedAsCode",
     "JOURNAL_KINDS",
     "Journal",
@@ -132,6 +133,20 @@ class JournalMiss(ForgeError, LookupError):
             what = _miss_text(expected, made)
         super().__init__(f"journal miss: {what}")
         self.expected, self.made = expected, made
+
+
+class ContractRefused(JournalMiss):
+    """A replay met a call its journal records as made, which the tool's argument contract
+    refuses today (an argument renamed or retyped since it was recorded): a live run would
+    refuse it before any handler ran, so the replay does not answer it. `recorded` is the
+    entry, `refusal` today's refusal."""
+
+    def __init__(self, recorded: JournalEntry, refusal: BaseException) -> None:
+        JournalMiss.__init__(self, recorded, recorded)
+        self.args = (f"journal miss: the journal records {recorded.describe()} as made, but its argument "
+                     f"contract refuses it today ({type(refusal).__name__}: {refusal}): a live run would refuse "
+                     "it before calling the handler; record the run again",)
+        self.recorded, self.refusal = recorded, refusal
 
 
 class JournalEncodeError(ForgeError, TypeError):

@@ -39,7 +39,15 @@ from forge.machine.effects import (
     Together,
     tell,
 )
-from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, JournalMiss, decided_as_code, same_decision
+from forge.machine.journal import (
+    ContractRefused,
+    DecidedAsCode,
+    Journal,
+    JournalEntry,
+    JournalMiss,
+    decided_as_code,
+    same_decision,
+)
 from forge.machine.recorded import revived
 
 __all__ = ["AskingParent", "ForkingPerformer", "Masking", "Performer", "Position", "ReplayStopped", "ReplayingPerformer",
@@ -339,6 +347,11 @@ class ReplayingPerformer(Performer):
             effect.conversation.extend(entry.messages)
         if entry.error is not None:
             raise self._revived(effect, entry.error)
+        if effect.check is not None:
+            try:
+                effect.check()
+            except Exception as refused:  # today's contract refuses what the journal says was made
+                raise ReplayStopped(ContractRefused(entry, refused)) from None
         return entry.value
 
     def _revived(self, effect: Call, error: BaseException) -> BaseException:

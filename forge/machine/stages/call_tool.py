@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from enum import StrEnum
+from functools import partial
 from itertools import count
 from typing import Any
 
-from forge.agent.execution import ArgumentContractError, ToolContract, execute_tool
+from forge.agent.execution import ArgumentContractError, ToolContract, check_arguments, execute_tool
 from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopController
 from forge.machine.abstract import NEEDS, AbstractRun
@@ -49,7 +50,8 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
             attempt = ToolAttempt(contract.name, number, delay)
             _tell(run, "tool_attempt_started", attempt)
         try:
-            value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments)
+            value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments,
+                               check=partial(check_arguments, contract, arguments))
         except Exception as error:
             if observers.wants("tool_attempt"):
                 _tell(run, "tool_attempt", ToolAttempt(contract.name, number, delay, error))
