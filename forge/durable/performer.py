@@ -70,21 +70,29 @@ class StoredCalls:
         self.database, self.run_id = database, run_id
         self.calls: list[JournalEntry] = []
         self.in_flight: tuple[int, int, str] | None = None
+        self.together: dict[tuple[int, int], list[JournalEntry]] = {}
+        """The calls of a batch (`Together`) stored as each settled, by the batch's transition
+        and the call's place in it: what a recovered run answers a batch from when the crash
+        came before the batch's calls were stored in order."""
+        self._lock = threading.Lock()  # the calls of a batch store from threads of their own
         rows = database.journal_of(run_id, part)
         for row in rows:
             item = pickle.loads(row)
             if isinstance(item, JournalEntry):
                 self.calls.append(item)
                 self.in_flight = None
+            elif item[0] == "together":  # ("together", transition, index, entry): a batch's call, settled
+                self.together.setdefault((item[1], item[2]), []).append(item[3])
             else:  # ("started", transition, step, tool): a start marker
                 self.in_flight = item[1:]
         self.rows = len(rows)
 
-    def append(self, items: list[JournalEntry | tuple[Any, ...]]) -> None:
-        """Store `items` (calls and start markers) after the rows stored so far: one commit."""
+    def append(self, items: Sequence[JournalEntry | tuple[Any, ...]]) -> None:
+        """Store `items` (calls and markers) after the rows stored so far: one commit."""
         if items:
-            self.database.append(self.run_id, self.rows, [pickle.dumps(item) for item in items])
-            self.rows += len(items)
+            with self._lock:
+                self.database.append(self.run_id, self.rows, [pickle.dumps(item) for item in items])
+                self.rows += len(items)
 
 
 class ProcessStopping(BaseException):
@@ -244,15 +252,19 @@ class DurablePerformer(ReplayingPerformer):
         return value
 
     def branches(self, count: int) -> list[Performer] | None:
-        """Live, calls made together journal apart and are stored together once all have
-        settled (`merge`): a crash among them runs them all again on recovery (they have no
-        side effects)."""
-        made = super().branches(count)
-        if made is not None:
-            if self.stopping.is_set():
-                raise ProcessStopping(self.run_id)
-            self.shown = len(self._run().trace)  # type: ignore[union-attr]
-        return made
+        """Live, calls made together journal apart, each stored as it settles
+        (`_TogetherCall`), and are stored again in call order once all have (`merge`): on
+        recovery a call whose outcome was stored is answered from it, and only a call running
+        at the crash is made again, under the same idempotency key."""
+        if super().branches(count) is None:
+            return None
+        if self.stopping.is_set():
+            raise ProcessStopping(self.run_id)
+        run: Any = self._run()
+        self.shown = len(run.trace)
+        transition, step = self.where()
+        return [_TogetherCall(self, run, transition, index, f"{self.run_id}/{step}", self.stored.together.get(
+            (transition, index), ())) for index in range(count)]
 
     def merge(self, branches: Sequence[Performer]) -> None:
         super().merge(branches)
@@ -265,6 +277,56 @@ class DurablePerformer(ReplayingPerformer):
             raise ProcessStopping(self.run_id)
         self.shown = len(self._run().trace)  # type: ignore[union-attr]
         return Performer.wait(self, seconds, asynchronous)
+
+
+class _TogetherCall(ReplayingPerformer):
+    """The performer of one call of a durable run's batch (`Together`): it answers what the
+    database stored of this call before a crash (its attempts' outcomes and waits), then
+    performs live, storing each outcome as it settles (a `("together", transition, index,
+    entry)` row), so a crash in the middle of the batch loses no outcome already had. Its
+    handler's `idempotency_key()` is `RUN/STEP/TOOL/N`, N its place in the batch (1-based)."""
+
+    __slots__ = ("_index", "_key", "_parent", "_stored", "_transition")
+
+    def __init__(self, parent: DurablePerformer, run: Position, transition: int, index: int, prefix: str,
+                 stored: Sequence[JournalEntry]) -> None:
+        super().__init__(stored, Journal(run_id=parent.journal.run_id, codec=parent.journal.codec), run)
+        self.sleep, self.async_sleep = parent.sleep, parent.async_sleep
+        self._parent, self._transition, self._index, self._key = parent, transition, index, prefix
+        self._stored = len(stored)
+
+    def replaying(self) -> bool:
+        return bool(self.remaining)
+
+    def call(self, effect: Call) -> Any:
+        if not effect.kind or self.remaining:
+            return super().call(effect)
+        if self._parent.stopping.is_set():
+            raise ProcessStopping(self._parent.run_id)
+        key = f"{self._key}/{effect.name}/{self._index + 1}"
+        token = _KEY.set(key)
+        try:
+            value = Performer.call(self, effect)
+        finally:
+            _KEY.reset(token)
+        return _keyed(value, key) if inspect.isawaitable(value) else value
+
+    def settled(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
+        super().settled(effect, before, value, error)
+        self._store()
+
+    def wait(self, seconds: float, asynchronous: bool = False) -> Any:
+        if self.remaining:
+            return super().wait(seconds, asynchronous)
+        waited = Performer.wait(self, seconds, asynchronous)
+        self._store()
+        return waited
+
+    def _store(self) -> None:
+        """Store what this call journaled since the last time: one commit."""
+        fresh = self.journal[self._stored:]
+        self._stored = len(self.journal)
+        self._parent.stored.append([("together", self._transition, self._index, entry) for entry in fresh])
 
 
 class KeyedChild(AskingParent):
