@@ -563,14 +563,25 @@ def _worker(args: argparse.Namespace) -> int:
     from forge.durable.workflow import LOOPS
     from forge.scenario import import_target
 
+    if args.dead_after <= args.heartbeat:
+        raise UsageError(f"--dead-after ({args.dead_after:g} s) must be more than --heartbeat ({args.heartbeat:g} s): "
+                         "a peer is silent only once it has missed a beat")
     for target in args.loops:
         import_target(target)  # attaches the durable loops the runs name
     me = executor_name()
     serving = (f"forge worker {me}: serving loops {', '.join(sorted(LOOPS)) or '(none)'} from "
                f"{shown_url(database_url(args.db))}, {args.concurrency} runs at once; Ctrl-C or SIGTERM stops it "
                "and hands its runs back")
-    left = work(args.db, args.concurrency, executor_id=me, grace=args.grace,
-                started=lambda: print(serving, flush=True))
+    from forge.durable.database import OUTAGE_LIMIT, DatabaseAway
+
+    try:
+        left = work(args.db, args.concurrency, executor_id=me, grace=args.grace, beat_every=args.heartbeat,
+                    dead_after=args.dead_after, started=lambda: print(serving, flush=True))
+    except DatabaseAway as away:
+        print(f"forge worker {me}: stopped: {away} (a worker rides out {OUTAGE_LIMIT:g} s of it); its runs go to "
+              f"the other workers once it has been silent for {args.dead_after:g} s, or to it when it starts again",
+              file=sys.stderr, flush=True)
+        return 1
     handed = f": {', '.join(left[:10])}{' …' if len(left) > 10 else ''}" if left else ""
     print(f"forge worker {me}: stopped; handed back {len(left)} run{'s' if len(left) != 1 else ''} "
           f"to the other workers{handed}", flush=True)
@@ -782,6 +793,11 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--grace", type=_seconds, default=30.0, metavar="SECONDS",
                         help="when stopped, how long a run in a call may take to finish it before its run is "
                              "handed back (default 30)")
+    worker.add_argument("--heartbeat", type=_positive_seconds, default=HEARTBEAT, metavar="SECONDS",
+                        help=f"how often this worker says it is alive, and looks for silent peers (default {HEARTBEAT})")
+    worker.add_argument("--dead-after", type=_positive_seconds, default=DEAD_AFTER, metavar="SECONDS",
+                        help="how long a peer may be silent before its runs are recovered here (default "
+                             f"{DEAD_AFTER}; more than --heartbeat)")
     worker.set_defaults(handler=_worker)
 
     inspect = commands.add_parser("inspect", help="write a self-contained HTML page that replays a recorded run")
@@ -890,6 +906,18 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text}")
+    return value
+
+
+HEARTBEAT, DEAD_AFTER = 0.5, 2.0
+"""`forge worker`'s beat and how long a silent peer is given: `forge.durable.worker.work`'s
+defaults (here without importing DBOS, which the parser must not need; a test pins they agree)."""
+
+
+def _positive_seconds(text: str) -> float:
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
     return value
 
 

@@ -11,7 +11,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -70,9 +70,34 @@ def postgres_server() -> Iterator[str]:
                       f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off", "start")
     if started.returncode != 0:
         raise RuntimeError(f"PostgreSQL did not start: {started.stderr} {(folder / 'log').read_text()[-2000:]}")
+    url = f"postgresql://{role}@127.0.0.1:{port}/postgres"
+
+    def restart(down_for: float, while_down: Callable[[], object]) -> None:
+        stopped = as_user(str(_bin("pg_ctl")), "-D", str(data), "-m", "fast", "-w", "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        while_down()
+        time.sleep(down_for)  # how long the database is away: the outage the test is about
+        again = as_user(str(_bin("pg_ctl")), "-D", str(data), "-l", str(folder / "log"), "-w", "-o",
+                        f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c max_connections=200 -c fsync=off",
+                        "start")
+        assert again.returncode == 0, again.stderr
+
+    _RESTARTS[url] = restart
     try:
-        yield f"postgresql://{role}@127.0.0.1:{port}/postgres"
+        yield url
     finally:
+        _RESTARTS.pop(url, None)
         as_user(str(_bin("pg_ctl")), "-D", str(data), "-m", "immediate", "stop")
         time.sleep(0.2)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+_RESTARTS: dict[str, object] = {}
+
+
+def restart_postgres(url: str, down_for: float = 0.5, while_down: Callable[[], object] = lambda: None) -> None:
+    """Stop the server `postgres_server` yielded `url` for (fast: clients are disconnected),
+    call `while_down()`, keep it down for `down_for` seconds, and start it again on the same
+    port and data."""
+    restart = _RESTARTS[url]
+    restart(down_for, while_down)  # type: ignore[operator]

@@ -210,3 +210,20 @@ def test_a_mistake_s_line_names_what_was_wrong(case: str, outcomes: dict[str, su
 
 def test_every_case_says_what_its_line_must_name():
     assert set(NAMED) == set(CASES)
+
+
+def test_forge_worker_refuses_a_dead_after_not_above_its_heartbeat(capsys):
+    from forge.cli import main
+
+    assert main(["worker", "--db", "x.sqlite", "--loops", "nothing.py", "--heartbeat", "2", "--dead-after", "1"]) == 1
+    assert "--dead-after (1 s) must be more than --heartbeat (2 s)" in capsys.readouterr().err
+
+
+def test_forge_workers_defaults_are_the_workers_own():
+    import inspect
+
+    from forge.cli import DEAD_AFTER, HEARTBEAT
+    from forge.durable.worker import work
+
+    defaults = inspect.signature(work).parameters
+    assert (defaults["beat_every"].default, defaults["dead_after"].default) == (HEARTBEAT, DEAD_AFTER)

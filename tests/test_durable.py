@@ -586,3 +586,22 @@ def test_a_chat_policy_s_requests_are_stored_and_a_recovered_run_asks_the_model_
     assert calls[0].identity["model"] == "test-model"
     again = make(loop("http://127.0.0.1:9/v1")).run("read it", run_id="chat-stored")
     assert again.answer == first.answer and again.trace == first.trace
+
+
+def test_runs_show_says_why_a_run_errored(make, db, monkeypatch):
+    """A run whose workflow failed outside the agent (`error`): `forge runs show` and
+    `StoredRuns.get` give the exception DBOS stored, which the list does not load."""
+    from forge.durable import workflow
+
+    def broken(self):
+        raise RuntimeError("the runs' disk is full")
+
+    monkeypatch.setattr(workflow._Workflow, "run", broken)
+    durable = make(AgentLoop([Tool("read", {"read"}, Recorder("text"), optional={"path"})],
+                             scripted(Intent.call("read", path="a.md")), finished))
+    ended = durable.run("read a.md", run_id="errored-run")
+    assert ended.status == "error" and "the runs' disk is full" in (ended.error or "")
+    assert durable.runs.get("errored-run").status == "error"
+    assert durable.runs.get("errored-run").error == "RuntimeError: the runs' disk is full"
+    shown = forge("runs", "show", "errored-run", "--db", str(db)).stdout.splitlines()
+    assert shown[-1] == "error: RuntimeError: the runs' disk is full"

@@ -18,9 +18,9 @@ LOOPS = str(Path(__file__).with_name("durable_workers.py"))
 pytestmark = pytest.mark.slow
 
 
-def start_worker(db: str, ledger: Path) -> subprocess.Popen[str]:
+def start_worker(db: str, ledger: Path, loops: str = LOOPS, *more: str) -> subprocess.Popen[str]:
     env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=db)
-    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", db, "--loops", LOOPS],
+    worker = subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", db, "--loops", loops, *more],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = worker.stdout.readline()  # type: ignore[union-attr]
     assert "serving loops" in started, started + worker.stderr.read()  # type: ignore[union-attr]
@@ -96,4 +96,67 @@ def test_a_worker_with_nothing_under_way_stops_saying_it_handed_back_nothing(tmp
     db = str(tmp_path / "runs.sqlite")
     StoredRuns(db, create=True).close()
     said = stop(start_worker(db, tmp_path / "ledger"), signal.SIGTERM)
+    assert "stopped; handed back 0 runs" in said
+
+
+SLOW_START = str(Path(__file__).with_name("durable_slow_start.py"))
+
+
+def test_runs_queued_while_a_worker_launches_wait_for_it_and_none_is_lost(tmp_path):
+    """DBOS hands a starting worker queued runs as soon as it launches, before forge's side
+    of the worker is open (two seconds later, in this worker): each such run waits for it.
+    Before, all of them ended in `error` ("durable runs are not launched in this process")."""
+    db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
+    stop(start_worker(db, ledger), signal.SIGTERM)  # the queue exists: the next worker dequeues at once
+    with StoredRuns(db) as runs:
+        ids = [runs.submit("filing", "file every item", f"queued-{n}") for n in range(6)]
+        slow = start_worker(db, ledger, SLOW_START)
+        try:
+            ended = [runs.wait(run_id, timeout=120) for run_id in ids]
+        finally:
+            stop(slow, signal.SIGTERM)
+    assert [(result.status, result.reason) for result in ended] == [("finished", "verified_success")] * 6
+
+
+def test_a_worker_stopped_while_runs_are_queued_loses_none_of_them(tmp_path):
+    """Stopped while it still has queued runs to take, a worker takes no more once it begins
+    to stop, and what it holds is handed back: the next worker runs every one to its end."""
+    db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
+    stop(start_worker(db, ledger), signal.SIGTERM)
+    with StoredRuns(db) as runs:
+        ids = [runs.submit("filing", "file every item", f"stopping-{n}") for n in range(10)]
+        first = start_worker(db, ledger, LOOPS, "--concurrency", "2")
+        eventually(lambda: any(runs.get(run_id).status == "finished" for run_id in ids))
+        stop(first, signal.SIGTERM)
+        second = start_worker(db, ledger)
+        try:
+            ended = [runs.wait(run_id, timeout=120) for run_id in ids]
+        finally:
+            stop(second, signal.SIGTERM)
+    assert [(result.status, result.reason) for result in ended] == [("finished", "verified_success")] * 10
+
+
+def test_a_worker_rides_out_a_database_restart_and_its_run_goes_on(tmp_path):
+    """PostgreSQL down for three seconds (several of the worker's beats) while a run's tool
+    call returns: the worker keeps running (its beat rides the outage out) and the run
+    stores the call's outcome once the database is back and ends in success, not in `error`
+    or the agent's `fatal_error`."""
+    from postgres import postgres_server, restart_postgres, why_no_postgres
+
+    why = why_no_postgres()
+    if why is not None:
+        pytest.skip(why)
+    ledger = tmp_path / "ledger"
+    with postgres_server() as url:
+        worker = start_worker(url, ledger)
+        try:
+            with StoredRuns(url) as runs:
+                runs.submit("holding", "hold twice", "held-through-restart")
+                eventually(lambda: len(runs.under_way("held-through-restart")) >= 3)  # in its second call
+                restart_postgres(url, down_for=3.0, while_down=(Path(str(ledger) + ".release")).touch)
+                ended = runs.wait("held-through-restart", timeout=120)
+            assert worker.poll() is None, worker.stderr.read()  # type: ignore[union-attr]
+        finally:
+            said = stop(worker, signal.SIGTERM)
+    assert (ended.status, ended.reason) == ("finished", "verified_success"), ended.error
     assert "stopped; handed back 0 runs" in said

@@ -18,17 +18,53 @@ DBOS's own (which hold the runs, their steps, events and queues).
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 
 from forge.errors import UsageError
 from forge.files import valid_text
 
-__all__ = ["DEFAULT_DATABASE", "RunsDatabase", "database_url", "shown_url"]
+__all__ = ["DEFAULT_DATABASE", "OUTAGE_LIMIT", "DatabaseAway", "RunsDatabase", "database_url", "shown_url"]
+
+T = TypeVar("T")
+_log = logging.getLogger("forge.durable")
+
+OUTAGE_LIMIT = 120.0
+"""Seconds forge's writes and a worker's beat wait for the runs' database to come back (a
+restart, a failover, a lock) before they give up (`DatabaseAway`)."""
+
+
+class DatabaseAway(BaseException):
+    """The runs' database did not answer for `OUTAGE_LIMIT` seconds: the work that needed it
+    stops — a worker exits saying so; a run's thread ends and the run stays pending, for
+    recovery. A BaseException, as `ProcessStopping` is, so that no stage takes it for a tool's
+    or the policy's failure and DBOS records no error: an outage of forge's own storage is
+    never the agent's `fatal_error`."""
+
+
+P = ParamSpec("P")
+
+
+def _through_outages(what: str) -> Callable[[Callable[Concatenate[RunsDatabase, P], T]],
+                                           Callable[Concatenate[RunsDatabase, P], T]]:
+    """A `RunsDatabase` method run through an outage of the database (`through_outage`)."""
+    def riding(method: Callable[Concatenate[RunsDatabase, P], T]) -> Callable[Concatenate[RunsDatabase, P], T]:
+        def ridden(self: RunsDatabase, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return self.through_outage(what, lambda: method(self, *args, **kwargs))
+        functools.update_wrapper(ridden, method)
+        return ridden
+    return riding
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
 
 _PART = "turn"
 """The stored name of the column that holds a journal row's part (see the module): the
@@ -172,6 +208,7 @@ class RunsDatabase:
         )
         _create(metadata, self.engine)
 
+    @_through_outages("reading a side effect's key")
     def lookup(self, key: str) -> tuple[str, bytes, str] | None:
         """The stored `(fingerprint, pickled value, run id)` of `key`, or None."""
         with self.engine.connect() as connection:
@@ -180,6 +217,7 @@ class RunsDatabase:
                                      .where(self.idempotency.c.key == key)).first()
         return None if row is None else (row[0], bytes(row[1]), row[2])
 
+    @_through_outages("storing a side effect's value")
     def store(self, key: str, fingerprint: str, value: bytes, run_id: str) -> None:
         """Store `key` once; a second store of the same key (a recovered run storing again)
         keeps the first."""
@@ -196,6 +234,7 @@ class RunsDatabase:
         the server rather than a BEGIN, an INSERT and a COMMIT)."""
         self._append_rows(self.journal, run_id, part, first, entries)
 
+    @_through_outages("reading a run's journal")
     def journal_of(self, run_id: str, part: int = 1) -> list[bytes]:
         """The pickled entries of `run_id`'s journal (of its `part`, for a run stored by an
         earlier forge), in order."""
@@ -204,11 +243,62 @@ class RunsDatabase:
     def _append_rows(self, table: sa.Table, run_id: str, part: int, first: int, values: list[Any]) -> None:
         """Add `values` to a table of a run's rows in order (the journal, the live
         transitions: run_id, part, seq, then the value), numbered from `first`: one INSERT
-        statement, committed on its own."""
+        statement, committed on its own, through an outage of the database (`through_outage`):
+        an INSERT that committed before its connection was lost is found there, not doubled.
+
+        Raises:
+            DatabaseAway: the database did not answer for `OUTAGE_LIMIT` seconds.
+        """
         value = table.c[3].name
         rows = [{"run_id": run_id, "part": part, "seq": first + n, value: each} for n, each in enumerate(values)]
-        with self._autocommit.connect() as connection:
-            connection.execute(table.insert().values(rows))
+
+        def insert() -> None:
+            try:
+                with self._autocommit.connect() as connection:
+                    connection.execute(table.insert().values(rows))
+            except sa.exc.IntegrityError:
+                if not self._stored(table, run_id, part, first, len(rows)):
+                    raise
+
+        self.through_outage(f"storing run {run_id!r}", insert)
+
+    def _stored(self, table: sa.Table, run_id: str, part: int, first: int, count: int) -> bool:
+        """Whether rows `first` to `first + count - 1` of the run are stored already (a retried
+        INSERT whose first try committed)."""
+        with self.engine.connect() as connection:
+            found = connection.execute(sa.select(sa.func.count()).select_from(table).where(
+                table.c.run_id == run_id, table.c.part == part, table.c.seq >= first,
+                table.c.seq < first + count)).scalar()
+        return found == count
+
+    def through_outage(self, what: str, operation: Callable[[], T]) -> T:
+        """`operation()`, tried again while the database is away — a server restarting or
+        failing over, a connection dropped, SQLite's "database is locked" — waiting longer
+        each time, for at most `OUTAGE_LIMIT` seconds in all; each outage said once in the
+        log, and its end.
+
+        Raises:
+            DatabaseAway: still away after `OUTAGE_LIMIT` seconds (`what` names the work).
+        """
+        delay, began = 0.05, time.monotonic()
+        while True:
+            try:
+                value = operation()
+            except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+                away = time.monotonic() - began
+                if away >= OUTAGE_LIMIT:
+                    raise DatabaseAway(f"the runs' database {shown_url(self.url)} did not answer for "
+                                       f"{OUTAGE_LIMIT:g} s ({what}): {_first_line(error)}") from error
+                if delay == 0.05:
+                    _log.warning("the runs' database %s is away (%s): trying again for up to %g s: %s",
+                                 shown_url(self.url), what, OUTAGE_LIMIT, _first_line(error))
+                time.sleep(min(delay, max(0.0, OUTAGE_LIMIT - away)))
+                delay = min(delay * 2, 2.0)
+                continue
+            if delay > 0.05:
+                _log.warning("the runs' database %s is back (%s) after %.1f s", shown_url(self.url), what,
+                             time.monotonic() - began)
+            return value
 
     def _rows_of(self, table: sa.Table, run_id: str, part: int) -> list[Any]:
         """The values of `run_id`'s `part` in a table of a run's rows, in order."""
@@ -217,6 +307,7 @@ class RunsDatabase:
                                       .order_by(table.c.seq))
             return [row[0] for row in rows]
 
+    @_through_outages("claiming a side effect's key")
     def claim(self, key: str, fingerprint: str, run_id: str) -> tuple[str, str]:
         """Claim the side effect `key` for `run_id`, once across every run: the unique key
         decides between runs racing for it. Returns the claim that holds, `(run_id,
@@ -232,6 +323,7 @@ class RunsDatabase:
                                          .where(self.claims.c.key == key)).first()
             return (run_id, fingerprint) if row is None else (str(row[0]), str(row[1]))
 
+    @_through_outages("releasing a side effect's key")
     def release(self, key: str, run_id: str) -> None:
         """Give up `run_id`'s claim of `key` (its call failed: another run may try)."""
         with self.engine.begin() as connection:
@@ -250,6 +342,7 @@ class RunsDatabase:
                 return self.lookup(key)
             time.sleep(every)
 
+    @_through_outages("a worker's beat")
     def beat(self, executor_id: str) -> None:
         """Say that the worker `executor_id` is alive now."""
         with self.engine.begin() as connection:
@@ -258,6 +351,7 @@ class RunsDatabase:
             if done.rowcount == 0:
                 connection.execute(self.workers.insert().values(executor_id=executor_id, beat_at=time.time()))
 
+    @_through_outages("looking for silent workers")
     def silent_workers(self, older_than: float, besides: str) -> list[str]:
         """Workers other than `besides` whose last beat is more than `older_than` seconds old."""
         with self.engine.connect() as connection:

@@ -52,6 +52,7 @@ def _launch(db: str | os.PathLike[str] | None, executor_id: str | None, concurre
                              f"database (DBOS is one per process), not also {url}")
         return url
     HOST.stopping.clear()
+    HOST.ready.clear()  # a run DBOS hands this process before the end of launch waits for it (`_hosted`)
     # SQLite's journal mode is set before DBOS connects; a PostgreSQL database may be DBOS's to create
     early = RunsDatabase(url) if url.startswith("sqlite") else None
     config: dict[str, Any] = {"name": "forge", "system_database_url": url, "log_level": "WARNING",
@@ -68,6 +69,7 @@ def _launch(db: str | os.PathLike[str] | None, executor_id: str | None, concurre
         HOST.queue = DBOS.retrieve_queue(QUEUE_NAME) or DBOS.register_queue(QUEUE_NAME, polling_interval_sec=0.2,
                                                                             on_conflict="never_update")
     HOST.url, HOST.database = url, early or RunsDatabase(url)
+    HOST.ready.set()
     _stop_at_exit()
     return url
 
@@ -108,6 +110,8 @@ def shutdown(grace: float = 0.0) -> list[str]:
 def _shutdown(grace: float = 0.0) -> list[str]:
     if HOST.url is None:
         return []
+    _stop_dequeuing()
+    HOST.ready.clear()
     HOST.stopping.set()
     for run_id, ended in list(HOST.waiting.items()):
         DBOS.send(run_id, {"kind": "process stopping"}, ANSWER_TOPIC)  # an answer no wait accepts
@@ -122,6 +126,25 @@ def _shutdown(grace: float = 0.0) -> list[str]:
     HOST.url = HOST.database = HOST.queue = None
     DBOS.destroy(destroy_registry=False)
     return left
+
+
+def _stop_dequeuing() -> None:
+    """Stop this process's DBOS taking runs from the queue, before forge's side begins to
+    stop: DBOS stops it only in `destroy`, after it. A run it hands over in between is
+    left pending (`forge.durable.workflow._hosted`) and handed back, but taken to be given
+    back.
+
+    Done through DBOS's private parts (its queue thread's stop event), checked against the
+    DBOS versions `forge.durable.worker.CHECKED_DBOS` names; where they are not found, the
+    runs handed over meanwhile are left pending all the same."""
+    from dbos import _dbos, _queue
+
+    instance = getattr(_dbos, "_dbos_global_instance", None)
+    for thread in getattr(instance, "_background_threads", ()):
+        if getattr(thread, "_target", None) is _queue.queue_thread:
+            stop = getattr(thread, "_args", (None,))[0]
+            if isinstance(stop, threading.Event):
+                stop.set()
 
 
 def executor_name() -> str:

@@ -398,6 +398,8 @@ class StoredRuns:
         if not found:
             raise RunNotFound(f"no durable run {run_id!r} in {self.url}")
         event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
+        if str(found[0].status) in _WORKFLOW_STATUSES["error"]:  # DBOS keeps the error with the output
+            found = self.client.list_workflows(workflow_ids=[run_id], load_output=True) or found
         error = found[0].error
         result = DurableResult.of(run_id, str(found[0].status), event,
                                   None if error is None else f"{type(error).__name__}: {error}", found[0].input)

@@ -23,6 +23,7 @@ from typing import Any
 
 from dbos import DBOS
 
+from forge.durable.database import DatabaseAway
 from forge.durable.host import executor_name, launch, shutdown
 from forge.durable.workflow import HOST, LOOPS
 
@@ -32,15 +33,20 @@ _log = logging.getLogger("forge.durable")
 
 
 def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id: str | None = None,
-         beat_every: float = 1.0, dead_after: float = 5.0, stop: threading.Event | None = None,
+         beat_every: float = 0.5, dead_after: float = 2.0, stop: threading.Event | None = None,
          grace: float = 30.0, started: Callable[[], object] | None = None) -> list[str]:
     """Take runs from the queue until `stop` is set or the process gets SIGTERM/SIGINT,
     then hand back the runs left here (see the module) and return their ids. The durable
     loops the runs name must exist in this process (made before calling). `started` is
-    called once the worker takes runs and a signal stops it politely.
+    called once the worker takes runs and a signal stops it politely. It beats every
+    `beat_every` seconds and recovers the runs of a peer silent for `dead_after` (the
+    defaults recover a killed worker's runs within about two and a half seconds).
 
     Raises:
-        UsageError: no durable loop exists in this process, or DBOS runs on another database.
+        UsageError: no durable loop exists in this process, DBOS runs on another database,
+            or `dead_after` is not more than `beat_every`.
+        DatabaseAway: the runs' database did not answer for `OUTAGE_LIMIT` seconds (a
+            shorter outage is ridden out): the worker stopped without handing its runs back.
     """
     from forge.errors import UsageError
 
@@ -50,6 +56,8 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         raise UsageError(f"concurrency must be at least 1, got {concurrency}")
     if grace < 0:
         raise UsageError(f"grace must be at least 0 seconds, got {grace}")
+    if not 0 < beat_every < dead_after:
+        raise UsageError(f"dead_after ({dead_after} s) must be more than beat_every ({beat_every} s), itself above 0")
     me = executor_id or executor_name()
     launch(db, executor_id=me, concurrency=concurrency, worker=True)
     database = HOST.database
@@ -63,16 +71,28 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
     _log.info("worker %s taking runs of %s from %s", me, ", ".join(sorted(LOOPS)), HOST.url)
     if started is not None:
         started()
+    away: DatabaseAway | None = None
     try:
         while not stop.is_set():
             database.beat(me)
             for silent in database.silent_workers(dead_after, besides=me):
-                _recover(silent)
+                recovered = _recover(silent)
                 database.forget_worker(silent)
+                _log.warning("worker %s: recovered %d runs of silent worker %s", me, len(recovered or ()), silent)
             stop.wait(beat_every)
+    except DatabaseAway as error:
+        away = error
+        _log.error("worker %s: %s; it stops, and its runs go to the other workers once it has been silent "
+                   "for %g s", me, error, dead_after)
     finally:
-        left = shutdown(grace)
-        database.hand_back(me)  # even with none listed: a run dequeued as DBOS stopped is found by its executor
+        _log.info("worker %s stopping: it takes no more runs", me)
+        left = shutdown(grace if away is None else 0.0)
+        if away is None:  # the database is away: the peers find this worker silent instead
+            database.hand_back(me)  # even with none listed: a run dequeued as DBOS stopped is found by its executor
+            for run_id in left:
+                _log.info("worker %s: handed back run %s", me, run_id)
+    if away is not None:
+        raise away
     _log.info("worker %s stopped; handed back %d runs", me, len(left))
     return left
 

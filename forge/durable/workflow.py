@@ -118,16 +118,19 @@ class Host:
     them (DBOS itself is one per process): the loops it can run by name (a recovered or
     dequeued run names its loop: what DBOS's registration of `forge_run` needs), what
     `launch` opened (the runs database's URL and forge's tables in it, and forge's queue),
-    whether `shutdown()` is under way (a run waiting here then leaves its thread, staying
-    stored), the runs waiting here for an answer, each with an event set once its wait
-    ends, and the runs under way here (whose transitions are stored while a page follows
-    them)."""
+    whether it is ready to run one (`ready`) and whether `shutdown()` is under way (a run
+    waiting here then leaves its thread, staying stored), the runs waiting here for an
+    answer, each with an event set once its wait ends, and the runs under way here (whose
+    transitions are stored while a page follows them)."""
 
     loops: dict[str, HostedLoop] = field(default_factory=dict)
     url: str | None = None
     database: RunsDatabase | None = None
     queue: Any = None
     stopping: threading.Event = field(default_factory=threading.Event)
+    ready: threading.Event = field(default_factory=threading.Event)
+    """Set once `launch` has opened everything a run needs; cleared while it is under way
+    and from the moment `shutdown` begins (DBOS may hand this process a run in between)."""
     waiting: dict[str, threading.Event] = field(default_factory=dict)
     live: LiveRuns = field(default_factory=LiveRuns)
 
@@ -145,6 +148,7 @@ def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None =
     `forked_from` (`forge.durable.forks`) when it is a fork of a stored run; `conversation`
     when it goes on from an earlier one: the `state` it goes on from and the run it
     `continues`."""
+    _hosted()
     durable = LOOPS.get(loop_name)
     if durable is None:
         ended = _unknown_loop(loop_name, goal)
@@ -153,11 +157,34 @@ def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None =
     return _Workflow(durable, goal, forked_from, conversation).run()
 
 
+LAUNCH_WAIT = 120.0
+"""Seconds a run handed to this process while `launch` is still under way waits for it."""
+
+
+def _hosted() -> None:
+    """Return once this process can run a durable run: DBOS may hand it one before `launch`
+    has finished opening forge's side, or after `shutdown` has begun to close it.
+
+    Raises:
+        ProcessStopping: the process is stopping, or never became ready: the run is left
+            pending, as a run stopped at its next call is, and another process takes it
+            (nothing of it ran here).
+    """
+    if HOST.ready.is_set():
+        return
+    if HOST.stopping.is_set() or not HOST.ready.wait(LAUNCH_WAIT) or HOST.stopping.is_set():
+        raise ProcessStopping(str(DBOS.workflow_id))
+
+
 @DBOS.workflow(name=ASYNC_WORKFLOW_NAME)
 async def forge_arun(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None,
                      conversation: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`forge_run` on DBOS's async API: the run is `await loop.arun(...)`, so tools, the
     policy and verify may be `async def`, and the run's waits do not hold a thread."""
+    if not HOST.ready.is_set():
+        import asyncio
+
+        await asyncio.to_thread(_hosted)
     durable = LOOPS.get(loop_name)
     if durable is None:
         ended = _unknown_loop(loop_name, goal)
