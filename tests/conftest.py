@@ -40,7 +40,8 @@ def make(db, request):
 
 def pytest_addoption(parser):
     parser.addoption("--full-trials", action="store_true", default=False,
-                     help="run every crash trial of tests/test_durable_crash.py (100; the default run samples 25)")
+                     help="run every crash trial of tests/test_durable_crash.py (100; the default run samples 25) "
+                          "and the whole fleet of tests/test_fleet.py (240 runs; the default runs 60)")
 
 
 # --- the checkout stays as it was ------------------------------------------------------

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,12 @@ def planner(goal: str, state: Any) -> Intent | Finish:
 
 
 def make_loop(ledger: Ledger, goal_items: tuple[str, ...] = ITEMS, ask: bool = False,
-              definition: str = "single_agent") -> AgentLoop:
+              definition: str = "single_agent", pause: float = 0.0) -> AgentLoop:
+    """The agent; `pause` seconds is how long each read takes (a service's latency: what
+    keeps runs in flight while a fleet test stops and kills workers)."""
     def read_item(item: str) -> dict[str, str]:
+        if pause:
+            time.sleep(pause)
         key = ledger.called("read_item").replace("/", "_")
         busy = ledger.path.with_name(f"{ledger.path.name}.{key}.busy")  # the service's state
         if not busy.exists():

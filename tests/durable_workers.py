@@ -18,6 +18,9 @@ filing = make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"]))).durable(name="
 approving = make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"])), definition="approval").durable(
     name="filing-approved", db=os.environ["FORGE_TEST_DB"])
 
+paced = make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"])), pause=0.1).durable(
+    name="filing-paced", db=os.environ["FORGE_TEST_DB"])
+
 
 def hold(n: int) -> int:
     """Its second call waits until the test makes the file `FORGE_TEST_LEDGER`.release."""
