@@ -67,14 +67,25 @@ def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def _forge_temporaries() -> set[str]:
+    """What forge made in the system's temporary folder (its names start `forge-`): a test's
+    files belong in its own temporary folder, and what forge makes there a test removes."""
+    import tempfile
+
+    return {entry.name for entry in Path(tempfile.gettempdir()).glob("forge-*")}
+
+
 def pytest_sessionstart(session):
     if not _is_worker(session.config):
         session.config._forge_checkout_status = _checkout_status()
+        session.config._forge_temporaries = _forge_temporaries()
 
 
 def pytest_sessionfinish(session, exitstatus):
     """Fail the run if the tests wrote into the checkout (a test writes only in its own
-    temporary folder: a user's demo-run/, the tracked docs and tests/ stay as they were), or,
+    temporary folder: a user's demo-run/, the tracked docs and tests/ stay as they were) or
+    left forge's files in the system's temporary folder (the whole suite only: a suite run
+    beside another may see the other's), or,
     in CI, if a real part was skipped or a slow test did not run (`_ci_refusals`). Under
     pytest-xdist only the controller checks: it is told of every worker's tests."""
     if _is_worker(session.config):
@@ -88,6 +99,9 @@ def pytest_sessionfinish(session, exitstatus):
             changed = [line for line in changed if not (line.startswith(" M docs/") and line.endswith(".png"))]
         if changed:
             refusals.append("the tests changed the checkout (git status): " + "; ".join(changed[:20]))
+    left = sorted(_forge_temporaries() - getattr(session.config, "_forge_temporaries", set()))
+    if left and _whole_suite(session.config):
+        refusals.append("the tests left forge's files in the system's temporary folder: " + ", ".join(left[:10]))
     if not refusals:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -98,6 +98,23 @@ def test_a_childs_step_budget_is_at_most_what_the_parent_has_left():
     assert result.children[0].result.steps == 3
 
 
+def test_a_child_called_late_has_only_the_steps_its_parent_has_left():
+    """The parent makes two lookups of its own first (steps 1 and 2 of its 6), then calls the
+    child at step 3: the child may take what is left, 6 - 2 = 4 steps, not the parent's 6."""
+    def endless(goal, state):
+        return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    def parent(goal, state):
+        done = len(state.observations)
+        return Intent.call("lookup", topic=f"own {done}") if done < 2 else Intent.call("research", goal="otters")
+
+    child = AgentLoop([lookup], endless, finished, max_steps=50, limits=Limits(repeat_limit=100))
+    writer = AgentLoop([lookup, child.as_tool("research")], parent, finished, max_steps=6)
+    result = writer.run("write")
+    assert result.children[0].result.reason == "step_budget_exhausted"
+    assert result.children[0].result.steps == 4
+
+
 def test_a_child_that_fails_is_a_tool_error_of_the_parent_naming_its_reason():
     def endless(goal, state):
         return Intent.call("lookup", topic=f"more {len(state.observations)}")
@@ -473,6 +490,26 @@ def test_a_childs_token_budget_is_what_its_parent_has_left():
     assert researched.reason == "budget_exhausted"
     assert researched.trace[-1].detail["token_budget"] == 120  # 150 less the parent's first 30
     assert researched.usage.total_tokens == 120
+
+
+def test_a_second_child_starts_with_what_the_parent_and_the_first_child_left_of_the_budget():
+    """Budget 300; the parent spends 30 a decision, the child 40. The first child (otters)
+    decides twice, 80; the second (seals) never finishes. Called after the parent's two
+    decisions and the first child's 80, the second child has 300 - 30 - 80 - 30 = 160, not
+    the 240 it would have if the first child's tokens were not counted."""
+    from forge import Limits
+
+    def researching(goal, state):
+        if goal == "otters" and state.observations:
+            return Finish("noted")
+        return Intent.call("lookup", topic=f"{goal} {len(state.observations)}")
+
+    child = AgentLoop([lookup], spending(40, researching), finished, max_steps=20, limits=Limits(repeat_limit=50))
+    writer = AgentLoop([child.as_tool("research")], spending(30, asking("otters", "seals")), finished,
+                       limits=Limits(token_budget=300))
+    first, second = (each.result for each in writer.run("write").children)
+    assert (first.reason, first.usage.total_tokens) == ("verified_success", 80)
+    assert second.reason == "budget_exhausted" and second.trace[-1].detail["token_budget"] == 160
 
 
 def test_a_run_may_be_given_a_lower_token_budget_than_its_loops():

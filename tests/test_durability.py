@@ -79,3 +79,31 @@ def test_durable_loop_still_makes_the_same_thing_and_says_it_is_deprecated(db, r
         assert durable.run("write two files", run_id="through-the-alias").status == "waiting"
     finally:
         durable.close()
+
+
+def test_an_answer_sent_twice_before_the_run_takes_either_is_taken_once(tmp_path):
+    """The run's process has stopped while it waits, so nothing takes an answer off the
+    database: the second of two identical answers finds the first there, claimed, and is
+    refused as answered already; on recovery the approved write is made once."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    agent = str(Path(__file__).with_name("durable_agent.py"))
+    db, ledger = tmp_path / "runs.sqlite", tmp_path / "ledger"
+
+    def run_agent(*more):
+        done = subprocess.run([sys.executable, agent, "run", str(db), str(ledger), "twice", "--approvals", *more],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.splitlines()[-1]
+
+    assert '"status": "waiting"' in run_agent()
+    with StoredRuns(db) as runs:
+        asked = runs.get("twice").waiting
+        runs.resume("twice", Answer.approve(asked.fingerprint))
+        with pytest.raises(AnswerRefused, match="answered already on that question"):
+            runs.resume("twice", Answer.approve(asked.fingerprint))
+    assert '"status": "waiting"' in run_agent("--answers", "1")  # recovered: took the one answer, waits again
+    calls = [line.split("\t")[0] for line in (tmp_path / "ledger.calls").read_text().splitlines()]
+    assert calls.count("write_entry") == 1

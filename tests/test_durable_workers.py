@@ -4,17 +4,14 @@ was called once, counted as it was called (duplicates kept): only a call the kil
 had in flight may have been made again (at most its concurrency of them, with the same
 key). Skips, saying why, without PostgreSQL."""
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from durable_agent import calls_made
 from postgres import postgres_server, why_no_postgres
+from worker_processes import start_worker, stop_all
 
 from forge.durable.runs import StoredRuns
 
@@ -24,13 +21,6 @@ if REASON is not None:
 pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 RUNS, WORKERS = 200, 4
-LOOPS = str(Path(__file__).with_name("durable_workers.py"))
-
-
-def start_worker(url, ledger):
-    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=url)
-    return subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", url, "--loops", LOOPS, "--concurrency", "4"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def test_two_hundred_runs_on_four_workers_survive_a_worker_killed_halfway(tmp_path):
@@ -54,14 +44,7 @@ def test_two_hundred_runs_on_four_workers_survive_a_worker_killed_halfway(tmp_pa
                 results = [runs.wait(run_id, timeout=300) for run_id in ids]
                 elapsed = time.monotonic() - started
         finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.send_signal(signal.SIGTERM)
-            for worker in workers:
-                try:
-                    worker.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
+            stop_all(workers)
     reasons = Counter(result.reason for result in results)
     lines = [line.split("\t") for line in ledger.read_text().splitlines()]
     per_key = Counter(line[0] for line in lines)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -229,23 +228,26 @@ def test_a_factory_that_makes_no_loop_is_refused_naming_what_it_made() -> None:
 
 
 def test_cases_run_concurrently_within_the_bound() -> None:
+    """Each case's lookup waits for a second case's to run beside it (a barrier of two: a
+    case run alone would wait forever), and counts how many run at once: never more than 2."""
     active, most = [0], [0]
     lock = threading.Lock()
+    pairs = threading.Barrier(2, timeout=30)
 
     def slow(q: str) -> str:
         with lock:
             active[0] += 1
             most[0] = max(most[0], active[0])
-        time.sleep(0.2)
+        pairs.wait()
         with lock:
             active[0] -= 1
         return q
 
     loop = AgentLoop([Tool("lookup", {"lookup"}, slow, required={"q"})], looks_up("a"),
                      verify=lambda o: o.tool_name == "finish")
-    dataset = Dataset(name="d", cases=[Case(name=f"c{n}", inputs="x") for n in range(5)])
-    evaluate(dataset, loop, max_concurrency=2)
-    assert most[0] == 2
+    dataset = Dataset(name="d", cases=[Case(name=f"c{n}", inputs="x") for n in range(4)])
+    results = evaluate(dataset, loop, max_concurrency=2)
+    assert most[0] == 2 and all(case.error is None for case in results.cases)
 
 
 def test_a_dataset_case_without_a_name_is_refused_before_anything_runs() -> None:
@@ -416,6 +418,22 @@ def test_compare_names_the_regressions_and_where_the_runs_diverge(tmp_path: Path
     at = diff(tmp_path / "before" / before.cases[1].runs[0], after.runs["worse"].last).first
     assert (worse.divergence.turn, worse.divergence.transition) == (1, at)
     assert str(worse.divergence).startswith(f"turn 1, transition {at}: state ")
+
+
+def test_one_case_up_and_another_down_is_a_regression_though_the_total_score_holds(tmp_path: Path) -> None:
+    """The gate is per case: a case that fell is a regression whatever the others did, so a
+    total that holds (one up, one down) never hides it."""
+    def good_at(wanted: str) -> Any:
+        def policy(goal: str, state: LoopState) -> Any:
+            return looks_up("a")(goal, state) if goal == wanted else Intent.call("nothing", q="x")
+        return policy
+
+    write_results(evaluate(dataset_of(up="x", down="y"), loop_of(Counter(), good_at("y"))), tmp_path / "before")
+    after = evaluate(dataset_of(up="x", down="y"), loop_of(Counter(), good_at("x")))
+    comparison = compare(after, read_results(tmp_path / "before"))
+    assert comparison.scores[0] == pytest.approx(comparison.scores[1])  # the total holds
+    assert [change.name for change in comparison.regressions] == ["down"]
+    assert comparison.regressions[0].regressions[0] == "score fell from 1.00 to 0.00"
 
 
 def test_the_report_shows_every_case_links_its_runs_and_marks_regressions(tmp_path: Path) -> None:

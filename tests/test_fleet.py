@@ -10,17 +10,15 @@ invocations (each call as it happened, duplicates kept). 0 lost (every run ends 
 call in flight at the SIGKILL, made again with the same key), every stored run replays
 equal calling nothing. 60 runs in the suite; `--full-trials` (CI) runs 240."""
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from durable_agent import Ledger, calls_made, make_loop
 from postgres import postgres_server, restart_postgres, why_no_postgres
+from worker_processes import start_worker, stop_all
 
 from forge.durable import Answer, AnswerRefused
 from forge.durable.runs import StoredRuns
@@ -28,20 +26,12 @@ from forge.durable.runs import StoredRuns
 REASON = why_no_postgres()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
 
-LOOPS = str(Path(__file__).with_name("durable_workers.py"))
 WORKERS, CONCURRENCY, APPROVALS = 3, 4, 4
 
 
 @pytest.fixture
 def runs_count(request):
     return 240 if request.config.getoption("full_trials") else 60
-
-
-def start_worker(url: str, ledger: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ, FORGE_TEST_LEDGER=str(ledger), FORGE_TEST_DB=url)
-    return subprocess.Popen([sys.executable, "-m", "forge", "worker", "--db", url, "--loops", LOOPS,
-                             "--concurrency", str(CONCURRENCY)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def finished(runs: StoredRuns, ids: list[str]) -> int:
@@ -73,7 +63,7 @@ def test_a_fleet_under_restarts_kills_and_a_database_restart_loses_and_doubles_n
     ledger = tmp_path / "ledger"
     events: list[str] = []
     with postgres_server() as url:
-        workers = [start_worker(url, ledger) for _ in range(WORKERS)]
+        workers = [start_worker(url, ledger, CONCURRENCY) for _ in range(WORKERS)]
         killed: list[subprocess.Popen[str]] = []
         twice: set[str] = set()
         refused: list[str] = []
@@ -91,13 +81,13 @@ def test_a_fleet_under_restarts_kills_and_a_database_restart_loses_and_doubles_n
                 def polite(index: int) -> None:
                     workers[index].send_signal(signal.SIGTERM)
                     assert workers[index].wait(timeout=90) == 0, workers[index].stderr.read()[-3000:]  # type: ignore[union-attr]
-                    workers[index] = start_worker(url, ledger)
+                    workers[index] = start_worker(url, ledger, CONCURRENCY)
 
                 def kill(index: int) -> None:
                     workers[index].send_signal(signal.SIGKILL)
                     workers[index].wait(timeout=30)
                     killed.append(workers[index])
-                    workers[index] = start_worker(url, ledger)
+                    workers[index] = start_worker(url, ledger, CONCURRENCY)
 
                 for _ in range(3000):  # a bound on the polls, not a claim about speed: a stuck fleet fails
                     done = finished(runs, ids)
@@ -122,14 +112,7 @@ def test_a_fleet_under_restarts_kills_and_a_database_restart_loses_and_doubles_n
                 stranded = [row.run_id for row in runs.list(limit=runs_count + APPROVALS + 10)
                             if row.workflow_status not in ("SUCCESS",)]
         finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.send_signal(signal.SIGTERM)
-            for worker in workers:
-                try:
-                    worker.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
+            stop_all(workers)
 
     ends = Counter((result.status, result.reason) for result in results.values())
     made = calls_made(ledger)

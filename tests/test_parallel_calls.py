@@ -105,6 +105,44 @@ def test_at_most_max_parallel_calls_run_at_the_same_time():
     assert result.trace[1].detail["parallel"] == 2
 
 
+def test_under_arun_at_most_max_parallel_async_calls_run_at_the_same_time():
+    """Four `async def` calls with a bound of 2: each waits until a second one runs beside it
+    (an asyncio barrier of two), and counts how many run at once: never more than two."""
+    running, most, pairs = [0], [0], _AsyncPairs()
+
+    async def lookup(n: int) -> int:
+        running[0] += 1
+        most[0] = max(most[0], running[0])
+        await pairs.wait()
+        await asyncio.sleep(0)  # let any third call that was wrongly let in start before this one ends
+        running[0] -= 1
+        return n
+
+    async def go():
+        loop = AgentLoop([Tool("lookup", {"lookup"}, lookup, required={"n"})],
+                         ScriptedPolicy([_calls("lookup", 4), Finish("done")]), _finished, limits=Limits(max_parallel=2))
+        return await asyncio.wait_for(loop.arun("look"), 30)
+
+    result = asyncio.run(go())
+    assert result.reason == "verified_success" and most[0] == 2
+    assert result.trace[1].detail["parallel"] == 2
+
+
+class _AsyncPairs:
+    """A barrier of two for tasks: each wait returns once a second task has come to it."""
+
+    def __init__(self) -> None:
+        self.waiting: asyncio.Future[None] | None = None
+
+    async def wait(self) -> None:
+        if self.waiting is None:
+            self.waiting = asyncio.get_running_loop().create_future()
+            await self.waiting
+            return
+        waiting, self.waiting = self.waiting, None
+        waiting.set_result(None)
+
+
 def test_with_max_parallel_one_each_call_is_a_step_of_its_own_and_the_plan_is_made_before_the_policy_is_asked():
     asked = []
 

@@ -237,3 +237,27 @@ def test_a_request_state_older_than_its_lifetime_is_refused(monkeypatch):
     monkeypatch.setattr(forge.serve.asking, "STATE_LIFETIME", -1.0)
     with pytest.raises(Unanswered, match="the request state expired"):
         Round.decode(state, reply(reply="the middle"), None)
+
+
+def test_a_request_state_brought_to_another_tool_of_the_server_is_refused_and_runs_nothing():
+    import anyio
+    import mcp
+    import mcp_types as types
+
+    from forge.serve import mcp_server, served_tools
+
+    server = mcp_server(served_tools({"careful": careful, "asking": asking}), "test")
+
+    async def never(context, params):
+        raise AssertionError("asked in place")
+
+    async def session():
+        async with mcp.Client(server, read_timeout_seconds=60, elicitation_callback=never) as client:
+            first = await client.session.call_tool("careful", {"goal": "hedge"}, allow_input_required=True)
+            responses = {"forge": types.ElicitResult(action="accept", content={"reply": "the middle"})}
+            return await client.session.call_tool("asking", {"goal": "rope"}, input_responses=responses,
+                                                  request_state=first.request_state, allow_input_required=True)
+
+    other = anyio.run(session)
+    assert other.is_error and "a call of 'careful''s, not of 'asking''s" in other.content[0].text
+    assert CALLS == []

@@ -165,6 +165,14 @@ def test_a_streamed_chat_run_journals_what_an_unstreamed_one_does():
     assert all("stream" not in identity for identity, _ in models)
     assert _shape(streamed.trace) == _shape(ran.trace)
     assert streamed.usage.total_tokens == ran.usage.total_tokens == 4
+    timeless = ("started", "seconds")  # when a call was made and how long it took: the only fields that may differ
+
+    def replies(result):
+        return [(e.identity, e.value["message"], {k: v for k, v in e.value["usage"].items() if k not in timeless})
+                for e in result.journal if e.kind == "model"]
+
+    assert replies(streamed) == replies(ran)  # the whole reply as journaled: finish reason, model, provider too
+    assert [usage["finish_reason"] for _, _, usage in replies(streamed)] == ["tool_calls", "stop"]
 
 
 def test_a_replayed_chat_run_streams_its_model_replies_from_the_journal_calling_nothing():

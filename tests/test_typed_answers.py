@@ -311,3 +311,11 @@ def test_a_models_tool_arguments_nested_too_deep_are_told_to_it_as_an_error():
         told = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert result.reason == "verified_success" and result.answer == Weather("Oslo", 4.5)
     assert told == ["error: the arguments refused: nested deeper than 100 levels"]
+
+
+def test_distinct_invalid_answers_are_bounded_by_the_step_budget_not_the_repeat_limit():
+    """Each answer is another invalid one: no answer repeats, so the repeat limit (2) never
+    stops the run; the step budget (5, above it) does, after five answers."""
+    result = _loop([Finish({"city": str(n)}) for n in range(9)], max_steps=5, limits=Limits(repeat_limit=2)).run("w")
+    assert result.reason == "step_budget_exhausted" and len(result.state.observations) == 5
+    assert [o.status for o in result.state.observations] == ["retryable_error"] * 5

@@ -150,6 +150,30 @@ def test_a_request_without_the_token_is_unauthorised_and_one_with_another_is_for
     assert call(ui["port"], "GET", "/api/runs", token="not-it")[0] == 403
 
 
+@pytest.mark.parametrize(("how", "headers", "query"), [
+    ("a wrong cookie", {"Cookie": "forge_ui=not-it"}, ""),
+    ("a wrong ?token=", {}, "?token=not-it"),
+    ("a wrong bearer", {"Authorization": "Bearer not-it"}, ""),
+], ids=["cookie", "query", "bearer"])
+def test_a_wrong_credential_of_each_kind_is_forbidden_for_reads_and_changes(make, ui, how, headers, query):
+    SENT.clear()
+    run_id = f"api-wrong-{how.split()[-1].strip('?=')}"
+    waiting(make, run_id)
+    assert call(ui["port"], "GET", "/api/runs" + query, token=None, headers=headers)[0] == 403, how
+    status, body = call(ui["port"], "POST", f"/api/runs/{run_id}/cancel" + query, {}, token=None, headers=headers)
+    assert status == 403 and "forbidden" in body["error"], how
+    assert call(ui["port"], "GET", f"/api/runs/{run_id}")[1]["status"] == "waiting" and SENT == []
+
+
+@pytest.mark.parametrize("route", ["answer", "cancel", "fork"])
+def test_a_change_sent_with_no_credential_at_all_is_unauthorised_and_changes_nothing(make, ui, route):
+    SENT.clear()
+    waiting(make, f"api-bare-{route}")
+    status, body = call(ui["port"], "POST", f"/api/runs/api-bare-{route}/{route}", {"kind": "approve"}, token=None)
+    assert status == 401 and body["error"].startswith("no token"), route
+    assert call(ui["port"], "GET", f"/api/runs/api-bare-{route}")[1]["status"] == "waiting" and SENT == []
+
+
 def test_a_request_naming_a_foreign_host_is_refused(ui):
     status, body = call(ui["port"], "GET", "/api/runs", headers={"Host": "evil.example:80"})
     assert status == 400 and "does not serve the host" in body["error"]

@@ -34,6 +34,16 @@ def stop(worker: subprocess.Popen[str], signum: int) -> str:
     return out
 
 
+def last_beat(runs: StoredRuns, said: str) -> float | None:
+    """The last beat the database holds of the worker whose stop `said` is."""
+    import sqlalchemy as sa
+
+    me = said.strip().splitlines()[-1].split(":")[0].removeprefix("forge worker ")
+    workers = runs.database.workers
+    with runs.database.engine.connect() as connection:
+        return connection.execute(sa.select(workers.c.beat_at).where(workers.c.executor_id == me)).scalar()
+
+
 def eventually(check, seconds: float = 60.0):
     for _ in range(int(seconds / 0.05)):
         value = check()
@@ -55,6 +65,7 @@ def test_a_run_waiting_for_approval_goes_on_in_the_next_worker_after_a_polite_st
         finally:
             said = stop(first, signum)
         assert "stopped; handed back 1 run to the other workers: waits" in said
+        assert last_beat(runs, said) == 0.0  # handed back in the database: every worker finds it silent at once
         runs.resume("waits", Answer.approve(asked.waiting.fingerprint))
         second = start_worker(db, ledger)
         try:
