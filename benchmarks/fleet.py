@@ -26,11 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from postgres import postgres_server, why_no_postgres  # noqa: E402
-from targets import against, at_least  # noqa: E402
-from worker_processes import start_worker, stop_all  # noqa: E402
+from postgres import postgres_server, why_no_postgres
+from targets import against, at_least
+from worker_processes import start_worker, stop_all
 
-from forge.durable.runs import StoredRuns  # noqa: E402
+from forge.durable.runs import StoredRuns
 
 WORKERS = 3
 
