@@ -10,6 +10,8 @@ import asyncio
 import threading
 
 import pytest
+from chat_server import ChatServer, reply
+from models import chat_policy
 
 from forge import AgentLoop, Finish, Intent, Limits, Retry, ScriptedPolicy, Tool, tool
 from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
@@ -17,12 +19,6 @@ from forge.check import check_definition
 from forge.diagram import diagram_text
 from forge.events import RunFinished, ToolAttemptStarted, TransitionFired
 from forge.inspect import html
-
-openai = pytest.importorskip("openai", reason="the llm extra is a test dependency: python3 tasks.py test installs it")
-
-from chat_server import ChatServer, reply  # noqa: E402
-
-from forge.llm import ChatPolicy  # noqa: E402
 
 
 def _together(count):
@@ -323,8 +319,7 @@ def test_the_inspector_shows_the_calls_made_together():
 
 
 def _policy(server):
-    return ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0),
-                      async_client=openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0))
+    return chat_policy(server)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

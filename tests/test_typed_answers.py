@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
+from chat_server import ChatServer, reply
+from models import chat_policy, llm
 
 from forge import AgentLoop, Finish, Limits, ScriptedPolicy, tool
 from forge.check import check_definition
@@ -19,11 +21,8 @@ from forge.errors import UsageError
 from forge.machine.loader import load_definition
 from forge.output import AnswerInvalid, Output
 
-openai = pytest.importorskip("openai", reason="the llm extra is a test dependency: python3 tasks.py test installs it")
-
-from chat_server import ChatServer, reply  # noqa: E402
-
-from forge.llm import FINAL_ANSWER, ChatPolicy  # noqa: E402
+FINAL_ANSWER = "final_answer"
+"""The tool `ChatPolicy` offers a model for its typed answer (`forge.llm.FINAL_ANSWER`; a test pins it)."""
 
 
 @dataclass
@@ -154,8 +153,11 @@ def test_a_replay_of_a_typed_run_gives_the_same_typed_answer_calling_nothing():
 
 
 def _policy(server, **more):
-    return ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0),
-                      async_client=openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0), **more)
+    return chat_policy(server, **more)
+
+
+def test_the_final_answer_tool_is_named_as_these_tests_name_it():
+    assert llm().FINAL_ANSWER == FINAL_ANSWER
 
 
 def _chat_loop(server, **more):
@@ -238,7 +240,7 @@ def test_a_tool_named_final_answer_is_refused_when_the_answer_is_asked_with_one(
         """A tool that takes the name."""
         return text
 
-    policy = ChatPolicy("m", client=object(), structured_output=False)
+    policy = llm().ChatPolicy("m", client=object(), structured_output=False)
     with pytest.raises(UsageError, match="a tool is named 'final_answer'"):
         AgentLoop([final_answer], policy, lambda o: True, output=Weather)
 
@@ -306,7 +308,7 @@ def test_a_models_tool_arguments_nested_too_deep_are_told_to_it_as_an_error():
     replies = [reply(None, ("c1", "temperature", deep)), reply(None, ("c2", "temperature", '{"city": "Oslo"}')),
                reply('{"city": "Oslo", "celsius": 4.5}')]
     with ChatServer(replies) as server:
-        model = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
+        model = chat_policy(server, "m")
         result = AgentLoop([temperature], model, lambda o: o.tool_name == "finish", output=Weather).run("weather")
         told = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert result.reason == "verified_success" and result.answer == Weather("Oslo", 4.5)
