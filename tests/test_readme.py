@@ -11,10 +11,12 @@ transcript must be lines the debugger really prints. The one command not run her
 `python3 tasks.py test`: it is the command running this suite.
 """
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -44,9 +46,17 @@ it runs works in a temporary folder. In the copy it would install the copy in it
 
 
 def run_shell(command, root):
+    """`command` as a user runs it, in the copy `root` (the setup command in the checkout),
+    its temporary files (the demo's workspace, which it keeps for the user) in a temporary
+    folder of the test's own."""
     command = command.replace(".venv/bin/", f"{BIN}/")
     return subprocess.run(["bash", "-c", command], cwd=ROOT if command == SETUP else root, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=600, env=dict(os.environ, TMPDIR=str(TEMPORARY[root])))
+
+
+TEMPORARY: dict = {}
+"""Each copy's temporary folder (open to the PostgreSQL server's own user, which a benchmark
+starts), removed with the copy's test module."""
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +68,10 @@ def checkout(tmp_path_factory):
         ".hypothesis", ".pytest_cache", "*.egg-info", "build", "dist", "forge-demo-*"))
     if (ROOT / ".venv").exists():
         (root / ".venv").symlink_to(ROOT / ".venv")
-    return root
+    TEMPORARY[root] = Path(tempfile.mkdtemp(prefix="readme-tmp-"))
+    TEMPORARY[root].chmod(0o755)
+    yield root
+    shutil.rmtree(TEMPORARY.pop(root), ignore_errors=True)
 
 
 def test_readme_has_the_two_setup_commands():
