@@ -171,10 +171,11 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         subjects = []
         for each, chosen in batch:
             subjects.append((yield from _arguments_text(run, chosen.tool_name, each)))
+        batched: FactChanges = {"step": step, "intent": None, "action": None, "batch": batch}
         if rest:
+            batched["plan"] = rest
             detail["planned"] = len(rest)
-        return StageOutcome(Selection.BATCHED, detail, subjects, {"step": step, "intent": None, "action": None,
-                                                                  "batch": batch, "plan": rest}, counts)
+        return StageOutcome(Selection.BATCHED, detail, subjects, batched, counts)
     action: Action | None = None
     refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
@@ -182,8 +183,9 @@ def _selected(run: Run) -> Steps[StageOutcome]:
     except (UnknownTool, AmbiguousToolChoice, NoMatchingTool) as error:
         refused = error
     subject = yield from _arguments_text(run, action.tool_name if action else intent.tool or "", intent)
-    facts: FactChanges = {"step": step, "intent": intent, "action": action, "plan": rest}
+    facts: FactChanges = {"step": step, "intent": intent, "action": action}
     if rest:
+        facts["plan"] = rest
         detail["planned"] = len(rest)
     if refused is not None:
         facts["error"] = refused
