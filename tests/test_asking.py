@@ -6,19 +6,16 @@ import asyncio
 import json
 from pathlib import Path
 
+import miss_param_tasks as tasks
 import pytest
+from builders import tool as make_tool
+from chat_server import ChatServer, reply
+from models import REASON, llm
 
-openai = pytest.importorskip("openai", reason="the llm extra is a test dependency: python3 tasks.py test installs it")
-
-import miss_param_tasks as tasks  # noqa: E402
-from builders import tool as make_tool  # noqa: E402
-from chat_server import ChatServer, reply  # noqa: E402
-
-from forge import AgentLoop, Ask, Finish, Intent, Limits, ScriptedPolicy, Usage, tool  # noqa: E402
-from forge.check import check_definition  # noqa: E402
-from forge.errors import UsageError  # noqa: E402
-from forge.llm import ChatPolicy  # noqa: E402
-from forge.machine.loader import load_definition  # noqa: E402
+from forge import AgentLoop, Ask, Finish, Intent, Limits, ScriptedPolicy, Usage, tool
+from forge.check import check_definition
+from forge.errors import UsageError
+from forge.machine.loader import load_definition
 
 
 def answered(observation):
@@ -36,8 +33,10 @@ def written_before_asking():
 
 
 def chat(server, **options):
-    return ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test"),
-                      async_client=openai.AsyncOpenAI(base_url=server.url, api_key="test"), **options)
+    """A ChatPolicy on the local chat server (the test skips without the llm extra)."""
+    openai = pytest.importorskip("openai", reason=REASON)
+    return llm().ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test"),
+                            async_client=openai.AsyncOpenAI(base_url=server.url, api_key="test"), **options)
 
 
 @tool
@@ -158,7 +157,7 @@ def test_ask_false_offers_no_ask_user_tool():
 def test_a_tool_named_ask_user_is_refused_while_the_policy_offers_its_own():
     clash = make_tool("ask_user")
     with pytest.raises(UsageError, match="ask=False"):
-        AgentLoop([clash], ChatPolicy("m", client=object()), answered)
+        AgentLoop([clash], llm().ChatPolicy("m", client=object()), answered)
 
 
 def test_an_ask_user_call_without_a_question_is_told_to_the_model_as_an_error():

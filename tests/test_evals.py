@@ -270,11 +270,15 @@ def test_record_and_offline_together_are_refused(tmp_path: Path) -> None:
 # a model-played user and a judge, on a chat server on 127.0.0.1, replayed from the tape
 
 
-openai = pytest.importorskip("openai")
 NOWHERE = "http://127.0.0.1:9/v1"  # nothing listens: a call that is not on the tape fails
 
 
 def client_of(url: str) -> Any:
+    """The openai client a model-played user or a judge speaks through; the test skips
+    without the llm extra (only the tests that speak to a model need it)."""
+    from models import REASON
+
+    openai = pytest.importorskip("openai", reason=REASON)
     return openai.OpenAI(base_url=url, api_key="test", max_retries=0)
 
 

@@ -83,6 +83,8 @@ import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from chat_server import ChatServer, reply  # noqa: E402
+from models import REASON, llm  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.trace import SpanKind  # noqa: E402
@@ -90,11 +92,6 @@ from opentelemetry.trace import SpanKind  # noqa: E402
 from forge import AgentLoop, Finish, Intent, TransientToolError  # noqa: E402
 from forge import tool as forge_tool  # noqa: E402
 from forge.observe.otel import SEMCONV_VERSION  # noqa: E402
-
-openai = pytest.importorskip("openai")
-from chat_server import ChatServer, reply  # noqa: E402
-
-from forge.llm import ChatPolicy  # noqa: E402
 
 AGENT = {"gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.agent.name", "gen_ai.conversation.id",
          "gen_ai.request.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"}
@@ -132,7 +129,9 @@ def _chat_run(telemetry, **observer):
     with ChatServer([reply(None, ("call_7", "lookup", {"city": "Oslo"})) | {"_usage": {"prompt_tokens": 40,
                                                                                          "completion_tokens": 6}},
                      reply("Oslo is sunny.") | {"_usage": {"prompt_tokens": 60, "completion_tokens": 4}}]) as server:
-        policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test"), system="Be brief.")
+        openai = pytest.importorskip("openai", reason=REASON)
+        policy = llm().ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test"),
+                                  system="Be brief.")
         loop = AgentLoop([lookup], policy, lambda o: o.tool_name == "finish",
                          hooks=Hooks(redact=lambda tool, field, value: "***" if field == "arguments" else value))
         result = loop.run("weather in Oslo?", observers=[OpenTelemetryObserver(tracer, meter=meter, **observer)])

@@ -11,13 +11,11 @@ import threading
 
 import pytest
 from builders import Recorder
+from chat_server import ChatServer, reply
+from models import chat_policy
 
-openai = pytest.importorskip("openai", reason="the llm extra is a test dependency: python3 tasks.py test installs it")
-
-from chat_server import ChatServer, reply  # noqa: E402
-
-from forge import AgentLoop, Ask, Finish, Intent, LoopObserver, ScriptedPolicy, Tool, TransientToolError, tool  # noqa: E402
-from forge.events import (  # noqa: E402
+from forge import AgentLoop, Ask, Finish, Intent, LoopObserver, ScriptedPolicy, Tool, TransientToolError, tool
+from forge.events import (
     ModelCallStarted,
     RunFinished,
     StreamClosed,
@@ -28,7 +26,6 @@ from forge.events import (  # noqa: E402
     TransitionFired,
     WaitingOn,
 )
-from forge.llm import ChatPolicy  # noqa: E402
 
 NOTES = {"todo.md": "buy milk"}
 
@@ -40,9 +37,7 @@ def read_note(path: str) -> str:
 
 
 def _chat_loop(server):
-    policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test", max_retries=0),
-                        async_client=openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0),
-                        system="You keep notes.")
+    policy = chat_policy(server, system="You keep notes.")
     return AgentLoop([read_note], policy, lambda o: isinstance(o.payload, Finish))
 
 
@@ -351,8 +346,7 @@ def _gated_chat_loop(server, gate, asynchronous):
             gate.wait(10)
             return "buy milk"
 
-    policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="test", max_retries=0),
-                        async_client=openai.AsyncOpenAI(base_url=server.url, api_key="test", max_retries=0))
+    policy = chat_policy(server)
     return AgentLoop([Tool("read_note", {"read"}, read, required={"path"})], policy,
                      lambda o: isinstance(o.payload, Finish))
 
