@@ -566,6 +566,7 @@ def _worker(args: argparse.Namespace) -> int:
     if args.dead_after <= args.heartbeat:
         raise UsageError(f"--dead-after ({args.dead_after:g} s) must be more than --heartbeat ({args.heartbeat:g} s): "
                          "a peer is silent only once it has missed a beat")
+    _worker_log()
     for target in args.loops:
         import_target(target)  # attaches the durable loops the runs name
     me = executor_name()
@@ -586,6 +587,20 @@ def _worker(args: argparse.Namespace) -> int:
     print(f"forge worker {me}: stopped; handed back {len(left)} run{'s' if len(left) != 1 else ''} "
           f"to the other workers{handed}", flush=True)
     return 0
+
+
+def _worker_log() -> None:
+    """A worker says what it does on standard error, a line each, with the time: its stop,
+    each run it hands back, each silent peer whose runs it recovers, each outage of the
+    database (forge.durable's log, from INFO on; DBOS's own stays at WARNING)."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    log = logging.getLogger("forge.durable")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def _inspect(args: argparse.Namespace) -> int:

@@ -34,6 +34,14 @@ def stop(worker: subprocess.Popen[str], signum: int) -> str:
     return out
 
 
+def said_line(worker: subprocess.Popen[str], words: str) -> str:
+    """The first line of the worker's standard error holding `words`, read as it comes."""
+    for line in worker.stderr:  # type: ignore[union-attr]
+        if words in line:
+            return line
+    raise AssertionError(f"the worker ended without saying {words!r}")
+
+
 def last_beat(runs: StoredRuns, said: str) -> float | None:
     """The last beat the database holds of the worker whose stop `said` is."""
     import sqlalchemy as sa
@@ -87,8 +95,9 @@ def test_a_run_stopped_mid_tool_finishes_its_call_and_the_next_worker_goes_on_wi
         try:
             eventually(lambda: held.exists() and held.read_text().splitlines() == ["1", "2"])  # in its second call
             first.send_signal(signum)
-            time.sleep(0.5)  # the worker is stopping while the call is still under way
+            said = said_line(first, "stopping: it takes no more runs")  # the worker is stopping, the call under way
             assert first.poll() is None, "the worker waits for the call it is in"
+            assert said.split()[2] == "worker"  # one line, with the time
             Path(f"{ledger}.release").touch()
         finally:
             said = stop(first, signum)
