@@ -310,9 +310,13 @@ def test_a_page_opened_after_an_answer_follows_the_run_and_offers_no_answer_agai
     assert 'id="following"' not in other and 'value="approve"' in other  # another question's answer: ask this one
 
 
-def test_a_following_page_is_told_when_the_run_takes_the_answer_up(make, ui):
+def test_a_following_page_is_told_when_the_run_takes_the_answer_up(make, ui, monkeypatch):
     from forge.durable import Answer
+    from forge.durable.runs import StoredRuns
 
+    looked = []
+    read = StoredRuns.get
+    monkeypatch.setattr(StoredRuns, "get", lambda self, run_id: looked.append(run_id) or read(self, run_id))
     durable = make(approval_loop())
     durable.run("pay bob", run_id="follow-feed")
     waiting = durable.status("follow-feed").waiting
@@ -324,8 +328,13 @@ def test_a_following_page_is_told_when_the_run_takes_the_answer_up(make, ui):
     told = []
     reader = threading.Thread(target=lambda: told.extend(sse_messages(response)))
     reader.start()
-    time.sleep(0.6)  # the feed is open and the run still waits: nothing told, and it does not end
-    assert reader.is_alive() and told == []
+    polled = looked.count("follow-feed")
+    for _ in range(600):  # a bound on the wait, not a speed claim: the feed looks at the run again and again
+        if looked.count("follow-feed") >= polled + 3:
+            break
+        time.sleep(0.05)
+    assert looked.count("follow-feed") >= polled + 3  # the feed looked three times more while the run waits:
+    assert reader.is_alive() and told == []  # nothing told, and it does not end
     durable.resume("follow-feed", Answer.approve(waiting.fingerprint).to(waiting))
     reader.join(30)
     assert [event for event, _ in told] == ["message"]  # told once, then the feed ended
