@@ -93,3 +93,17 @@ def test_in_ci_a_slow_test_that_did_not_run_fails_the_run_under_parallel_workers
                           capture_output=True, text=True, env=environment, timeout=120)
     assert done.returncode == 1
     assert "slow tests in CI: 2 collected, 1 passed" in done.stdout
+
+
+def test_a_test_that_hangs_fails_at_the_suites_timeout_instead_of_holding_it(tmp_path, pytestconfig):
+    """The suite's own settings bound every test (pytest-timeout); a small suite with the same
+    kind of bound shows a hanging test failing, not waiting."""
+    assert pytestconfig.pluginmanager.hasplugin("timeout")
+    assert int(pytestconfig.getini("timeout")) > 0
+    root = tmp_path / "hanging"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntimeout = 1\ntimeout_method = "thread"\n')
+    (root / "test_hangs.py").write_text("import threading\n\ndef test_hangs():\n    threading.Event().wait()\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "Timeout" in done.stdout + done.stderr
