@@ -402,9 +402,9 @@ def _runs(args: argparse.Namespace) -> int:
 
     with StoredRuns(args.db) as runs:
         if args.action == "list":
-            rows = runs.list(args.limit)
+            rows = runs.find(status=args.status, limit=args.limit)[0] if args.status else runs.list(args.limit)
             if not rows:
-                print(f"no runs in {runs.url}")
+                print(f"no {args.status + ' ' if args.status else ''}runs in {runs.url}")
             for row in rows:
                 when = datetime.fromtimestamp(row.created_at).isoformat(" ", "seconds") if row.created_at else "?"
                 print(f"{row.run_id:<34} {row.status:<10} {when}  {row.loop}: {row.goal}")
@@ -760,6 +760,8 @@ def _parser() -> argparse.ArgumentParser:
     runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
     runs.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
     runs.add_argument("--limit", type=_positive, default=50, help="list: how many runs, newest first (default 50)")
+    runs.add_argument("--status", choices=RUN_STATUSES,
+                      help="list: only the runs in this status (queued, running, waiting, finished, cancelled, error)")
     runs.add_argument("--approve", metavar="FINGERPRINT", help="resume: approve the waiting call")
     runs.add_argument("--reject", metavar="FINGERPRINT", help="resume: reject the waiting call (the policy replans)")
     runs.add_argument("--tool", metavar="NAME", help="resume: run the waiting call with this tool")
@@ -923,6 +925,9 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text}")
     return value
 
+
+RUN_STATUSES = ("queued", "running", "waiting", "finished", "cancelled", "error")
+"""What `forge runs list --status` takes: a stored run's statuses (`forge.durable.DurableResult.status`)."""
 
 HEARTBEAT, DEAD_AFTER = 0.5, 2.0
 """`forge worker`'s beat and how long a silent peer is given: `forge.durable.worker.work`'s

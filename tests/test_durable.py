@@ -605,3 +605,25 @@ def test_runs_show_says_why_a_run_errored(make, db, monkeypatch):
     assert durable.runs.get("errored-run").error == "RuntimeError: the runs' disk is full"
     shown = forge("runs", "show", "errored-run", "--db", str(db)).stdout.splitlines()
     assert shown[-1] == "error: RuntimeError: the runs' disk is full"
+
+
+def test_runs_list_status_shows_only_the_runs_in_that_status(make, db):
+    durable = make(approval_loop(Recorder("written")))
+    durable.run("write a.md", run_id="listed-waiting")
+    durable.submit("write b.md", run_id="listed-queued")  # no worker here: it stays queued
+    try:
+        waiting = forge("runs", "list", "--db", str(db), "--status", "waiting").stdout.split()
+        queued = forge("runs", "list", "--db", str(db), "--status", "queued").stdout.split()
+        assert "listed-waiting" in waiting and "listed-queued" not in waiting
+        assert "listed-queued" in queued and "listed-waiting" not in queued
+        refused = forge("runs", "list", "--db", str(db), "--status", "sleeping")
+        assert refused.returncode == 2 and "invalid choice: 'sleeping'" in refused.stderr
+    finally:
+        durable.cancel("listed-queued")
+
+
+def test_the_statuses_runs_list_takes_are_the_ones_forge_ui_shows():
+    from forge.cli import RUN_STATUSES
+    from forge.ui.pages import STATUSES
+
+    assert RUN_STATUSES == STATUSES
