@@ -313,10 +313,12 @@ class ChatPolicy:
             if intent is not None:
                 return intent
             request = self._request(messages)
-            if self.context is not None and size_of(request, self.count_tokens) > self.context.tokens:
-                request = yield from self._compacted(messages)
-            counted = size_of(request, self.count_tokens) if self.token_budget is not None else 0
-            check_budget(usage_of(messages), self.token_budget, counted)
+            size = 0  # the prompt's tokens: sized (counted or estimated) only where a limit needs them
+            if self.context is not None or self.token_budget is not None:
+                size = size_of(request, self.count_tokens)
+            if self.context is not None and size > self.context.tokens:
+                request, size = yield from self._compacted(messages, size)
+            check_budget(usage_of(messages), self.token_budget, size)
             reply = yield request
             message = reply["message"]
             messages.append({**message, USAGE_KEY: reply["usage"]})
@@ -327,29 +329,30 @@ class ChatPolicy:
                 return Finish(self._answer_of(message.get("content") or ""))
         raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
 
-    def _compacted(self, messages: list[dict[str, Any]]) -> Generator[Mapping[str, Any], Any, dict[str, Any]]:
-        """The request, once the oldest exchanges are left out of the requests from now on so
-        that it fits the context limit (`forge.compaction`), sized as it is sent, note or
-        summary included: left out further while a note or summary still leaves it over,
-        and a summary too long to send beside the latest exchange replaced by a note.
+    def _compacted(self, messages: list[dict[str, Any]], size: int
+                   ) -> Generator[Mapping[str, Any], Any, tuple[dict[str, Any], int]]:
+        """The request and its size, once the oldest exchanges are left out of the requests
+        from now on so that it fits the context limit (`forge.compaction`): `size` is the
+        request's as it stands, over the limit; each new request is sized as it is sent, note
+        or summary included, and left out further while it is still over, a summary too long
+        to send beside the latest exchange replaced by a note.
 
         Raises:
             ContextOverflow: it is over the limit with everything that may go gone.
         """
         assert self.context is not None
         while True:
+            if not (yield from self._compact(messages)):
+                _, marker, _ = covered(messages, self.context.keep_task)
+                if marker is None or marker[COMPACTED]["strategy"] == "trim":
+                    raise ContextOverflow(size, self.context.tokens)
+                # a summary too long to send beside the latest exchange: a note stands for what it covers
+                messages.append({"role": "system", "content": trim_note(marker[COMPACTED]["messages"]),
+                                 COMPACTED: {**marker[COMPACTED], "strategy": "trim"}})
             request = self._request(messages)
             size = size_of(request, self.count_tokens)
             if size <= self.context.tokens:
-                return request
-            if (yield from self._compact(messages)):
-                continue
-            _, marker, _ = covered(messages, self.context.keep_task)
-            if marker is None or marker[COMPACTED]["strategy"] == "trim":
-                raise ContextOverflow(size, self.context.tokens)
-            # a summary too long to send beside the latest exchange: a note stands for what it covers
-            messages.append({"role": "system", "content": trim_note(marker[COMPACTED]["messages"]),
-                             COMPACTED: {**marker[COMPACTED], "strategy": "trim"}})
+                return request, size
 
     def _compact(self, messages: list[dict[str, Any]]) -> Generator[Mapping[str, Any], Any, bool]:
         """Leave more of the oldest exchanges out, noted or summarised by the model in a
@@ -370,15 +373,16 @@ class ChatPolicy:
         upto = left_out(messages, fits, keep_task)
         if upto <= already:
             return False  # the latest exchange is next: nothing more can go
+        count = dropped(upto)
         note: dict[str, Any] = {"role": "system", COMPACTED: {"upto": upto, "strategy": self.context.strategy,
-                                                            "messages": dropped(upto)}}
+                                                            "messages": count}}
         if self.context.strategy == "summarise":
             earlier = [{"role": "system", "content": marker.get("content")}] if marker is not None else []
             reply = yield summary_request(self.model, [*earlier, *messages[already:upto]], self.options)
             note["content"] = f"Summary of the conversation so far: {reply['message'].get('content') or ''}"
             note[USAGE_KEY] = reply["usage"]
         else:
-            note["content"] = trim_note(dropped(upto))
+            note["content"] = trim_note(count)
         messages.append(note)
         return True
 

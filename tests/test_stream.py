@@ -289,6 +289,18 @@ def test_leaving_astream_early_ends_the_run_in_fatal_error():
     assert calls == ["a.md"]  # the call under way finished; nothing after it ran
 
 
+def _astream_left_at(loop, goal, kind, ended):
+    """Iterate `loop.astream(goal)` (closed as `async with aclosing` closes it) and leave at
+    its first event of type `kind`; `ended` is told how the run ended."""
+    async def consume():
+        async with contextlib.aclosing(loop.astream(goal, observers=[ended])) as events:
+            async for event in events:
+                if isinstance(event, kind):
+                    break
+
+    asyncio.run(consume())
+
+
 def test_an_astream_left_at_a_tool_attempts_start_makes_no_call_of_it():
     """Under arun the consumer reads an attempt's start before the call is made: leaving
     there leaves before the call, so it is not made."""
@@ -301,13 +313,7 @@ def test_an_astream_left_at_a_tool_attempts_start_makes_no_call_of_it():
     loop = AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})],
                      ScriptedPolicy([Intent.call("fetch", path="a.md"), Finish("done")]), lambda o: o.tool_name == "finish")
 
-    async def consume():
-        async with contextlib.aclosing(loop.astream("copy", observers=[ended])) as events:
-            async for event in events:
-                if isinstance(event, ToolAttemptStarted):
-                    break
-
-    asyncio.run(consume())
+    _astream_left_at(loop, "copy", ToolAttemptStarted, ended)
     assert calls == [] and "before a call of tool 'fetch'" in str(ended.result.error)
 
 
@@ -394,13 +400,7 @@ def test_an_astream_left_before_a_plain_tool_runs_makes_no_call_of_it():
     loop = AgentLoop([Tool("fetch", {"fetch"}, fetch, required={"path"})], ScriptedPolicy(steps),
                      lambda o: o.tool_name == "finish")
 
-    async def consume():
-        async with contextlib.aclosing(loop.astream("copy", observers=[ended])) as events:
-            async for event in events:
-                if isinstance(event, ToolAttemptFinished):
-                    break
-
-    asyncio.run(consume())
+    _astream_left_at(loop, "copy", ToolAttemptFinished, ended)
     assert calls == ["a.md"] and isinstance(ended.result.error, StreamClosed)
 
 
@@ -409,13 +409,7 @@ def test_an_astream_left_once_a_tool_returned_sends_no_further_model_request():
     leaves on reading a tool's result leaves before the request that would tell the model."""
     ended = _Ended()
 
-    async def consume(server):
-        async with contextlib.aclosing(_chat_loop(server).astream("read", observers=[ended])) as events:
-            async for event in events:
-                if isinstance(event, ToolAttemptFinished):
-                    break
-
     with ChatServer(_script()) as server:
-        asyncio.run(consume(server))
+        _astream_left_at(_chat_loop(server), "read", ToolAttemptFinished, ended)
         requests = len(server.requests)
     assert requests == 1 and "before a call of model 'test-model'" in str(ended.result.error)

@@ -34,6 +34,15 @@ def stop(worker: subprocess.Popen[str], signum: int) -> str:
     return out
 
 
+def all_ended(runs: StoredRuns, ids: list[str], worker: subprocess.Popen[str]) -> list:
+    """How each of the runs `ids` ended, waited for while `worker` takes them; then the
+    worker stopped politely."""
+    try:
+        return [runs.wait(run_id, timeout=120) for run_id in ids]
+    finally:
+        stop(worker, signal.SIGTERM)
+
+
 def said_line(worker: subprocess.Popen[str], words: str) -> str:
     """The first line of the worker's standard error holding `words`, read as it comes."""
     for line in worker.stderr:  # type: ignore[union-attr]
@@ -130,11 +139,7 @@ def test_runs_queued_while_a_worker_launches_wait_for_it_and_none_is_lost(tmp_pa
     stop(start_worker(db, ledger), signal.SIGTERM)  # the queue exists: the next worker dequeues at once
     with StoredRuns(db) as runs:
         ids = [runs.submit("filing", "file every item", f"queued-{n}") for n in range(6)]
-        slow = start_worker(db, ledger, SLOW_START)
-        try:
-            ended = [runs.wait(run_id, timeout=120) for run_id in ids]
-        finally:
-            stop(slow, signal.SIGTERM)
+        ended = all_ended(runs, ids, start_worker(db, ledger, SLOW_START))
     assert [(result.status, result.reason) for result in ended] == [("finished", "verified_success")] * 6
 
 
@@ -148,11 +153,7 @@ def test_a_worker_stopped_while_runs_are_queued_loses_none_of_them(tmp_path):
         first = start_worker(db, ledger, LOOPS, "--concurrency", "2")
         eventually(lambda: any(runs.get(run_id).status == "finished" for run_id in ids))
         stop(first, signal.SIGTERM)
-        second = start_worker(db, ledger)
-        try:
-            ended = [runs.wait(run_id, timeout=120) for run_id in ids]
-        finally:
-            stop(second, signal.SIGTERM)
+        ended = all_ended(runs, ids, start_worker(db, ledger))
     assert [(result.status, result.reason) for result in ended] == [("finished", "verified_success")] * 10
 
 

@@ -256,7 +256,7 @@ class DurablePerformer(ReplayingPerformer):
         (`_TogetherCall`), and are stored again in call order once all have (`merge`): on
         recovery a call whose outcome was stored is answered from it, and only a call running
         at the crash is made again, under the same idempotency key."""
-        if super().branches(count) is None:
+        if self.replaying():  # a replay runs them one after another through this performer
             return None
         if self.stopping.is_set():
             raise ProcessStopping(self.run_id)
@@ -303,13 +303,7 @@ class _TogetherCall(ReplayingPerformer):
             return super().call(effect)
         if self._parent.stopping.is_set():
             raise ProcessStopping(self._parent.run_id)
-        key = f"{self._key}/{effect.name}/{self._index + 1}"
-        token = _KEY.set(key)
-        try:
-            value = Performer.call(self, effect)
-        finally:
-            _KEY.reset(token)
-        return _keyed(value, key) if inspect.isawaitable(value) else value
+        return _under_key(f"{self._key}/{effect.name}/{self._index + 1}", lambda: Performer.call(self, effect))
 
     def settled(self, effect: Call, before: int, value: Any, error: BaseException | None) -> None:
         super().settled(effect, before, value, error)
@@ -350,12 +344,7 @@ class KeyedChild(AskingParent):
         intent = getattr(run, "intent", None)
         key = intent.idempotency_key if intent is not None and intent.idempotency_key else \
             f"{self._key}/{self.where()[1]}/{effect.name}"
-        token = _KEY.set(key)
-        try:
-            value = super().call(effect)
-        finally:
-            _KEY.reset(token)
-        return _keyed(value, key) if inspect.isawaitable(value) else value
+        return _under_key(key, lambda: super(KeyedChild, self).call(effect))
 
     def child_performer(self, path: str) -> Callable[[Journal, Any], Performer] | None:
         return lambda journal, run: KeyedChild(journal, run, self, path, _KEY.get() or path)
@@ -365,6 +354,17 @@ async def _after(pending: Any, value: Any) -> Any:
     """`value`, once `pending` (a wait DBOS answers from its record) is done."""
     await pending
     return value
+
+
+def _under_key(key: str, call: Callable[[], Any]) -> Any:
+    """`call()` (a handler's call) under the idempotency key `key` (`idempotency_key()`); an
+    async handler runs when awaited, so what it returns is awaited under the key too."""
+    token = _KEY.set(key)
+    try:
+        value = call()
+    finally:
+        _KEY.reset(token)
+    return _keyed(value, key) if inspect.isawaitable(value) else value
 
 
 async def _keyed(pending: Any, key: str) -> Any:

@@ -86,8 +86,8 @@ class Call(NamedTuple):
     conversation: list[Any] | None = None
     step: int = 0  # the loop step it is made for, when the run's own is not yet it (the policy's)
     hook: str = ""  # local code that names itself when it fails (`redact`)
-    check: Callable[[], Any] | None = None  # what a replay asks of the call before answering it from the
-    # journal, as a live call would be asked it: a tool's argument contract, today's (raises when it refuses)
+    check: Callable[..., Any] | None = None  # what a replay asks of the call, `check(*args)`, before answering it
+    # from the journal, as a live call would be asked it: a tool's argument contract, today's (raises when it refuses)
 
 
 class Sleep(NamedTuple):

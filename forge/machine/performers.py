@@ -349,7 +349,7 @@ class ReplayingPerformer(Performer):
             raise self._revived(effect, entry.error)
         if effect.check is not None:
             try:
-                effect.check()
+                effect.check(*effect.args)
             except Exception as refused:  # today's contract refuses what the journal says was made
                 raise ReplayStopped(ContractRefused(entry, refused)) from None
         return entry.value

@@ -33,7 +33,7 @@ from urllib.parse import urlencode, urlsplit
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from forge.durable.answers import Answer, AnswerRefused
@@ -42,6 +42,7 @@ from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
 from forge.ui.api import ApiGuard, api_routes, run_path_parts
+from forge.ui.api import error as api_error
 from forge.ui.pages import STATUSES, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
@@ -338,10 +339,8 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
     async def failed(request: Request, exc: Exception) -> Response:
         """What a request that raised is answered: JSON under /api (every answer of the API
         is), the error page elsewhere; the exception itself goes to the server's log."""
-        if request.url.path.startswith("/api/"):
-            return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"},
-                                status_code=500)
-        return _failed(500, f"internal error ({type(exc).__name__}); the server's log has the details", query)
+        said = f"internal error ({type(exc).__name__}); the server's log has the details"
+        return api_error(500, said) if request.url.path.startswith("/api/") else _failed(500, said, query)
 
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: failed})
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from enum import StrEnum
-from functools import partial
 from itertools import count
 from typing import Any
 
@@ -51,7 +50,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
             _tell(run, "tool_attempt_started", attempt)
         try:
             value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments,
-                               check=partial(check_arguments, contract, arguments))
+                               check=check_arguments)
         except Exception as error:
             if observers.wants("tool_attempt"):
                 _tell(run, "tool_attempt", ToolAttempt(contract.name, number, delay, error))
