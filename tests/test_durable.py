@@ -53,19 +53,18 @@ def test_running_an_existing_run_id_is_the_same_run_and_calls_nothing_again(make
     assert len(write.calls) == 1 and second.trace == first.trace and second.status == "finished"
 
 
-def test_a_side_effects_outcome_lives_in_the_runs_database_journal(make, db):
-    import pickle
-
+def test_a_side_effects_outcome_lives_in_the_runs_database_journal_as_json(make, db):
     durable = make(AgentLoop([Tool("write", {"write"}, Recorder("ok"), side_effect=True, optional={"n"})],
                              scripted(Intent.call("write", n=1)), finished))
     durable.run("goal", run_id="stored-effect")
     with sa.create_engine(database_url(db)).connect() as connection:
         rows = connection.execute(sa.text("select entry from forge_journal where run_id = 'stored-effect' "
                                           "order by turn, seq")).all()
-    calls = [pickle.loads(row[0]) for row in rows]
-    assert [(call.kind, call.name) for call in calls] == [("policy", "policy"), ("tool", "write"), ("verify", "verify"),
-                                                          ("policy", "policy"), ("verify", "verify")]
-    assert calls[1].value == "ok" and calls[1].identity == {"n": 1}
+    calls = [json.loads(bytes(row[0])) for row in rows]
+    assert [(call["kind"], call["name"]) for call in calls] == [("policy", "policy"), ("tool", "write"),
+                                                                ("verify", "verify"), ("policy", "policy"),
+                                                                ("verify", "verify")]
+    assert calls[1]["value"] == "ok" and calls[1]["identity"] == {"n": 1}
 
 
 def test_a_keyed_side_effect_is_recorded_for_every_run(make, db):
@@ -564,8 +563,6 @@ def test_item_28_replay_debug_and_inspect_show_a_stored_run_whole(make, db, tmp_
 
 
 def test_a_chat_policy_s_requests_are_stored_and_a_recovered_run_asks_the_model_nothing(make, db):
-    import pickle
-
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
@@ -581,9 +578,9 @@ def test_a_chat_policy_s_requests_are_stored_and_a_recovered_run_asks_the_model_
     with sa.create_engine(database_url(db)).connect() as connection:
         rows = connection.execute(sa.text("select entry from forge_journal where run_id = 'chat-stored' "
                                           "order by turn, seq")).all()
-    calls = [pickle.loads(row[0]) for row in rows]
-    assert [call.kind for call in calls] == ["model", "policy", "tool", "verify", "model", "policy", "verify"]
-    assert calls[0].identity["model"] == "test-model"
+    calls = [json.loads(bytes(row[0])) for row in rows]
+    assert [call["kind"] for call in calls] == ["model", "policy", "tool", "verify", "model", "policy", "verify"]
+    assert calls[0]["request"]["model"] == "test-model"
     again = make(loop("http://127.0.0.1:9/v1")).run("read it", run_id="chat-stored")
     assert again.answer == first.answer and again.trace == first.trace
 

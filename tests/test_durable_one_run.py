@@ -2,6 +2,8 @@
 workflow with one journal (the answers among its calls) and one trace; a durable fork may
 start after the answers, calling nothing before it, or replace an answer."""
 
+import json
+
 import pytest
 import sqlalchemy as sa
 from builders import Recorder
@@ -9,6 +11,7 @@ from dbos import DBOS
 
 from forge import AgentLoop, Finish, Intent, Patch, Tool
 from forge.durable import Answer, database_url
+from forge.machine.journal import JournalEntry
 
 
 def two_writes(write):
@@ -30,12 +33,10 @@ def answered_twice(durable, run_id):
 
 
 def stored_calls(db, run_id):
-    import pickle
-
     with sa.create_engine(database_url(db)).connect() as connection:
         rows = connection.execute(sa.text("select turn, entry from forge_journal where run_id = :id order by turn, seq"),
                                   {"id": run_id}).all()
-    return [(turn, pickle.loads(entry)) for turn, entry in rows]
+    return [(turn, JournalEntry.from_json(json.loads(bytes(entry)))) for turn, entry in rows]
 
 
 def test_a_durable_run_answered_twice_is_one_workflow_with_one_journal_and_one_trace(make, db):

@@ -16,7 +16,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "forge.machine.journal",
      "forge.machine.effects",
      "forge.machine.answers",
-     "forge.machine.columns", "forge.machine.recorded",
+     "forge.machine.columns", "forge.machine.recorded", "forge.machine.wire",
      "forge.machine.abstract", "forge.machine.outcome",
      "forge.machine.trace", "forge.machine.details"),
     ("forge.machine.performers", "forge.result", "forge.observe", "forge.narrate", "forge.events"),

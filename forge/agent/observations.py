@@ -103,6 +103,25 @@ class LoopState:
         for observation in self.observations:
             self._note(observation.tool_name)
 
+    @classmethod
+    def restored(cls, observations: list[Observation], actions: Sequence[str], terminal: bool,
+                 messages: list[dict[str, Any]], turn_start: int) -> LoopState:
+        """A state as it was written down (`forge.machine.wire`): its observations, the
+        action each recorded (`action_history`, which may name whole calls), and the rest.
+
+        Raises:
+            ValueError: `actions` are not one per observation.
+        """
+        if len(actions) != len(observations):
+            raise UsageError(f"a state has one action per observation: got {len(actions)} actions for "
+                             f"{len(observations)} observations")
+        state = cls(observations, terminal, messages, turn_start)
+        state._names[:] = actions
+        state._counts.clear()
+        for name in actions:
+            state._counts[name] = state._counts.get(name, 0) + 1
+        return state
+
     def move_to(self, observations: int, messages: int, terminal: bool, history: Sequence[Observation],
                 actions: Sequence[str], conversation: Sequence[dict[str, Any]]) -> None:
         """Make this state what it was after its first `observations` observations and

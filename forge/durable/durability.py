@@ -30,6 +30,7 @@ from forge.durable.result import DurableResult
 from forge.durable.workflow import HOST, LOOPS, Loop, forge_arun, forge_run
 from forge.errors import UsageError
 from forge.machine.fork import Patch
+from forge.machine.wire import encode
 from forge.tools import Tool
 
 if TYPE_CHECKING:
@@ -48,8 +49,9 @@ class Durable:
 
     A durable run's policy must decide from what it is given (goal and LoopState): on
     recovery its recorded decisions are handed back without calling it, so a policy that
-    counts its own calls (ScriptedPolicy) would lose its place. Intents, tool results and
-    errors are stored with pickle.
+    counts its own calls (ScriptedPolicy) would lose its place. Intents, tool results,
+    errors and answers are stored as JSON, in forge's wire form (`forge.machine.wire`): a
+    tool result JSON cannot hold needs the loop's codec (`AgentLoop(codec=...)`).
 
     Raises:
         UsageError: a blank name, a name already taken in this process, or an extra tool
@@ -109,7 +111,7 @@ class Durable:
             from forge.durable.runs import StoredRuns
 
             self.launch()
-            self._runs = StoredRuns(self.db)
+            self._runs = StoredRuns(self.db, codec=self.loop.codec)
         return self._runs
 
     def loop_for(self, extra_tools: tuple[str, ...]) -> Loop:
@@ -132,7 +134,7 @@ class Durable:
             ValueError: a blank goal or run id, or a `state` that cannot be gone on from.
         """
         run_id = _checked(goal, run_id)
-        going_on = conversation(state)
+        going_on = conversation(state, self.loop.codec)
         self.launch()
         if DBOS.get_workflow_status(run_id) is None:
             with SetWorkflowID(run_id):
@@ -150,7 +152,7 @@ class Durable:
             UsageError: a tool says `on_crash="ask"` (asked about on the sync path only).
         """
         run_id = _checked(goal, run_id)
-        going_on = conversation(state)
+        going_on = conversation(state, self.loop.codec)
         asked = [t.name for t in self.loop.tools if t.on_crash == "ask"]
         if asked:
             raise UsageError(f"tool {asked[0]!r} says on_crash='ask': a call in doubt is asked about on the sync "
@@ -190,7 +192,7 @@ class Durable:
             UsageError: as `StoredRuns.submit`, or as `start`.
         """
         run_id = _checked(goal, run_id)
-        going_on = conversation(state)
+        going_on = conversation(state, self.loop.codec)
         return self.runs.submit(self.name, goal, run_id, going_on)
 
     def fork(self, source: str, /, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
@@ -248,9 +250,9 @@ class Durable:
         return await asyncio.to_thread(self.resume, run_id, answer, timeout)
 
 
-def conversation(state: LoopState | DurableResult | None) -> dict[str, Any] | None:
-    """What a run that goes on from `state` is started with: the state, and the run it
-    continues when `state` is a stored run's result.
+def conversation(state: LoopState | DurableResult | None, codec: Any = None) -> dict[str, Any] | None:
+    """What a run that goes on from `state` is started with: the state (in the wire form,
+    with the loop's `codec`), and the run it continues when `state` is a stored run's result.
 
     Raises:
         ValueError: a result with no state to go on from (still running, cancelled, failed),
@@ -267,7 +269,7 @@ def conversation(state: LoopState | DurableResult | None) -> dict[str, Any] | No
     if not isinstance(state, LoopState):
         raise UsageError(f"state must be a LoopState or a DurableResult, got {type(state).__name__}")
     state.continued()  # refuses, naming why, a state a fatal error ended
-    return {"state": state, "continues": continues}
+    return {"state": encode(state, codec), "continues": continues}
 
 
 def _checked(goal: str, run_id: str | None) -> str:

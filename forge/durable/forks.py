@@ -22,13 +22,13 @@ from their first trace only: what came after an answer there is not in the journ
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from forge.durable.database import RunsDatabase
 from forge.durable.performer import StoredCalls
+from forge.durable.serializer import row
 from forge.errors import UsageError
 from forge.machine.fork import ForkPlan, Patch, PatchRefused, fork_plan
 from forge.machine.journal import ForkOrigin
@@ -37,10 +37,11 @@ __all__ = ["fork_input", "origin_of", "seed_fork"]
 
 
 def seed_fork(database: RunsDatabase, parent: str, traces: Sequence[Sequence[Any]], at: int, patch: Patch | None,
-              tools: Mapping[str, Any] | Collection[str], run_id: str) -> ForkPlan:
+              tools: Mapping[str, Any] | Collection[str], run_id: str, codec: Any = None) -> ForkPlan:
     """Store the journal rows run `run_id` starts from as a fork of run `parent` at
     transition `at` (`traces`: the parent's, as published) and return the plan.
 
+    `codec` is the loop's (a value it wrote is copied as stored without it).
     Storing the same fork again (its process stopped before the run started) stores
     nothing more.
 
@@ -49,7 +50,7 @@ def seed_fork(database: RunsDatabase, parent: str, traces: Sequence[Sequence[Any
         PatchRefused: as `fork_plan`; also when `at` lies past the first trace of a run
             stored in the earlier form (one trace per answer).
     """
-    stored = StoredCalls(database, parent)
+    stored = StoredCalls(database, parent, codec=codec)
     if not stored.calls:
         raise UsageError(f"run {parent!r} has stored no calls to the world yet: there is nothing to fork")
     first = len(traces[0]) if traces else max(entry.transition for entry in stored.calls)
@@ -58,7 +59,7 @@ def seed_fork(database: RunsDatabase, parent: str, traces: Sequence[Sequence[Any
                            f"trace per answer, so it is forked from its first (transitions 1 to {first}); its later "
                            "ones follow answers its journal does not hold")
     plan = fork_plan(stored.calls, first, at, patch, tools, run_id=parent)
-    rows = [pickle.dumps(replace(entry, run_id=run_id)) for entry in plan.replayed]
+    rows = [row(replace(entry, run_id=run_id).to_json(codec, identity=True)) for entry in plan.replayed]
     stored_already = database.journal_of(run_id)
     if stored_already == rows:  # the same fork, stored before its process stopped
         return plan

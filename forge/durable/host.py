@@ -20,6 +20,7 @@ from typing import Any
 from dbos import DBOS
 
 from forge.durable.database import RunsDatabase, database_url
+from forge.durable.serializer import SERIALIZER
 from forge.durable.workflow import ANSWER_TOPIC, HOST, QUEUE_NAME
 from forge.errors import UsageError
 
@@ -56,7 +57,7 @@ def _launch(db: str | os.PathLike[str] | None, executor_id: str | None, concurre
     # SQLite's journal mode is set before DBOS connects; a PostgreSQL database may be DBOS's to create
     early = RunsDatabase(url) if url.startswith("sqlite") else None
     config: dict[str, Any] = {"name": "forge", "system_database_url": url, "log_level": "WARNING",
-                              "notification_listener_polling_interval_sec": 0.05}
+                              "notification_listener_polling_interval_sec": 0.05, "serializer": SERIALIZER}
     if executor_id is not None:
         config["executor_id"] = executor_id
     DBOS(config=config)  # type: ignore[arg-type]

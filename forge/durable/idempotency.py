@@ -15,27 +15,29 @@ later run may try again.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable
 from typing import Any
 
 from forge.agent.idempotency import IdempotencyConflict, IdempotencyRegistry
 from forge.durable.database import RunsDatabase
+from forge.durable.serializer import from_row, row
+from forge.machine.wire import decode, encode
 
 __all__ = ["StoredRegistry"]
 
 
 class StoredRegistry(IdempotencyRegistry):
-    """The idempotency registry of one durable run (`run_id`), over `table`.
+    """The idempotency registry of one durable run (`run_id`), over `table`; a value is
+    stored in the wire form, with the loop's `codec` for what has none of its own.
 
     A fork (`forge.durable.forks`) names its `parent`: while the fork replays the parent's
     calls (`replaying()`), a key the parent stored is the fork's own call, answered from the
     journal as the parent's run had it; once the fork is live, the parent's key is another
     run's, whose stored result the fork gets (the effect is not done again)."""
 
-    def __init__(self, table: RunsDatabase, run_id: str, parent: str | None = None) -> None:
+    def __init__(self, table: RunsDatabase, run_id: str, parent: str | None = None, codec: Any = None) -> None:
         super().__init__()
-        self.table, self.run_id, self.parent = table, run_id, parent
+        self.table, self.run_id, self.parent, self.codec = table, run_id, parent, codec
         self.replaying: Callable[[], bool] = lambda: False
 
     def execute_once(self, key: str, fingerprint: str, operation: Callable[[], Any]) -> tuple[Any, bool]:
@@ -53,12 +55,12 @@ class StoredRegistry(IdempotencyRegistry):
         if found is not None and found[2] != self.run_id and not inherited:  # another run's call: its result
             if found[0] != fingerprint:
                 raise IdempotencyConflict(key, found[0], fingerprint)
-            return pickle.loads(found[1]), True
+            return decode(from_row(found[1]), self.codec), True
         try:  # this run's call: made now, or replayed from its journal after a crash
             value, replayed = super().execute_once(key, fingerprint, operation)
         except Exception:
             self.table.release(key, self.run_id)
             raise
         if not replayed:
-            self.table.store(key, fingerprint, pickle.dumps(value), self.run_id)
+            self.table.store(key, fingerprint, row(encode(value, self.codec)), self.run_id)
         return value, replayed

@@ -31,13 +31,14 @@ waited for by this workflow, and is only replayed.
 from __future__ import annotations
 
 import inspect
-import pickle
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 from forge.durable.database import RunsDatabase
+from forge.durable.serializer import from_row, row
+from forge.errors import UsageError
 from forge.machine.effects import Call
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry
 from forge.machine.performers import AskingParent, Performer, Position, ReplayingPerformer
@@ -64,10 +65,16 @@ class StoredCalls:
     """A run's journal as the database has it: its calls, and the call of an
     `on_crash="ask"` tool that was running at a crash (`in_flight`: transition, step and
     tool of a start marker with no outcome after it), if any. `part` reads one of the
-    journals of a run stored by an earlier forge, one per answer."""
+    journals of a run stored by an earlier forge, one per answer. `codec` is the loop's
+    (`AgentLoop(codec=...)`): without it a value it wrote is read as it was stored.
 
-    def __init__(self, database: RunsDatabase, run_id: str, part: int = 1) -> None:
-        self.database, self.run_id = database, run_id
+    A row is one JSON object in the wire form (`forge.durable.serializer`): a call
+    (`JournalEntry.to_json`, with what it was asked), `{"type": "started", "transition",
+    "step", "tool"}` (a start marker) or `{"type": "together", "transition", "index",
+    "call"}` (a call of a batch, stored as it settled)."""
+
+    def __init__(self, database: RunsDatabase, run_id: str, part: int = 1, codec: Any = None) -> None:
+        self.database, self.run_id, self.codec = database, run_id, codec
         self.calls: list[JournalEntry] = []
         self.in_flight: tuple[int, int, str] | None = None
         self.together: dict[tuple[int, int], list[JournalEntry]] = {}
@@ -76,8 +83,8 @@ class StoredCalls:
         came before the batch's calls were stored in order."""
         self._lock = threading.Lock()  # the calls of a batch store from threads of their own
         rows = database.journal_of(run_id, part)
-        for row in rows:
-            item = pickle.loads(row)
+        for number, stored in enumerate(rows):
+            item = self._item(from_row(stored), number)
             if isinstance(item, JournalEntry):
                 self.calls.append(item)
                 self.in_flight = None
@@ -87,12 +94,45 @@ class StoredCalls:
                 self.in_flight = item[1:]
         self.rows = len(rows)
 
+    def _item(self, data: Any, number: int) -> JournalEntry | tuple[Any, ...]:
+        """A row's call or marker; a row an earlier forge pickled is one already.
+
+        Raises:
+            UsageError: the row is neither."""
+        if isinstance(data, JournalEntry) or (isinstance(data, tuple) and data[:1] in (("together",), ("started",))):
+            return data
+        if not isinstance(data, dict) or data.get("type") not in ("call", "together", "started"):
+            raise UsageError(f"run {self.run_id!r}'s journal row {number} is neither a call nor a marker")
+        if data.get("type") == "together":
+            return ("together", data["transition"], data["index"], self._call(data["call"]))
+        if data.get("type") == "started":
+            return ("started", data["transition"], data["step"], data["tool"])
+        return self._call(data)
+
+    def _call(self, data: Any) -> JournalEntry:
+        return data if isinstance(data, JournalEntry) else \
+            JournalEntry.from_json(data, self.codec, needs_codec=False)
+
     def append(self, items: Sequence[JournalEntry | tuple[Any, ...]]) -> None:
-        """Store `items` (calls and markers) after the rows stored so far: one commit."""
+        """Store `items` (calls and markers) after the rows stored so far: one commit.
+
+        Raises:
+            JournalEncodeError: a call's value has no wire form and the loop no codec for
+                it; nothing is stored then.
+        """
         if items:
+            rows = [row(self._data(item)) for item in items]
             with self._lock:
-                self.database.append(self.run_id, self.rows, [pickle.dumps(item) for item in items])
+                self.database.append(self.run_id, self.rows, rows)
                 self.rows += len(items)
+
+    def _data(self, item: JournalEntry | tuple[Any, ...]) -> dict[str, Any]:
+        if isinstance(item, JournalEntry):
+            return item.to_json(self.codec, identity=True)
+        if item[0] == "together":
+            return {"type": "together", "transition": item[1], "index": item[2],
+                    "call": item[3].to_json(self.codec, identity=True)}
+        return {"type": "started", "transition": item[1], "step": item[2], "tool": item[3]}
 
 
 class ProcessStopping(BaseException):
@@ -147,9 +187,9 @@ class DurablePerformer(ReplayingPerformer):
     def flush(self) -> None:
         """Store the calls settled since the last write (one commit; none when nothing is new)."""
         items: list[JournalEntry | tuple[Any, ...]] = [*self._pending, *self.journal[self._kept:]]
-        self._kept = len(self.journal)
-        self._pending = []
+        kept = len(self.journal)
         self.stored.append(items)
+        self._kept, self._pending = kept, []
 
     def answers_decision(self) -> bool:
         """A recovered run takes every stored decision from the database (recovery resumes

@@ -14,6 +14,7 @@ from forge.agent.observations import LoopState
 from forge.durable.answers import Waiting
 from forge.machine.journal import ForkOrigin
 from forge.machine.trace import TransitionRecord
+from forge.machine.wire import decode
 from forge.result import verified_answer
 
 __all__ = ["DurableResult", "StoredChild", "settled", "wait_for"]
@@ -152,10 +153,15 @@ class DurableResult:
         """Whether the run has a state to read (`STATE_EVENT`): it finished, or it waits."""
         return self.status in ("finished", "waiting")
 
-    def with_state(self, value: Any) -> DurableResult:
-        """This result with its `STATE_EVENT`'s value as its state, kept only when it is a
-        LoopState (a value that could not be read back in this process is not one)."""
-        return replace(self, state=value) if self.has_state and isinstance(value, LoopState) else self
+    def with_state(self, value: Any, codec: Any = None) -> DurableResult:
+        """This result with its `STATE_EVENT`'s value as its state: the wire form, read with
+        the loop's `codec` (`forge.machine.wire`; a run stored by an earlier forge has a
+        `LoopState` there already). A value that is not a state is not kept.
+
+        Raises:
+            UsageError: the stored state is not in the wire form."""
+        state = decode(value, codec) if isinstance(value, dict) else value
+        return replace(self, state=state) if self.has_state and isinstance(state, LoopState) else self
 
 
 class _Traces(Sequence[tuple[TransitionRecord, ...]]):

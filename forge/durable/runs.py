@@ -32,6 +32,7 @@ from forge.durable.answers import Answer, AnswerRefused, claim_answer
 from forge.durable.database import RunsDatabase, database_url, shown_url
 from forge.durable.forks import fork_input, origin_of, seed_fork
 from forge.durable.result import DurableResult, wait_for
+from forge.durable.serializer import SERIALIZER
 from forge.durable.workflow import ANSWER_TOPIC, ASYNC_WORKFLOW_NAME, EVENT, QUEUE_NAME, STATE_EVENT, WORKFLOW_NAME
 from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import ForkPlan, Patch
@@ -153,9 +154,11 @@ class StoredRuns:
 
     Every method refuses a database it cannot read with a UsageError naming it."""
 
-    def __init__(self, db: str | os.PathLike[str], create: bool = False) -> None:
-        """Raises UsageError for a SQLite file that does not exist, unless `create`."""
-        self.url = database_url(db)
+    def __init__(self, db: str | os.PathLike[str], create: bool = False, *, codec: Any = None) -> None:
+        """`codec` is a loop's (`AgentLoop(codec=...)`): the values it wrote are read back
+        with it (without it, as stored). Raises UsageError for a SQLite file that does not
+        exist, unless `create`."""
+        self.url, self.codec = database_url(db), codec
         if self.url.startswith("sqlite:///") and not create and not Path(self.url[len("sqlite:///"):]).exists():
             raise UsageError(f"no runs database at {self.url[len('sqlite:///'):]}")
         from sqlalchemy.exc import DatabaseError, InterfaceError
@@ -164,7 +167,7 @@ class StoredRuns:
         level = dbos_log.level
         dbos_log.setLevel(logging.CRITICAL)  # a failure to connect is raised below, naming the cause, not logged too
         try:
-            self.client = DBOSClient(system_database_url=self.url, application_name="forge")
+            self.client = DBOSClient(system_database_url=self.url, application_name="forge", serializer=SERIALIZER)
         except (DatabaseError, InterfaceError) as error:
             raise _unreadable(self.url, error) from None
         finally:
@@ -235,14 +238,13 @@ class StoredRuns:
         are published when it waits or ends).
 
         Raises:
-            UsageError: a stored call cannot be read in this process (its value's class is not
-                importable here).
+            UsageError: a stored row is not a call (written by something other than forge).
         """
         from forge.durable.performer import StoredCalls
 
         try:
-            return StoredCalls(self.database, run_id).calls
-        except Exception as error:  # pickle raises whatever the missing class's import raised
+            return StoredCalls(self.database, run_id, codec=self.codec).calls
+        except Exception as error:  # a codec's decode raises what it raises
             raise UsageError(f"the calls of run {run_id!r} cannot be read here: {type(error).__name__}: {error}") from None
 
     def follow(self, run_id: str, seconds: float = 10.0) -> bool:
@@ -286,7 +288,7 @@ class StoredRuns:
             stopped = stored.status in ("waiting", "finished", "cancelled", "error")
             records = list(stored.records) if stopped or stored.legacy else \
                 (self.fired_so_far(run_id) or list(stored.records))
-            made = [] if stored.legacy else journal_events(StoredCalls(self.database, run_id).calls)
+            made = [] if stored.legacy else journal_events(StoredCalls(self.database, run_id, codec=self.codec).calls)
             for record in records[shown:]:
                 while told < len(made) and made[told][0] <= record.sequence:
                     yield made[told][1]
@@ -404,7 +406,7 @@ class StoredRuns:
         result = DurableResult.of(run_id, str(found[0].status), event,
                                   None if error is None else f"{type(error).__name__}: {error}", found[0].input)
         if result.has_state:
-            result = result.with_state(self.client.get_event(run_id, STATE_EVENT, timeout_seconds=0))
+            result = result.with_state(self.client.get_event(run_id, STATE_EVENT, timeout_seconds=0), self.codec)
         return result, event
 
     def resume(self, run_id: str, answer: Answer, timeout: float | None = None, *, wait: bool = False
@@ -516,7 +518,7 @@ class StoredRuns:
                                  "fork into a new run id")
             return new, None, loop
         known = tools if tools is not None else frozenset(event.get("tools", ()))
-        return new, seed_fork(self.database, source, parent.traces, at, patch, known, new), loop
+        return new, seed_fork(self.database, source, parent.traces, at, patch, known, new, self.codec), loop
 
     def _next_fork_id(self, source: str) -> str:
         """`SOURCE-fork-N`, N one past the highest fork of `source` so named: a fork's id says
@@ -545,7 +547,7 @@ class StoredRuns:
             offset = len(records)
             records.extend(trace)
             calls.extend(replace(entry, transition=entry.transition + offset)
-                         for entry in StoredCalls(self.database, run_id, part).calls)
+                         for entry in StoredCalls(self.database, run_id, part, self.codec).calls)
         return records, calls
 
     @_readable

@@ -39,6 +39,7 @@ from forge.durable.result import StoredChild
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
 from forge.machine.trace import error_text
+from forge.machine.wire import decode, encode
 from forge.tools import Tool
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ ASYNC_WORKFLOW_NAME = "forge_arun"
 QUEUE_NAME = "forge"
 EVENT = "run"
 STATE_EVENT = "state"
-"""The DBOS event holding the run's `LoopState` as it waits, or as it ended (pickled)."""
+"""The DBOS event holding the run's `LoopState` as it waits, or as it ended (wire form)."""
 ANSWER_TOPIC = "forge_answer"
 
 
@@ -77,6 +78,9 @@ class Loop(Protocol):
 
     @property
     def _config(self) -> RunConfig: ...
+
+    @property
+    def codec(self) -> Any: ...
 
     def replace(self, **changes: Any) -> Loop: ...
 
@@ -291,10 +295,19 @@ class _Workflow:
             yield from self._publish("running")  # a fork says where it came from while it runs
         result: LoopResult = yield ("run",)
         self._took(result)
-        yield ("state", result.state)  # apart from the run's event: read only when asked for
+        yield ("state", self._stored(result.state))  # apart from the run's event: read only when asked for
         return (yield from self._publish(
             "finished", reason=result.reason, outcome=result.outcome, summary=result.summary, steps=result.steps,
             error=None if result.error is None else error_text(result.error)))
+
+    def _stored(self, state: LoopState) -> Any:
+        """`state` as the run's state event keeps it: the wire form, with the loop's codec."""
+        return encode(state, self.durable.loop.codec)
+
+    def _going_on(self) -> LoopState | None:
+        """The state the run goes on from (`conversation`), read with the loop's codec."""
+        state = self.conversation.get("state")
+        return None if state is None else decode(state, self.durable.loop.codec)
 
     def _took(self, result: LoopResult) -> None:
         """Keep what the run's event publishes of `result`: its trace, its tokens and its
@@ -308,7 +321,7 @@ class _Workflow:
         """What makes the run's performer: its stored journal, replayed as far as it goes,
         then live; `ask` waits for a person's answer; `registry` is told while it replays (a
         fork's parent's keyed calls are then the fork's own)."""
-        stored = StoredCalls(self.durable.database, self.run_id)
+        stored = StoredCalls(self.durable.database, self.run_id, codec=self.durable.loop.codec)
         forked = self.forked_from
 
         def perform(journal: Journal, run: Run) -> DurablePerformer:
@@ -333,7 +346,7 @@ class _Workflow:
     def _run(self) -> LoopResult:
         try:
             registry = self._registry()
-            result = self.durable.loop.run(self.goal, state=self.conversation.get("state"), run_id=self.run_id,
+            result = self.durable.loop.run(self.goal, state=self._going_on(), run_id=self.run_id,
                                            registry=registry, performer=self._performer(self._ask, registry))
         finally:
             HOST.live.ended(self.run_id)
@@ -342,7 +355,7 @@ class _Workflow:
     async def _arun(self) -> LoopResult:
         try:
             registry = self._registry()
-            result = await self.durable.loop.arun(self.goal, state=self.conversation.get("state"), run_id=self.run_id,
+            result = await self.durable.loop.arun(self.goal, state=self._going_on(), run_id=self.run_id,
                                                   registry=registry, performer=self._performer(self._aask, registry))
         finally:
             HOST.live.ended(self.run_id)
@@ -355,7 +368,7 @@ class _Workflow:
 
     def _registry(self) -> StoredRegistry:
         return StoredRegistry(self.durable.database, self.run_id,
-                              self.forked_from["run_id"] if self.forked_from else None)
+                              self.forked_from["run_id"] if self.forked_from else None, self.durable.loop.codec)
 
     def _ask(self, waiting: Waiting, run: Run) -> dict[str, Any] | None:
         answered: dict[str, Any] | None = self._drive(self._question(waiting, run))
@@ -375,7 +388,7 @@ class _Workflow:
             return (yield from self._childs_question(waiting, run))
         result = self.durable.loop.result(run)
         self._took(result)
-        yield ("state", result.state)
+        yield ("state", self._stored(result.state))
         seconds = self.durable.loop.definition.state(result.reason).timeout
         if seconds is not None:
             waiting = replace(waiting, deadline=(yield ("deadline", seconds)))  # absolute, and stored

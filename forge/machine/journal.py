@@ -48,10 +48,12 @@ number fired (so it stands before that transition's record)::
   that sends another request names the first field that differs (`messages[0].content`).
 - `messages` (policy calls only, when it added any) lists the messages it added.
 
-A value JSON cannot hold exactly (an object, a set, a dict with non-string keys) is refused
-with `JournalEncodeError` naming the call, unless the journal has a codec
+Values are written in forge's one wire form (`forge.machine.wire`): plain JSON as it is
+(tuples as lists), a typed answer (a pydantic model or dataclass) as its JSON with its
+schema. Another value JSON cannot hold exactly (an object, a set, a dict with non-string
+keys) is refused with `JournalEncodeError` naming the call, unless the journal has a codec
 (`AgentLoop(codec=...)`, a `JournalCodec`): the codec's `encode` makes it JSON and its
-`decode` makes it back, written as `{"$codec": …}`. Tuples are written as lists.
+`decode` makes it back, written as `{"$codec": …}`.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from typing import Any, NamedTuple, Protocol
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.columns import Columns
 from forge.machine.recorded import RecordedError, error_from, error_json  # noqa: F401 (RecordedError lived here first)
+from forge.machine.wire import NoWireForm, decode, encode, json_problem
 
 __all__ = [
     "ContractRefused",
@@ -216,9 +219,11 @@ class JournalEntry:
         shown = self.identity if self.identity is not None else f"sha256 {self.args_sha256[:12]}…"
         return f"{what} at transition {self.transition} (step {self.step}) with {_short(shown)}"
 
-    def to_json(self, codec: JournalCodec | None = None) -> dict[str, Any]:
-        """The entry's JSON line (see the module). Raises JournalEncodeError for a value
-        JSON cannot hold exactly, unless `codec` encodes it."""
+    def to_json(self, codec: JournalCodec | None = None, *, identity: bool = False) -> dict[str, Any]:
+        """The entry's JSON line (see the module). With `identity`, what the call was asked
+        is kept too, as JSON (`"identity"`: a tool's arguments, a wait's seconds, an answer's
+        question), as the runs' database keeps a journal: its readers show it. Raises
+        JournalEncodeError for a value JSON cannot hold exactly, unless `codec` encodes it."""
         line: dict[str, Any] = {"v": 3, "type": "call", "run_id": self.run_id, "transition": self.transition,
                                 "step": self.step, "kind": self.kind, "name": self.name,
                                 "args_sha256": self.args_sha256}
@@ -234,21 +239,26 @@ class JournalEntry:
             line["request"] = json.loads(json.dumps(self.identity, default=str))
         if self.messages:
             line["messages"] = json.loads(json.dumps(list(self.messages), default=str))
+        if identity and self.kind not in ("policy", "model") and self.identity is not None:
+            line["identity"] = json.loads(json.dumps(self.identity, default=repr))
         return line
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], codec: JournalCodec | None = None) -> JournalEntry:
-        """An entry from its decoded line. Raises ValueError naming what is wrong."""
+    def from_json(cls, data: Mapping[str, Any], codec: JournalCodec | None = None, *,
+                  needs_codec: bool = True) -> JournalEntry:
+        """An entry from its decoded line. Raises ValueError naming what is wrong (a value a
+        codec wrote, with no `codec`, too: unless not `needs_codec`, when it is kept as stored)."""
         try:
             kind = data["kind"]
             if kind not in JOURNAL_KINDS:
                 raise UsageError(f"unknown call kind {kind!r} (expected one of {', '.join(JOURNAL_KINDS)})")
             error = error_from(data["error"]) if "error" in data else None
-            value = None if error is not None else _decode(data["value"], codec)
+            value = None if error is not None else decode(data["value"], codec, needs_codec=needs_codec)
             messages = data.get("messages", [])
             if not isinstance(messages, list):
                 raise UsageError("'messages' must be a list")
-            asked = data.get("asked") if kind == "policy" else data.get("request") if kind == "model" else None
+            asked = data.get("asked") if kind == "policy" else data.get("request") if kind == "model" else \
+                data.get("identity")
             if kind == "policy" and isinstance(asked, dict):
                 goal, seen = _text(asked["goal"]), _number(asked["observations"])
                 asked = DecidedAsCode(goal, seen) if asked.get("code") is True else (goal, seen)
@@ -399,72 +409,16 @@ class _Hashed:
 
 
 def _encode(value: Any, codec: JournalCodec | None, entry: JournalEntry) -> Any:
-    from forge.policy import Ask, Finish, Intent  # the policy's answers are journaled in a form of their own
-
-    if isinstance(value, (list, tuple)) and any(isinstance(item, Intent) for item in value):  # calls asked at once
-        return [_encode(item, codec, entry) for item in value]
-    if isinstance(value, Ask):
-        return {"$forge": "ask", "question": value.question}
-    if isinstance(value, Intent):
-        return {"$forge": "intent", "capabilities": sorted(value.capabilities),
-                "arguments": _encode(dict(value.arguments), codec, entry),
-                "idempotency_key": value.idempotency_key, "tool": value.tool}
-    if isinstance(value, Finish):
-        return {"$forge": "finish", "answer": _encode(value.answer, codec, entry)}
-    problem = _json_problem(value)
-    if problem is None:
-        return value
-    if codec is None:
-        raise JournalEncodeError(entry, value, problem)
+    """`value` in the wire form (`forge.machine.wire`). Raises JournalEncodeError naming
+    the call when it has none."""
     try:
-        return {"$codec": codec.encode(value)}
-    except TypeError as error:
-        raise JournalEncodeError(entry, value, f"which the codec refused ({error})") from None
-
-
-def _json_problem(value: Any) -> str | None:
-    """Why `value` has no exact JSON form, or None when it has one (tuples become lists)."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return None
-    if isinstance(value, float):
-        return None if value == value and value not in (float("inf"), float("-inf")) else "a float JSON cannot hold"
-    if isinstance(value, (list, tuple)):
-        return next((p for p in map(_json_problem, value) if p is not None), None)
-    if isinstance(value, dict):
-        if not all(isinstance(key, str) for key in value):
-            return "a dict with keys that are not strings"
-        if any(key in ("$forge", "$codec") for key in value):
-            return "a dict with a key that journals reserve ($forge, $codec)"
-        return next((p for p in map(_json_problem, value.values()) if p is not None), None)
-    return "which JSON cannot hold"
-
-
-def _decode(data: Any, codec: JournalCodec | None) -> Any:
-    if isinstance(data, list) and data and all(isinstance(item, dict) and item.get("$forge") == "intent"
-                                               for item in data):
-        return [_decode(item, codec) for item in data]
-    if isinstance(data, dict):
-        if "$codec" in data:
-            if codec is None:
-                raise UsageError("the journal holds a value written by a codec; pass the loop's codec to read it")
-            return codec.decode(data["$codec"])
-        marker = data.get("$forge")
-        if marker is not None:
-            from forge.policy import Ask, Finish, Intent
-
-            if marker == "ask":
-                return Ask(data["question"])
-            if marker == "intent":
-                return Intent(frozenset(data["capabilities"]), _decode(data["arguments"], codec),
-                              data.get("idempotency_key"), tool=data.get("tool"))
-            if marker == "finish":
-                return Finish(_decode(data["answer"], codec))
-            raise UsageError(f"unknown $forge value {marker!r}")
-    return data
+        return encode(value, codec)
+    except NoWireForm as refused:
+        raise JournalEncodeError(entry, value, refused.why) from None
 
 
 def _error_json(error: BaseException) -> dict[str, Any]:
-    return error_json(error, lambda value: _json_problem(value) is None)
+    return error_json(error, lambda value: json_problem(value) is None)
 
 
 def same_decision(recorded: JournalEntry, value: Any, error: BaseException | None,

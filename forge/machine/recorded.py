@@ -27,7 +27,8 @@ from typing import Any
 from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
 from forge.errors import UsageError
 
-__all__ = ["ERROR_KINDS", "RecordedError", "error_from", "error_json", "error_kind", "revived", "type_name"]
+__all__ = ["ERROR_KINDS", "RecordedError", "class_kind", "error_from", "error_json", "error_kind", "revived",
+           "type_name"]
 
 ERROR_KINDS = ("transient", "permanent", "tool_error", "error")
 _KIND_BASES: dict[str, type[BaseException]] = {
@@ -58,10 +59,10 @@ def type_name(kind: type[BaseException]) -> str:
 
 def error_kind(error: BaseException) -> str:
     """How the loop treats `error`: one of `ERROR_KINDS`."""
-    return _kind_of(type(error))
+    return class_kind(type(error))
 
 
-def _kind_of(kind: type[BaseException]) -> str:
+def class_kind(kind: type[BaseException]) -> str:
     """How the loop treats errors of the class `kind`: one of `ERROR_KINDS`."""
     if issubclass(kind, TransientToolError):
         return "transient"
@@ -94,7 +95,7 @@ def error_from(data: Any) -> BaseException:
     if kind is not None and kind not in ERROR_KINDS:
         raise UsageError(f"'error.kind' must be one of {', '.join(ERROR_KINDS)}, got {kind!r}")
     known = _known_class(data["type"])
-    if known is not None and (kind is None or _kind_of(known) == kind):
+    if known is not None and (kind is None or class_kind(known) == kind):
         return _rebuilt(known, data)
     error = _rebuilt(_recorded_class(data["type"], kind or "error"), data)
     error.recorded = dict(data)  # type: ignore[attr-defined]
