@@ -5,10 +5,14 @@ the shared machine falls on both), and how long a killed worker's runs wait befo
 worker takes them (from the kill until DBOS has given every run the killed worker held to a
 live one, median over the kills).
 
-    python benchmarks/fleet.py [--runs 90] [--rounds 2] [--kill-every 4]
+And, on 2 workers of `--concurrency 4`, how long new runs take with `--parked` runs (1,000)
+left waiting for approvals against with none (a waiting run is parked: it holds no slot).
+
+    python benchmarks/fleet.py [--runs 90] [--rounds 2] [--kill-every 4] [--parked 1000]
 
 Targets (issue 48): throughput under repeated kills at least 0.9x throughput without faults;
-recovery of a killed worker's runs p50 <= 3 s at the workers' defaults. Needs Debian's
+recovery of a killed worker's runs p50 <= 3 s at the workers' defaults; new runs' throughput
+with 1,000 runs waiting at least 0.9x their throughput with none. Needs Debian's
 PostgreSQL (the benchmark starts its own server as user postgres), else it says so.
 """
 
@@ -80,11 +84,33 @@ def _recovered(runs: StoredRuns, held: list[str], executor: str, killed_at: floa
     return time.monotonic() - killed_at
 
 
+def _beside_parked(url: str, folder: Path, name: str, count: int, parked: int) -> float:
+    """Seconds for `count` new runs on 2 workers of `--concurrency 4`, with `parked` runs
+    left waiting for approvals first (not measured: they are parked before the clock starts)."""
+    ledger = folder / f"{name}.ledger"
+    workers = [start_worker(url, ledger, 4) for _ in range(2)]
+    try:
+        with StoredRuns(url, create=True) as runs:
+            time.sleep(3.0)
+            for n in range(parked):
+                runs.submit("filing-approved", "file every item", f"{name}-waits-{n:04}")
+            while len(runs.database.chained("waiting")) < parked:
+                time.sleep(0.2)
+            ids = {runs.submit("filing-paced", "file every item", f"{name}-{n:03}") for n in range(count)}
+            started = time.monotonic()
+            while _finished(runs, ids) < count:
+                time.sleep(0.1)
+            return time.monotonic() - started
+    finally:
+        stop_all(workers)
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=90, help="runs per round (default 90)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind, alternating (default 2)")
     parser.add_argument("--kill-every", type=float, default=4.0, help="seconds between kills (default 4)")
+    parser.add_argument("--parked", type=int, default=1000, help="runs left waiting beside new ones (default 1000)")
     args = parser.parse_args(argv)
     why = why_no_postgres()
     if why is not None:
@@ -99,12 +125,18 @@ def main(argv: list[str]) -> int:
             seconds, recovered = _round(url, Path(folder), f"kills{number}", args.runs, args.kill_every)
             faulty.append(seconds)
             recoveries += recovered
+        alone = _beside_parked(url, Path(folder), "alone", args.runs, 0)
+        beside = _beside_parked(url, Path(folder), "beside", args.runs, args.parked)
     calm_rate = args.runs / statistics.median(calm) * 60
     faulty_rate = args.runs / statistics.median(faulty) * 60
     ratio = faulty_rate / calm_rate
     print(f"fleet: {WORKERS} workers, {args.runs} runs a round, {args.rounds} rounds of each, medians")
     print(f"throughput under a SIGKILL every {args.kill_every:g} s: {faulty_rate:.0f} runs/min against "
           f"{calm_rate:.0f} without faults, {ratio:.2f}x {at_least(ratio, 0.9)}")
+    ratio = alone / beside
+    print(f"new runs beside {args.parked:,} runs waiting for approvals (2 workers x --concurrency 4): "
+          f"{args.runs / beside * 60:.0f} runs/min against {args.runs / alone * 60:.0f} with none waiting, "
+          f"{ratio:.2f}x {at_least(ratio, 0.9)}")
     if recoveries:
         p50 = statistics.median(recoveries)
         print(f"recovery of a killed worker's runs: p50 {p50:.1f} s over {len(recoveries)} kills "

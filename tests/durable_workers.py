@@ -51,3 +51,8 @@ counting = AgentLoop([Tool("hold", {"hold"}, counted_hold, required={"n"})],
                                  lambda goal, state: Intent.call("hold", n=len(state.observations) + 1)
                                  if len(state.observations) < 3 else Finish("held"),
                                  lambda o: o.tool_name == "finish").durable(name="counting", db=os.environ["FORGE_TEST_DB"])
+
+expiring = make_loop(Ledger(Path(os.environ["FORGE_TEST_LEDGER"])),
+                     definition=str(Path(__file__).with_name("definitions") / "approval_deadline.toml")).durable(
+    name="filing-expiring", db=os.environ["FORGE_TEST_DB"])
+"""`filing-approved` whose approvals expire after 3 s (`approval_expired`)."""

@@ -72,6 +72,8 @@ def eventually(check, seconds: float = 60.0):
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_run_waiting_for_approval_goes_on_in_the_next_worker_after_a_polite_stop(tmp_path, signum):
+    """A waiting run holds no worker (issue 48 item 3): the stopping worker has nothing to hand
+    back, and the answer starts the run again in whichever worker is live."""
     db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
     with StoredRuns(db, create=True) as runs:
         runs.submit("filing-approved", "file every item", "waits")
@@ -81,8 +83,8 @@ def test_a_run_waiting_for_approval_goes_on_in_the_next_worker_after_a_polite_st
             assert asked.status == "waiting"
         finally:
             said = stop(first, signum)
-        assert "stopped; handed back 1 run to the other workers: waits" in said
-        assert last_beat(runs, said) == 0.0  # handed back in the database: every worker finds it silent at once
+        assert "stopped; handed back 0 runs to the other workers" in said
+        assert last_beat(runs, said) == 0.0  # said in the database: every worker finds it silent at once
         runs.resume("waits", Answer.approve(asked.waiting.fingerprint))
         second = start_worker(db, ledger)
         try:

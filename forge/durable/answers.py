@@ -8,21 +8,27 @@ from typing import Any
 
 from forge.machine.answers import WAITING_STATES, Answer, AnswerRefused, Waiting
 
-__all__ = ["Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "claim_answer"]
+__all__ = ["CANCELLED", "Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "claim_answer"]
 
 
-def claim_answer(database: Any, run_id: str, waiting: Waiting) -> None:
-    """Claim the right to answer `waiting`, once across every process: two answers sent at
-    the same moment (an approve and a reject, two tools) are not both accepted. The claim
-    is a row of `forge_claims` keyed by the run and the question, whose unique key decides.
+CANCELLED = "CANCELLED"
+"""What `forge_answers` holds for the question a run waited on when it was cancelled."""
+
+
+def claim_answer(database: Any, run_id: str, waiting: Waiting, answer: Answer | None = None) -> None:
+    """Claim the right to answer `waiting`, once across every process, and store `answer`
+    (its JSON; None: the run is cancelled as it waits) as the answer to that question: two answers sent at the same moment (an
+    approve and a reject, two tools) are not both accepted. The claim is a row of
+    `forge_answers` keyed by the run and the question, whose unique key decides; a run a
+    worker left waiting (`forge.durable.workflow`) takes its answer from there.
 
     Raises:
-        AnswerRefused: the question has been answered already.
+        AnswerRefused: the question has been answered already (or its deadline passed, or
+            the run was cancelled).
     """
-    import os
+    import json
 
-    token = f"answer-{os.urandom(8).hex()}"
-    owner, _ = database.claim(f"answer:{run_id}:{waiting.asked}", "answer", token)
-    if owner != token:
+    text = None if answer is None else json.dumps(answer.to_json(), separators=(",", ":"))
+    if not database.answer(run_id, waiting.asked, text if text is not None else CANCELLED):
         raise AnswerRefused(f"run {run_id!r} has been answered already on that question ({waiting.question}); "
                             "it is no longer waiting for it")

@@ -14,6 +14,12 @@ DBOS's own (which hold the runs, their steps, events and queues).
 - `forge_runs`: each run's id and goal, what the runs list searches (`forge.durable.runs`).
 - `forge_watch` and `forge_live`: the runs someone watches now, and the transitions they
   have fired so far (`forge.durable.live`).
+- `forge_answers`: the one answer each question of a run takes, as its JSON (`answer`;
+  null for a question whose deadline passed first; `CANCELLED` for a run cancelled while it
+  waited), whose unique key lets one through across every process.
+- `forge_chain`: the runs a worker left waiting for an answer (`forge.durable.workflow`),
+  each with its last question and its status now (forge's, kept as the run goes on in
+  the workflows its answers start): what `forge runs list --status` reads of them.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import sqlalchemy as sa
 from forge.errors import UsageError
 from forge.files import valid_text
 
-__all__ = ["DEFAULT_DATABASE", "OUTAGE_LIMIT", "DatabaseAway", "RunsDatabase", "database_url", "shown_url"]
+__all__ = ["DEFAULT_DATABASE", "OUTAGE_LIMIT", "DatabaseAway", "RunsDatabase", "database_url", "engine_url", "shown_url"]
 
 T = TypeVar("T")
 _log = logging.getLogger("forge.durable")
@@ -108,7 +114,7 @@ def shown_url(url: str) -> str:
     return url
 
 
-def _engine_url(url: str) -> str:
+def engine_url(url: str) -> str:
     """SQLAlchemy's spelling of `url`, with the psycopg 3 driver DBOS installs."""
     for plain in ("postgresql://", "postgres://"):
         if url.startswith(plain):
@@ -151,7 +157,7 @@ class RunsDatabase:
         options: dict[str, Any] = {}
         if url.startswith("sqlite"):
             options["connect_args"] = {"timeout": 30}
-        self.engine = sa.create_engine(_engine_url(url), **options)
+        self.engine = sa.create_engine(engine_url(url), **options)
         if url.startswith("sqlite"):
             _write_ahead_log(self.engine)
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
@@ -192,6 +198,20 @@ class RunsDatabase:
             "forge_runs", metadata,
             sa.Column("run_id", sa.Text, primary_key=True),
             sa.Column("searched", sa.Text, nullable=False),
+            sa.Column("created_at", sa.Float, nullable=False, index=True),
+        )
+        self.answers = sa.Table(  # each question's one answer (or its timeout, or the run's cancel), once
+            "forge_answers", metadata,
+            sa.Column("run_id", sa.Text, primary_key=True),
+            sa.Column("question", sa.Integer, primary_key=True),
+            sa.Column("answer", sa.Text, nullable=True),
+            sa.Column("answered_at", sa.Float, nullable=False),
+        )
+        self.chains = sa.Table(  # the runs a worker left waiting once: where they are now
+            "forge_chain", metadata,
+            sa.Column("run_id", sa.Text, primary_key=True),
+            sa.Column("question", sa.Integer, nullable=False),
+            sa.Column("status", sa.Text, nullable=False, index=True),
             sa.Column("created_at", sa.Float, nullable=False, index=True),
         )
         self.watches = sa.Table(  # the runs a page follows now, each until a moment it renews
@@ -391,6 +411,52 @@ class RunsDatabase:
                                       .where(self.runs.c.searched.like(pattern, escape="\\"))
                                       .order_by(self.runs.c.created_at.desc()).limit(limit).offset(offset))
             return [str(row[0]) for row in rows]
+
+    @_through_outages("storing an answer")
+    def answer(self, run_id: str, question: int, answer: str | None) -> bool:
+        """Store the answer to `run_id`'s `question` (its JSON; None: the deadline passed),
+        once: False when the question had one already."""
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(self.answers.insert().values(run_id=run_id, question=question, answer=answer,
+                                                                answered_at=time.time()))
+        except sa.exc.IntegrityError:
+            return False
+        return True
+
+    @_through_outages("reading an answer")
+    def answer_of(self, run_id: str, question: int) -> tuple[bool, str | None]:
+        """Whether `run_id`'s `question` has its answer, and the answer (None: timed out)."""
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.select(self.answers.c.answer).where(
+                self.answers.c.run_id == run_id, self.answers.c.question == question)).first()
+        return (False, None) if row is None else (True, row[0])
+
+    @_through_outages("noting where a run is")
+    def chain(self, run_id: str, status: str, question: int | None = None, created_at: float | None = None) -> None:
+        """Say that `run_id`, a run a worker left waiting once, is `status` now (and, when
+        it parks again, waits on `question`); `created_at` is the run's, given when it first
+        parks."""
+        values: dict[str, Any] = {"status": status}
+        if question is not None:
+            values["question"] = question
+        with self.engine.begin() as connection:
+            done = connection.execute(self.chains.update().where(self.chains.c.run_id == run_id).values(**values))
+            if done.rowcount == 0 and question is not None:
+                connection.execute(self._insert(self.chains).values(
+                    run_id=run_id, question=question, status=status,
+                    created_at=created_at if created_at is not None else time.time())
+                    .on_conflict_do_update(index_elements=["run_id"], set_=values))
+
+    def chained(self, status: str | None = None) -> list[tuple[str, float]]:
+        """The runs a worker left waiting once (in `status`, as forge last noted it), newest
+        first, each with when it was created."""
+        query = sa.select(self.chains.c.run_id, self.chains.c.created_at)
+        if status is not None:
+            query = query.where(self.chains.c.status == status)
+        with self.engine.connect() as connection:
+            return [(str(row[0]), float(row[1])) for row in
+                    connection.execute(query.order_by(self.chains.c.created_at.desc()))]
 
     def watch(self, run_id: str, seconds: float) -> None:
         """Say that someone follows `run_id` for the next `seconds`: while they do, the

@@ -19,7 +19,7 @@ from typing import Any
 
 from dbos import DBOS
 
-from forge.durable.database import RunsDatabase, database_url
+from forge.durable.database import RunsDatabase, database_url, engine_url
 from forge.durable.serializer import SERIALIZER
 from forge.durable.workflow import ANSWER_TOPIC, HOST, QUEUE_NAME
 from forge.errors import UsageError
@@ -57,9 +57,11 @@ def _launch(db: str | os.PathLike[str] | None, executor_id: str | None, concurre
     # SQLite's journal mode is set before DBOS connects; a PostgreSQL database may be DBOS's to create
     early = RunsDatabase(url) if url.startswith("sqlite") else None
     config: dict[str, Any] = {"name": "forge", "system_database_url": url, "log_level": "WARNING",
-                              "notification_listener_polling_interval_sec": 0.05, "serializer": SERIALIZER}
+                              "notification_listener_polling_interval_sec": 0.05, "serializer": SERIALIZER,
+                              "application_version": APPLICATION_VERSION}
     if executor_id is not None:
         config["executor_id"] = executor_id
+    _adopt_runs(url)
     DBOS(config=config)  # type: ignore[arg-type]
     DBOS.listen_queues([QUEUE_NAME] if worker else [])
     DBOS.launch()
@@ -73,6 +75,39 @@ def _launch(db: str | os.PathLike[str] | None, executor_id: str | None, concurre
     HOST.ready.set()
     _stop_at_exit()
     return url
+
+
+APPLICATION_VERSION = "forge-1"
+"""The one application version every forge process runs DBOS at. DBOS recovers and
+dequeues only the workflows of its own version, which it otherwise computes from the
+source of the workflow functions: a worker of a newer forge would then never take on the
+runs an older one left pending or queued. What a run replays by is its journal, which forge
+keeps readable across releases (`forge.durable.serializer`), so forge's runs share one
+version, and one started under another (forge 0.1.0's) is adopted (`_adopt_runs`)."""
+
+FORGE_WORKFLOWS = ("forge_run", "forge_arun", "forge_resume", "forge_aresume")
+"""The names of forge's workflows (`forge.durable.workflow`)."""
+
+
+def _adopt_runs(url: str) -> None:
+    """Put forge's runs not yet ended (pending, queued, delayed) that another application
+    version started at `APPLICATION_VERSION`, before DBOS looks for runs to recover. Done on
+    DBOS's own table (it has no call for it); nothing is done where it does not exist yet."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(engine_url(url))
+    table = "workflow_status" if url.startswith("sqlite") else "dbos.workflow_status"
+    names = ", ".join(f"'{name}'" for name in FORGE_WORKFLOWS)
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(
+                f"UPDATE {table} SET application_version = '{APPLICATION_VERSION}' WHERE name IN ({names}) "
+                "AND status IN ('PENDING', 'ENQUEUED', 'DELAYED') AND application_version IS NOT NULL "
+                f"AND application_version <> '{APPLICATION_VERSION}'")
+    except sa.exc.DBAPIError:
+        pass  # a database DBOS has not made its tables in yet: nothing to adopt
+    finally:
+        engine.dispose()
 
 
 _AT_EXIT: list[bool] = []

@@ -12,6 +12,7 @@ tools) before anything is sent.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import json
 import logging
@@ -33,7 +34,17 @@ from forge.durable.database import RunsDatabase, database_url, shown_url
 from forge.durable.forks import fork_input, origin_of, seed_fork
 from forge.durable.result import DurableResult, wait_for
 from forge.durable.serializer import SERIALIZER
-from forge.durable.workflow import ANSWER_TOPIC, ASYNC_WORKFLOW_NAME, EVENT, QUEUE_NAME, STATE_EVENT, WORKFLOW_NAME
+from forge.durable.workflow import (
+    ANSWER_TOPIC,
+    ASYNC_WORKFLOW_NAME,
+    EVENT,
+    QUEUE_NAME,
+    RESUME_NAME,
+    RESUMES,
+    STATE_EVENT,
+    WORKFLOW_NAME,
+    continuation_id,
+)
 from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import ForkPlan, Patch
 from forge.machine.journal import JournalEntry
@@ -43,6 +54,10 @@ if TYPE_CHECKING:
     from forge.events import StreamEvent
 
 __all__ = ["SEARCH_LIMIT", "RunRow", "StoredRuns", "new_run_id"]
+
+CANCEL_DELAY = 10 * 365 * 86400.0
+"""How far off the workflow a cancel of a parked run queues is to start: never (it is
+cancelled at once; the delay only keeps a worker from taking it in between)."""
 
 SEARCH_LIMIT = 200
 """The most characters a search of the runs list takes (a longer text is refused, not sent
@@ -80,7 +95,11 @@ class RunRow:
 _WORKFLOW_STATUSES = {"queued": ("ENQUEUED",), "running": ("PENDING", "ENQUEUED"), "waiting": ("PENDING",),
                       "finished": ("SUCCESS",), "cancelled": ("CANCELLED",),
                       "error": ("ERROR", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")}
-"""The DBOS workflow statuses a run of each of forge's statuses can have."""
+"""The DBOS workflow statuses a run of each of forge's statuses can have (its own
+workflow's: a run a worker left waiting once goes on in workflows of its own, `_now`)."""
+
+_CHAINED_LISTED = ("queued", "running", "waiting", "cancelled", "error")
+"""The statuses `find` lists from the runs in them alone (`_find_with_chained`)."""
 
 
 def _loop_and_goal(status: Any) -> tuple[str, str]:
@@ -226,9 +245,11 @@ class StoredRuns:
                 continue
             created = status.created_at / 1000 if status.created_at else None
             updated = status.updated_at / 1000 if status.updated_at else None
-            event = self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0) or {}
-            ours = DurableResult.of(status.workflow_id, str(status.status), event)
-            rows.append(RunRow(status.workflow_id, str(status.status), loop, goal, created, ours.status,
+            now, event = self._now(status.workflow_id, status,
+                                   self.client.get_event(status.workflow_id, EVENT, timeout_seconds=0) or {})
+            ours = DurableResult.of(status.workflow_id, str(now.status), event)
+            updated = now.updated_at / 1000 if now.updated_at else updated
+            rows.append(RunRow(status.workflow_id, str(now.status), loop, goal, created, ours.status,
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
                                updated, ours.waiting.question if ours.waiting is not None else None))
         return rows, len(found) if ids is None else len(ids)
@@ -371,6 +392,8 @@ class StoredRuns:
             return wanted, False
         if text:
             self.note_new_runs()
+        if status in _CHAINED_LISTED and not text:
+            return self._find_with_chained(status, reason, loop, offset, limit)
         while True:
             ids = self.database.search_runs(text, window, seen) if text else None
             if ids is not None and not ids:
@@ -389,6 +412,22 @@ class StoredRuns:
             if read < window:
                 return wanted, False
 
+    def _find_with_chained(self, status: str, reason: str | None, loop: str | None, offset: int, limit: int
+                           ) -> tuple[builtins.list[RunRow], bool]:
+        """`find` of the runs in `status` (queued, running, waiting, cancelled, error): the
+        runs DBOS has in that status and the runs a worker left waiting once that forge last
+        noted in it (`forge_chain`; a parked run's own workflow has ended), newest first.
+        Reads only those runs, so it stays fast however many runs have finished."""
+        statuses = sorted(_WORKFLOW_STATUSES[status])
+        found = self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], status=statuses,
+                                           sort_desc=True, load_output=False, load_input=False)
+        candidates = {item.workflow_id: (item.created_at or 0) / 1000 for item in found}
+        candidates.update(self.database.chained(status))
+        ids = sorted(candidates, key=lambda run_id: candidates[run_id], reverse=True)
+        rows, _ = self._rows(len(ids), 0, None, None, ids, loop)
+        kept = [row for row in rows if row.status == status and (not reason or row.reason == reason)]
+        return kept[offset:offset + limit], len(kept) > offset + limit
+
     def get(self, run_id: str) -> DurableResult:
         """The run as stored now. Raises RunNotFound (a LookupError) for an unknown id."""
         return self._read(run_id)[0]
@@ -399,15 +438,34 @@ class StoredRuns:
         found = self.client.list_workflows(workflow_ids=[run_id], load_output=False)
         if not found:
             raise RunNotFound(f"no durable run {run_id!r} in {self.url}")
-        event = self.client.get_event(run_id, EVENT, timeout_seconds=0) or {}
-        if str(found[0].status) in _WORKFLOW_STATUSES["error"]:  # DBOS keeps the error with the output
-            found = self.client.list_workflows(workflow_ids=[run_id], load_output=True) or found
-        error = found[0].error
-        result = DurableResult.of(run_id, str(found[0].status), event,
+        status, event = self._now(run_id, found[0], self.client.get_event(run_id, EVENT, timeout_seconds=0) or {})
+        if str(status.status) in _WORKFLOW_STATUSES["error"]:  # DBOS keeps the error with the output
+            status = (self.client.list_workflows(workflow_ids=[status.workflow_id], load_output=True) or [status])[0]
+        error = status.error
+        result = DurableResult.of(run_id, str(status.status), event,
                                   None if error is None else f"{type(error).__name__}: {error}", found[0].input)
         if result.has_state:
-            result = result.with_state(self.client.get_event(run_id, STATE_EVENT, timeout_seconds=0), self.codec)
+            result = result.with_state(self.client.get_event(status.workflow_id, STATE_EVENT, timeout_seconds=0),
+                                       self.codec)
         return result, event
+
+    def _now(self, run_id: str, status: Any, event: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The workflow that stands for the run now, and its event: the run's own, or, for a
+        run a worker left waiting (parked: its workflow ended, `forge.durable.workflow`), the
+        last workflow its answers (or deadlines) started, followed question by question. One
+        answered and not yet taken on by a worker is `queued`."""
+        while str(status.status) == "SUCCESS" and event.get("status") == "waiting" and event.get("waiting"):
+            next_id = continuation_id(run_id, int(event["waiting"].get("asked") or 0))
+            found = self.client.list_workflows(workflow_ids=[next_id], load_input=False, load_output=False)
+            if not found or str(found[0].status) == "DELAYED":  # none yet, or only its deadline's
+                break
+            status = found[0]
+            published = self.client.get_event(next_id, EVENT, timeout_seconds=0)
+            if not published:
+                taken = "queued" if str(status.status) == "ENQUEUED" else "running"
+                published = {**{k: v for k, v in event.items() if k != "waiting"}, "status": taken}
+            event = published
+        return status, event
 
     def resume(self, run_id: str, answer: Answer, timeout: float | None = None, *, wait: bool = False
                ) -> DurableResult:
@@ -435,15 +493,54 @@ class StoredRuns:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
         bound = answer if answer.question else answer.to(result.waiting)
         bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
-        claim_answer(self.database, run_id, result.waiting)
-        self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
+        claim_answer(self.database, run_id, result.waiting, bound)
+        parked = self._parked(run_id)
+        if parked is None:
+            self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
+        else:
+            self._take_on(run_id, parked, result.waiting.asked)
         return result
+
+    def _parked(self, run_id: str) -> str | None:
+        """The name of the workflow a run parked in (a worker left it waiting with no
+        workflow under way), or None when a workflow waits for its answer."""
+        found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        status, _ = self._now(run_id, found[0], self.client.get_event(run_id, EVENT, timeout_seconds=0) or {})
+        return str(status.name) if str(status.status) == "SUCCESS" else None
+
+    def _take_on(self, run_id: str, parked_in: str, question: int, delay: float = 0.0) -> str:
+        """Queue the workflow that takes the parked run on after `question` (once: its id
+        is the question's), to start in `delay` seconds; one its deadline queued already
+        starts then instead. Returns its id."""
+        inputs: Any = self.client.list_workflows(workflow_ids=[run_id], load_output=False)[0].input or {}
+        arguments = [*list(inputs.get("args") or ()), None, None, None][:4]
+        next_id = continuation_id(run_id, question)
+        options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": RESUMES.get(parked_in, RESUME_NAME),
+                                   "workflow_id": next_id}
+        if delay:
+            options["delay_seconds"] = delay
+        self.client.enqueue(options, *arguments, run_id, question)  # type: ignore[arg-type]
+        self.database.chain(run_id, "queued")
+        self.client.set_workflow_delay(next_id, delay_seconds=delay)  # only a DELAYED one changes
+        return next_id
 
     @_readable
     def cancel(self, run_id: str) -> None:
-        """Cancel the run: it stops at its next step. Raises RunNotFound (a LookupError) for an unknown id."""
-        self.get(run_id)
-        self.client.cancel_workflow(run_id)
+        """Cancel the run: it stops at its next step; a run a worker left waiting is cancelled
+        where it waits (no answer takes it on after). Raises RunNotFound (a LookupError) for
+        an unknown id."""
+        result = self.get(run_id)
+        parked = self._parked(run_id)
+        if parked is None or result.waiting is None:
+            found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+            self.client.cancel_workflow(self._now(run_id, found[0], self.client.get_event(
+                run_id, EVENT, timeout_seconds=0) or {})[0].workflow_id)
+            return
+        with contextlib.suppress(AnswerRefused):
+            claim_answer(self.database, run_id, result.waiting, None)
+        next_id = self._take_on(run_id, parked, result.waiting.asked, delay=CANCEL_DELAY)
+        self.client.cancel_workflow(next_id)
+        self.database.chain(run_id, "cancelled")
 
     @_readable
     def submit(self, loop: str, goal: str, run_id: str | None = None,
@@ -467,10 +564,7 @@ class StoredRuns:
                              "check the name, or start a worker whose --loops module makes it")
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME}
         options["workflow_id"] = run_id or os.urandom(16).hex()
-        if conversation is None:
-            self.client.enqueue(options, loop, goal)  # type: ignore[arg-type]
-        else:
-            self.client.enqueue(options, loop, goal, None, conversation)  # type: ignore[arg-type]
+        self.client.enqueue(options, loop, goal, None, conversation, True)  # type: ignore[arg-type]  # a worker's: parks
         return str(options["workflow_id"])
 
     def fork(self, source: str, /, at: int, patch: Patch | None = None, run_id: str | None = None) -> str:
@@ -493,7 +587,7 @@ class StoredRuns:
         if plan is not None:
             self._migrate()
             options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": new}
-            self.client.enqueue(options, loop, plan.goal, fork_input(plan))  # type: ignore[arg-type]
+            self.client.enqueue(options, loop, plan.goal, fork_input(plan), None, True)  # type: ignore[arg-type]
         return new
 
     @_readable

@@ -20,6 +20,7 @@ stay readable, `forge.durable.result`.)
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -27,10 +28,10 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dbos import DBOS
+from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
 from forge.child import finished_children, loop_at
-from forge.durable.answers import Answer, AnswerRefused, Waiting
+from forge.durable.answers import CANCELLED, Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.live import LiveRuns
@@ -50,12 +51,17 @@ if TYPE_CHECKING:
     from forge.machine.run import Run, RunConfig
     from forge.result import LoopResult
 
-__all__ = ["ANSWER_TOPIC", "EVENT", "HOST", "LOOPS", "QUEUE_NAME", "STATE_EVENT", "STOPPING", "WAITING_HERE",
-           "WORKFLOW_NAME", "ASYNC_WORKFLOW_NAME", "Host", "HostedLoop", "Loop", "ProcessStopping", "forge_arun",
-           "forge_run"]
+__all__ = ["ANSWER_TOPIC", "ASYNC_RESUME_NAME", "ASYNC_WORKFLOW_NAME", "EVENT", "HOST", "LOOPS", "QUEUE_NAME",
+           "RESUMES", "RESUME_NAME", "STATE_EVENT", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Host", "HostedLoop",
+           "Loop", "ProcessStopping", "continuation_id", "forge_arun", "forge_aresume", "forge_resume", "forge_run"]
 
 WORKFLOW_NAME = "forge_run"
 ASYNC_WORKFLOW_NAME = "forge_arun"
+RESUME_NAME = "forge_resume"
+ASYNC_RESUME_NAME = "forge_aresume"
+RESUMES = {WORKFLOW_NAME: RESUME_NAME, ASYNC_WORKFLOW_NAME: ASYNC_RESUME_NAME, RESUME_NAME: RESUME_NAME,
+           ASYNC_RESUME_NAME: ASYNC_RESUME_NAME}
+"""The workflow that takes a parked run on, by the name of the workflow it parked in."""
 QUEUE_NAME = "forge"
 EVENT = "run"
 STATE_EVENT = "state"
@@ -147,18 +153,34 @@ LOOPS, STOPPING, WAITING_HERE = HOST.loops, HOST.stopping, HOST.waiting  # the n
 
 @DBOS.workflow(name=WORKFLOW_NAME)
 def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None,
-              conversation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              conversation: Mapping[str, Any] | None = None, parks: bool = False) -> dict[str, Any]:
     """A durable run of `goal` on the loop registered as `loop_name` in this process;
     `forked_from` (`forge.durable.forks`) when it is a fork of a stored run; `conversation`
     when it goes on from an earlier one: the `state` it goes on from and the run it
-    `continues`."""
+    `continues`. A run that `parks` (one a worker took from forge's queue) ends its workflow
+    when it must wait for an answer, and the answer starts `forge_resume` (see the module)."""
     _hosted()
     durable = LOOPS.get(loop_name)
     if durable is None:
         ended = _unknown_loop(loop_name, goal)
         DBOS.set_event(EVENT, ended)
         return ended
-    return _Workflow(durable, goal, forked_from, conversation).run()
+    return _Workflow(durable, goal, forked_from, conversation, parks=parks).run()
+
+
+@DBOS.workflow(name=RESUME_NAME)
+def forge_resume(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None, conversation: Mapping[str, Any] | None,
+                 run_id: str, question: int) -> dict[str, Any]:
+    """The run `run_id`, which a worker left waiting on its `question`, goes on: started by
+    the answer (`forge.durable.runs.StoredRuns.resume`), or by the question's deadline. Its
+    arguments are the run's own, then the run and the question."""
+    _hosted()
+    durable = LOOPS.get(loop_name)
+    if durable is None:
+        ended = _unknown_loop(loop_name, goal)
+        DBOS.set_event(EVENT, ended)
+        return ended
+    return _Workflow(durable, goal, forked_from, conversation, parks=True, run_id=run_id, resumed=question).run()
 
 
 LAUNCH_WAIT = 120.0
@@ -182,19 +204,36 @@ def _hosted() -> None:
 
 @DBOS.workflow(name=ASYNC_WORKFLOW_NAME)
 async def forge_arun(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None,
-                     conversation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     conversation: Mapping[str, Any] | None = None, parks: bool = False) -> dict[str, Any]:
     """`forge_run` on DBOS's async API: the run is `await loop.arun(...)`, so tools, the
     policy and verify may be `async def`, and the run's waits do not hold a thread."""
+    durable = await _ahosted(loop_name, goal)
+    if durable is None:
+        return _unknown_loop(loop_name, goal)
+    return await _Workflow(durable, goal, forked_from, conversation, parks=parks).arun()
+
+
+@DBOS.workflow(name=ASYNC_RESUME_NAME)
+async def forge_aresume(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None,
+                        conversation: Mapping[str, Any] | None, run_id: str, question: int) -> dict[str, Any]:
+    """`forge_resume`, for a run of `forge_arun`."""
+    durable = await _ahosted(loop_name, goal)
+    if durable is None:
+        return _unknown_loop(loop_name, goal)
+    return await _Workflow(durable, goal, forked_from, conversation, parks=True, run_id=run_id,
+                           resumed=question).arun()
+
+
+async def _ahosted(loop_name: str, goal: str) -> HostedLoop | None:
+    """`_hosted`, on an event loop; the loop named, or None (its end then published)."""
     if not HOST.ready.is_set():
         import asyncio
 
         await asyncio.to_thread(_hosted)
     durable = LOOPS.get(loop_name)
     if durable is None:
-        ended = _unknown_loop(loop_name, goal)
-        await DBOS.set_event_async(EVENT, ended)
-        return ended
-    return await _Workflow(durable, goal, forked_from, conversation).arun()
+        await DBOS.set_event_async(EVENT, _unknown_loop(loop_name, goal))
+    return durable
 
 
 def _unknown_loop(loop_name: str, goal: str) -> dict[str, Any]:
@@ -210,9 +249,31 @@ def _unknown_loop(loop_name: str, goal: str) -> dict[str, Any]:
     return event
 
 
+def continuation_id(run_id: str, question: int) -> str:
+    """The workflow that takes the parked run `run_id` on after its `question`: one per
+    question, so the answer and the deadline start it once between them."""
+    return f"{run_id}~{question}"
+
+
+class Parked(BaseException):
+    """Ends a parked run's workflow (see `_Workflow._parked_wait`): `event` is what it
+    published, the workflow's result. Not an Exception, so no stage takes it for a failure."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        super().__init__("parked")
+        self.event = event
+
+
+def _queue() -> Any:
+    """forge's queue in this process (`launch`)."""
+    if HOST.queue is None:
+        raise ProcessStopping(str(DBOS.workflow_id))
+    return HOST.queue
+
+
 _Op = tuple[Any, ...]
 """What the workflow's flow asks its driver to do: ("publish", event), ("state", LoopState),
-("deadline", seconds), ("recv", timeout), ("run",)."""
+("deadline", seconds), ("recv", timeout), ("park", waiting), ("run",)."""
 
 
 class _Workflow:
@@ -222,12 +283,14 @@ class _Workflow:
     `arun` with its async one."""
 
     def __init__(self, durable: HostedLoop, goal: str, forked_from: Mapping[str, Any] | None = None,
-                 conversation: Mapping[str, Any] | None = None) -> None:
+                 conversation: Mapping[str, Any] | None = None, *, parks: bool = False, run_id: str | None = None,
+                 resumed: int | None = None) -> None:
         self.durable, self.goal, self.forked_from = durable, goal, forked_from
         self.conversation = conversation or {}
-        run_id = DBOS.workflow_id
-        assert run_id is not None, "forge_run runs as a DBOS workflow"
-        self.run_id = run_id
+        self.parks, self.resumed = parks, resumed
+        workflow_id = DBOS.workflow_id
+        assert workflow_id is not None, "forge_run runs as a DBOS workflow"
+        self.run_id = run_id or workflow_id
         self.trace: list[dict[str, Any]] = []
         self.performer: DurablePerformer | None = None
         self.answers = 0
@@ -235,12 +298,29 @@ class _Workflow:
         self.children: list[dict[str, Any]] = []
 
     def run(self) -> dict[str, Any]:
-        finished: dict[str, Any] = self._drive(self._flow())
+        try:
+            finished: dict[str, Any] = self._drive(self._flow())
+        except Parked as parked:
+            return parked.event
+        except Exception:
+            self._chained("error")
+            raise
         return finished
 
     async def arun(self) -> dict[str, Any]:
-        finished: dict[str, Any] = await self._adrive(self._flow())
+        try:
+            finished: dict[str, Any] = await self._adrive(self._flow())
+        except Parked as parked:
+            return parked.event
+        except Exception:
+            self._chained("error")
+            raise
         return finished
+
+    def _chained(self, status: str) -> None:
+        """Note `status` as the run's now, for a run a worker left waiting once (`forge_chain`)."""
+        if self.resumed is not None:
+            self.durable.database.chain(self.run_id, status)
 
     def _drive(self, flow: Generator[_Op, Any, Any]) -> Any:
         reply: Any = None
@@ -257,6 +337,13 @@ class _Workflow:
                 reply = None
             elif kind == "deadline":
                 reply = _deadline(op[1])
+            elif kind == "park":
+                resume = self._park(op[1])
+                if resume is not None:
+                    named, delayed = self._parking(op[1])
+                    with named, delayed:
+                        _queue().enqueue(forge_resume, *resume)
+                reply = None
             else:
                 reply = DBOS.recv(ANSWER_TOPIC, timeout_seconds=op[1])
 
@@ -275,6 +362,13 @@ class _Workflow:
                 reply = None
             elif kind == "deadline":
                 reply = await _adeadline(op[1])
+            elif kind == "park":
+                resume = self._park(op[1])
+                if resume is not None:
+                    named, delayed = self._parking(op[1])
+                    with named, delayed:
+                        await _queue().enqueue_async(forge_aresume, *resume)
+                reply = None
             else:
                 reply = await DBOS.recv_async(ANSWER_TOPIC, timeout_seconds=op[1])
 
@@ -288,6 +382,8 @@ class _Workflow:
         if self.conversation.get("continues"):
             event["continues"] = self.conversation["continues"]
         yield ("publish", event)
+        if status != "waiting":
+            self._chained(status)
         return event
 
     def _flow(self) -> Generator[_Op, Any, dict[str, Any]]:
@@ -420,6 +516,8 @@ class _Workflow:
         waiting = replace(waiting, asked=self.answers + 1)
         if tools is None:
             tools = {tool.name for tool in self.durable.loop.tools}
+        if self.parks:
+            return (yield from self._parked_wait(waiting, tools, more))
         # registered before the run says it waits: a shutdown() that follows the caller seeing "waiting"
         # always finds this thread, and wakes it (else it would wait an hour in recv, and the process with it)
         ended = HOST.waiting[self.run_id] = threading.Event()
@@ -430,6 +528,52 @@ class _Workflow:
         finally:
             HOST.waiting.pop(self.run_id, None)
             ended.set()
+
+    def _parked_wait(self, waiting: Waiting, tools: set[str], more: Mapping[str, Any]
+                     ) -> Generator[_Op, Any, Answer | None]:
+        """`_wait`, for a run that parks: the answer the question has in `forge_answers` (a
+        question answered before this workflow, one of the run's earlier ones or the one
+        that started it), None when its deadline passed; with none, the run publishes what
+        it waits for and parks (`Parked`: its workflow ends, and the answer starts the next).
+        Started by the question's deadline with no answer yet, the run claims the question
+        for the deadline: an answer that comes after it is refused."""
+        database = self.durable.database
+        found, text = database.answer_of(self.run_id, waiting.asked)
+        if not found and waiting.asked == self.resumed:
+            found, text = (True, None) if database.answer(self.run_id, waiting.asked, None) else \
+                database.answer_of(self.run_id, waiting.asked)
+        if not found:
+            event = yield from self._publish("waiting", waiting=waiting.to_json(), tools=sorted(tools),
+                                             extra_tools=sorted(self.durable.extra_tools), **more)
+            yield ("park", waiting)
+            raise Parked(event)
+        if text == CANCELLED:
+            raise Parked({})  # cancelled as it waited: DBOS cancels this workflow too
+        if text is None:
+            yield from self._publish("running")
+            return None
+        answer = Answer.from_json(json.loads(text))
+        answer.check(waiting, tools, set(self.durable.extra_tools))
+        self.answers += 1
+        yield from self._publish("running")
+        return answer
+
+    def _park(self, waiting: Waiting) -> tuple[Any, ...] | None:
+        """Leave the run waiting with no workflow under way: its calls so far stored, noted
+        as parked (`forge_chain`, listed by when it first parked). Returns
+        the arguments of the workflow that takes it on, for the driver to queue to start at
+        the question's deadline (an answer before starts it at once); None without one."""
+        if self.performer is not None:
+            self.performer.flush()
+        self.durable.database.chain(self.run_id, "waiting", waiting.asked)
+        if waiting.deadline is None:
+            return None
+        return (self.durable.name, self.goal, self.forked_from, self.conversation or None, self.run_id, waiting.asked)
+
+    def _parking(self, waiting: Waiting) -> Any:
+        """DBOS's options for the workflow `_park` queues: its id, its delay."""
+        return SetWorkflowID(continuation_id(self.run_id, waiting.asked)), \
+            SetEnqueueOptions(delay_seconds=max(0.0, (waiting.deadline or 0.0) - time.time()))
 
     def _receive(self, waiting: Waiting, tools: set[str]) -> Generator[_Op, Any, Answer | None]:
         deadline = waiting.deadline
