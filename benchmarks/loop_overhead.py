@@ -181,9 +181,15 @@ async def _sleepy_read(path: str) -> int:
     return len(path)
 
 
-def concurrent_aruns(count: int) -> float:
-    """Wall seconds for `count` concurrent arun()s of a one-step loop whose tool sleeps 50 ms."""
-    loop = AgentLoop([Tool("read", {"read"}, _sleepy_read, required={"path"})],
+def _blocking_read(path: str) -> int:
+    time.sleep(0.05)  # a plain tool that blocks: a synchronous HTTP call, a database driver
+    return len(path)
+
+
+def concurrent_aruns(count: int, handler: Callable[..., Any] | None = None) -> float:
+    """Wall seconds for `count` concurrent arun()s of a one-step loop whose tool sleeps 50 ms
+    (awaiting asyncio.sleep; with `handler`, that plain function instead)."""
+    loop = AgentLoop([Tool("read", {"read"}, handler or _sleepy_read, required={"path"})],
                      lambda goal, state: Intent({"read"}, {"path": "notes.md"}), verify=lambda obs: True)
 
     async def together() -> float:
@@ -242,6 +248,8 @@ def main() -> None:
     concurrent = 1000
     one = min(concurrent_aruns(1) for _ in range(3))
     many = min(concurrent_aruns(concurrent) for _ in range(2 if args.quick else 3))
+    plain_one = min(concurrent_aruns(1, _blocking_read) for _ in range(3))
+    plain_many = min(concurrent_aruns(100, _blocking_read) for _ in range(3))
 
     us = 1e6
     print(f"per step ({long_steps:,}-step run): plain {plain_long * us:6.2f} us  raw transitions "
@@ -262,6 +270,8 @@ def main() -> None:
           f"ratio {start_many / start_one:5.2f}x {against(start_many / start_one, 1.5)}")
     print(f"{concurrent:,} concurrent arun (tool sleeps 50 ms): {many * 1e3:7.1f} ms against one run "
           f"{one * 1e3:6.1f} ms: ratio {many / one:5.2f}x {against(many / one, 3)}")
+    print(f"100 concurrent arun (a plain tool blocks 50 ms, run in a worker thread): {plain_many * 1e3:7.1f} ms against "
+          f"one run {plain_one * 1e3:6.1f} ms: ratio {plain_many / plain_one:5.2f}x {against(plain_many / plain_one, 1.5)}")
 
 
 if __name__ == "__main__":

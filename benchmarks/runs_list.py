@@ -58,7 +58,8 @@ def _listed(db: Path, status: str) -> tuple[float, int]:
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(done.stderr)
-    return seconds, sum(1 for line in done.stdout.splitlines() if f" {status} " in f" {line} ")
+    return seconds, sum(1 for line in done.stdout.splitlines()
+                        if f" {status} " in f" {line} " and not line.startswith(f"no {status} runs"))
 
 
 def main(argv: list[str]) -> int:

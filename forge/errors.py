@@ -18,7 +18,8 @@ class ForgeError(Exception):
     """Raised by forge on purpose: bad input, a refused definition, a run that cannot go on.
 
     Every forge error pickles as it is (its message and attributes), whatever its
-    `__init__` takes: a durable run stores observations, errors included, with pickle."""
+    `__init__` takes: a program may pickle a result (forge's own stores write errors as
+    JSON, `forge.machine.wire`, and read forge 0.1.0's pickles, `forge.durable.legacy`)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuilt, (type(self), self.args, dict(self.__dict__))

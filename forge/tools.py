@@ -47,6 +47,13 @@ class Tool:
     (`Intent.call(name, ...)`). A `schema` that says `integer` gets a whole float as an int
     (5.0 → 5; 5.5 is refused), as a `@tool`'s type hint does.
 
+    Under `arun` (and `astream`, and an async durable run) a plain `def` handler runs in a
+    worker thread of a bounded pool (`forge.machine.performers.TOOL_THREADS`), so a slow one
+    does not stall the event loop and every other task on it; an `async def` handler is
+    awaited. `inline=True` says the handler is CPU-trivial (a lookup, arithmetic) and safe
+    to run on the event loop itself: it then skips the thread hop. (A run awaiting a call in
+    a thread that is cancelled stops waiting for it; the handler runs on to its end.)
+
     `on_crash` matters to durable runs (`forge.durable`) only: a call that was running when
     the process died is called again with the same idempotency key (`"retry"`, the
     default: at-least-once, made safe by the key), or, with `"ask"`, the run waits in
@@ -73,6 +80,7 @@ class Tool:
     on_crash: str = "retry"
     repeatable: bool = False
     raises: tuple[type[BaseException], ...] = ()
+    inline: bool = False
     child: Any = field(default=None, compare=False, repr=False)
     """The loop this tool runs as a child run (`AgentLoop.as_tool`), else None."""
     _contract: ToolContract | None = field(default=None, repr=False, compare=False)
@@ -93,6 +101,7 @@ class Tool:
         on_crash: str = "retry",
         repeatable: bool = False,
         raises: Iterable[type[BaseException]] = (),
+        inline: bool = False,
     ) -> None:
         object.__setattr__(self, "name", name)
         if handler is None:
@@ -114,6 +123,7 @@ class Tool:
         object.__setattr__(self, "on_crash", on_crash)
         object.__setattr__(self, "repeatable", bool(repeatable))
         object.__setattr__(self, "raises", tuple(raises))
+        object.__setattr__(self, "inline", bool(inline))
         object.__setattr__(self, "child", None)
         if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.raises):
             raise UsageError(f"tool {name!r}: raises must list exception classes, got {list(self.raises)!r}")
@@ -149,7 +159,8 @@ class Tool:
     def from_function(cls, function: Callable[..., Any], capabilities: Iterable[str] | None = None,
                       side_effect: bool = False, name: str | None = None, *, errors: str = "raise",
                       is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry",
-                      repeatable: bool = False, raises: Iterable[type[BaseException]] = ()) -> Tool:
+                      repeatable: bool = False, raises: Iterable[type[BaseException]] = (),
+                      inline: bool = False) -> Tool:
         """A tool whose name, arguments, JSON Schema and description come from `function`.
 
         Parameters without a default are required, the others optional; each one's type hint
@@ -171,7 +182,7 @@ class Tool:
         made = cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
                    required, optional, side_effect, description=doc.split("\n\n", 1)[0].replace("\n", " "),
                    schema=schema, errors=errors, is_error=is_error, on_crash=on_crash, repeatable=repeatable,
-                   raises=raises)
+                   raises=raises, inline=inline)
         object.__setattr__(made, "_contract", replace(made.contract, convert=_converter(tool_name, model)))
         return made
 
@@ -210,11 +221,11 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 def tool(*, capabilities: Iterable[str] | None = None, side_effect: bool = False, name: str | None = None,
          errors: str = "raise", is_error: Callable[[Any], bool] | None = None,
          on_crash: str = "retry", repeatable: bool = False,
-         raises: Iterable[type[BaseException]] = ()) -> Callable[[Callable[..., Any]], Tool]: ...
+         raises: Iterable[type[BaseException]] = (), inline: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterable[str] | None = None,
          side_effect: bool = False, name: str | None = None, errors: str = "raise",
          is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry", repeatable: bool = False,
-         raises: Iterable[type[BaseException]] = ()) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         raises: Iterable[type[BaseException]] = (), inline: bool = False) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """`@tool` or `@tool(capabilities=..., side_effect=True, name=..., errors="report")`:
     `Tool.from_function` as a decorator. The decorated name is the Tool, still callable as
     the function."""
@@ -223,7 +234,7 @@ def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterabl
 
     def decorate(inner: Callable[..., Any]) -> Tool:
         return Tool.from_function(inner, capabilities, side_effect, name, errors=errors, is_error=is_error,
-                                  on_crash=on_crash, repeatable=repeatable, raises=raises)
+                                  on_crash=on_crash, repeatable=repeatable, raises=raises, inline=inline)
 
     return decorate
 

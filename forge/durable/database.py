@@ -230,7 +230,8 @@ class RunsDatabase:
 
     @_through_outages("reading a side effect's key")
     def lookup(self, key: str) -> tuple[str, bytes, str] | None:
-        """The stored `(fingerprint, pickled value, run id)` of `key`, or None."""
+        """The stored `(fingerprint, value, run id)` of `key` (the value a row,
+        `forge.durable.serializer`), or None."""
         with self.engine.connect() as connection:
             row = connection.execute(sa.select(self.idempotency.c.fingerprint, self.idempotency.c.value,
                                                self.idempotency.c.run_id)
@@ -249,14 +250,14 @@ class RunsDatabase:
             pass
 
     def append(self, run_id: str, first: int, entries: list[bytes], part: int = 1) -> None:
-        """Add `entries` (pickled) to the journal of `run_id`, numbered from `first`: one
+        """Add `entries` (rows, `forge.durable.serializer`) to the journal of `run_id`, numbered from `first`: one
         INSERT statement of all of them, committed on its own (atomic, and one round trip to
         the server rather than a BEGIN, an INSERT and a COMMIT)."""
         self._append_rows(self.journal, run_id, part, first, entries)
 
     @_through_outages("reading a run's journal")
     def journal_of(self, run_id: str, part: int = 1) -> list[bytes]:
-        """The pickled entries of `run_id`'s journal (of its `part`, for a run stored by an
+        """The rows of `run_id`'s journal (of its `part`, for a run stored by an
         earlier forge), in order."""
         return [bytes(value) for value in self._rows_of(self.journal, run_id, part)]
 

@@ -88,6 +88,7 @@ class Call(NamedTuple):
     hook: str = ""  # local code that names itself when it fails (`redact`)
     check: Callable[..., Any] | None = None  # what a replay asks of the call, `check(*args)`, before answering it
     # from the journal, as a live call would be asked it: a tool's argument contract, today's (raises when it refuses)
+    threaded: bool = False  # under the async driver, made in a worker thread (a plain tool's handler)
 
 
 class Sleep(NamedTuple):

@@ -542,7 +542,10 @@ def _advance(steps: Steps[T], result: Any, error: Exception | None) -> tuple[boo
 
 
 _TURN_BEFORE = frozenset({"tool", "model"})
-"""The calls before which a streamed run under `arun` gives its consumer a turn (`_drive`)."""
+"""The calls before which a streamed run under `arun` gives its consumer a turn (`_drive`):
+a consumer that leaves on reading what came before a call stops the run before it (a plain
+tool's handler starts in its thread as soon as it is handed over, before the consumer's
+next turn, so the turn is kept for it too)."""
 
 
 async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
@@ -551,9 +554,8 @@ async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
 
     While a stream listens (`forge.events.sink`), each call of a tool or a model first yields
     to the event loop once, so that the stream's consumer reads what the run told before it
-    (the attempt's start, the last tool's result): a plain function called here blocks the
-    loop until it returns. A consumer that left during that turn stops the run before the
-    call (the sink's `before_call`)."""
+    (the attempt's start, the last tool's result). A consumer that left during that turn
+    stops the run before the call (the sink's `before_call`)."""
     result: Any = None
     error: Exception | None = None
     while True:
@@ -664,6 +666,28 @@ async def _together_async(effect: Together, performer: Performer) -> list[Any]:
     return list(results)
 
 
+TOOL_THREADS = 128
+"""The most plain tool handlers `arun` runs at once in worker threads (one pool per process,
+its threads made as they are needed): enough that 100 concurrent runs each in a slow
+plain tool wait for none of the others; more calls queue for a thread."""
+
+_TOOL_POOL: list[Any] = []
+
+
+def _in_a_thread(call: Callable[[Call], Any], effect: Call) -> Awaitable[Any]:
+    """`call(effect)` in a worker thread of forge's tool pool, under a copy of this context
+    (a stream's sink, a durable call's idempotency key), as an awaitable of its result."""
+    import asyncio
+    import contextvars
+
+    if not _TOOL_POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _TOOL_POOL.append(ThreadPoolExecutor(max_workers=TOOL_THREADS, thread_name_prefix="forge-tool"))
+    context = contextvars.copy_context()
+    return asyncio.get_running_loop().run_in_executor(_TOOL_POOL[0], context.run, call, effect)
+
+
 def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
     """Perform `steps` through `performer`, awaiting awaitable results (a journaled call is
     journaled once its awaitable settles)."""
@@ -678,8 +702,16 @@ def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
         performer.settled(effect, before, value, None)
         return value
 
+    async def threaded(effect: Call) -> Any:
+        value = await _in_a_thread(performer.call, effect)
+        if effect.kind and isinstance(value, Awaitable):  # a plain handler that gave an awaitable
+            return await settle(effect, 0, value)
+        return value
+
     def perform(effect: Effect) -> Any:
         if isinstance(effect, Call):
+            if effect.threaded:
+                return threaded(effect)
             before = len(effect.conversation) if effect.kind and effect.conversation is not None else 0
             value = performer.call(effect)
             if effect.kind and isinstance(value, Awaitable):

@@ -41,6 +41,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
     and a value its `is_error` flags is one too."""
     config, observers, contract = run.config, run.observers, tool.contract
     what = f"tool {contract.name!r}"
+    threaded = not tool.inline and contract.name not in config.asynchronous
     started, delay = config.clock(), 0.0
     for number in count(1):
         tally[0] = number
@@ -50,7 +51,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
             _tell(run, "tool_attempt_started", attempt)
         try:
             value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments,
-                               check=check_arguments)
+                               check=check_arguments, threaded=threaded)
         except Exception as error:
             if observers.wants("tool_attempt"):
                 _tell(run, "tool_attempt", ToolAttempt(contract.name, number, delay, error))
