@@ -429,7 +429,7 @@ def _runs(args: argparse.Namespace) -> int:
             if stored.answer is not None:
                 print(f"answer: {stored.answer}")
             if stored.waiting is not None:
-                print(f"waiting in {stored.waiting.state}: {stored.waiting.question}")
+                _print_waiting(stored.waiting, args.run_id, args.db)
             if stored.error:
                 print(f"error: {stored.error}")
             return 0
@@ -447,7 +447,7 @@ def _runs(args: argparse.Namespace) -> int:
             print(f"cancelled {args.run_id}")
             return 0
         if args.action == "follow":
-            return _follow(runs, args.run_id, args.every)
+            return _follow(runs, args.run_id, args.every, args.db)
         answered = runs.get(args.run_id).answers
         runs.resume(args.run_id, _answer_of(args))
         print(f"answered {args.run_id}")
@@ -468,10 +468,18 @@ def _runs(args: argparse.Namespace) -> int:
         return 0
 
 
-def _follow(runs: Any, run_id: str, every: float) -> int:
+def _print_waiting(waiting: Any, run_id: str, db: str | None) -> None:
+    """What a waiting run waits for, and the commands that answer it."""
+    print(f"waiting in {waiting.state}: {waiting.question}", flush=True)
+    for command in waiting.commands(run_id, db):
+        print(f"  answer: {command}", flush=True)
+
+
+def _follow(runs: Any, run_id: str, every: float, db: str | None = None) -> int:
     """`forge runs follow`: each transition of the run as it fires (and each tool attempt and
     model call, with what the model said, indented before the transition it is made in),
-    until it waits or ends."""
+    until it waits or ends. Exits as `forge run` does: 0 when it finished in success, 3 when
+    it waits (needs input), 1 otherwise."""
     from forge.events import ModelCallStarted, RunStopped, TextDelta, ToolAttemptFinished, TransitionFired, WaitingOn
 
     if not every > 0:
@@ -490,12 +498,15 @@ def _follow(runs: Any, run_id: str, every: float) -> int:
         elif isinstance(event, TextDelta):
             print(f"  the model says: {event.text}", flush=True)
         elif isinstance(event, WaitingOn):
-            print(f"waiting in {event.waiting.state}: {event.waiting.question}", flush=True)
+            _print_waiting(event.waiting, run_id, db)
         elif isinstance(event, RunStopped):
             stored = event.result
             print(f"{stored.status}" + (f": {stored.summary}" if stored.summary and stored.status == "finished" else "")
                   + (f": {stored.error}" if stored.error else ""), flush=True)
-    return 0
+            if stored.status == "waiting":
+                return EXIT_CODES["needs_input"]
+            return exit_code(stored.outcome) if stored.status == "finished" else 1
+    return 1
 
 
 def _patch_of(path: str) -> Any:

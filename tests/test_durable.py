@@ -221,6 +221,25 @@ def test_forge_runs_lists_shows_and_answers_a_waiting_run_from_another_process(m
     assert durable.wait("cli-wait", timeout=30, answers=1).reason == "verified_success"
 
 
+def test_forge_runs_show_and_follow_print_the_commands_that_answer_a_waiting_run(make, db):
+    """The command line speaks commands, not Python (issue 54, item 5); `follow` exits 3 while
+    the run waits, as `forge run` does for a run that needs input."""
+    import shlex
+
+    durable = make(ambiguous_loop())
+    durable.run("find y", run_id="cli-commands")
+    shown = forge("runs", "show", "cli-commands", "--db", str(db))
+    commands = [line.split("answer: ", 1)[1] for line in shown.stdout.splitlines() if line.startswith("  answer: ")]
+    tied = durable.status("cli-commands").waiting.tied
+    assert commands == [f"forge runs resume cli-commands --db {shlex.quote(str(db))} --tool {name}" for name in tied]
+    followed = forge("runs", "follow", "cli-commands", "--db", str(db))
+    assert followed.returncode == 3 and commands[0] in followed.stdout
+    answered = forge(*shlex.split(commands[-1])[1:])
+    assert answered.returncode == 0, answered.stderr
+    assert durable.wait("cli-commands", timeout=30, answers=1).reason == "verified_success"
+    assert forge("runs", "follow", "cli-commands", "--db", str(db)).returncode == 0
+
+
 def test_forge_replay_opens_a_stored_run_without_running_it(make, db):
     durable = make(AgentLoop([Tool("read", {"read"}, Recorder("text"))], scripted(Intent.call("read")), finished))
     durable.run("goal", run_id="cli-replay")

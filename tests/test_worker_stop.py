@@ -81,6 +81,8 @@ def test_a_run_waiting_for_approval_goes_on_in_the_next_worker_after_a_polite_st
         try:
             asked = runs.wait("waits", timeout=60)
             assert asked.status == "waiting"
+            eventually(lambda: str(runs.client.list_workflows(workflow_ids=["waits"], load_input=False)[0].status)
+                       == "SUCCESS")  # parked: its workflow has ended (just after it said it waits)
         finally:
             said = stop(first, signum)
         assert "stopped; handed back 0 runs to the other workers" in said

@@ -31,7 +31,7 @@ from forge.durable.performer import StoredCalls
 from forge.durable.serializer import row
 from forge.errors import UsageError
 from forge.machine.fork import ForkPlan, Patch, PatchRefused, fork_plan
-from forge.machine.journal import ForkOrigin
+from forge.machine.journal import ForkOrigin, journal_lines
 
 __all__ = ["fork_input", "origin_of", "seed_fork"]
 
@@ -59,7 +59,8 @@ def seed_fork(database: RunsDatabase, parent: str, traces: Sequence[Sequence[Any
                            f"trace per answer, so it is forked from its first (transitions 1 to {first}); its later "
                            "ones follow answers its journal does not hold")
     plan = fork_plan(stored.calls, first, at, patch, tools, run_id=parent)
-    rows = [row(replace(entry, run_id=run_id).to_json(codec, identity=True)) for entry in plan.replayed]
+    rows = [row(line) for line in journal_lines((replace(entry, run_id=run_id) for entry in plan.replayed), codec,
+                                                identity=True)]
     stored_already = database.journal_of(run_id)
     if stored_already == rows:  # the same fork, stored before its process stopped
         return plan

@@ -40,7 +40,7 @@ from forge.durable.database import RunsDatabase
 from forge.durable.serializer import from_row, row
 from forge.errors import UsageError
 from forge.machine.effects import Call
-from forge.machine.journal import DecidedAsCode, Journal, JournalEntry
+from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, SharedRequests
 from forge.machine.performers import AskingParent, Performer, Position, ReplayingPerformer
 from forge.tools import Tool
 
@@ -75,6 +75,7 @@ class StoredCalls:
 
     def __init__(self, database: RunsDatabase, run_id: str, part: int = 1, codec: Any = None) -> None:
         self.database, self.run_id, self.codec = database, run_id, codec
+        self.requests = SharedRequests()  # model requests share their messages with the one before (read, then written)
         self.calls: list[JournalEntry] = []
         self.in_flight: tuple[int, int, str] | None = None
         self.together: dict[tuple[int, int], list[JournalEntry]] = {}
@@ -111,7 +112,7 @@ class StoredCalls:
 
     def _call(self, data: Any) -> JournalEntry:
         return data if isinstance(data, JournalEntry) else \
-            JournalEntry.from_json(data, self.codec, needs_codec=False)
+            JournalEntry.from_json(self.requests.read(data), self.codec, needs_codec=False)
 
     def append(self, items: Sequence[JournalEntry | tuple[Any, ...]]) -> None:
         """Store `items` (calls and markers) after the rows stored so far: one commit.
@@ -128,7 +129,7 @@ class StoredCalls:
 
     def _data(self, item: JournalEntry | tuple[Any, ...]) -> dict[str, Any]:
         if isinstance(item, JournalEntry):
-            return item.to_json(self.codec, identity=True)
+            return self.requests.written(item.to_json(self.codec, identity=True))
         if item[0] == "together":
             return {"type": "together", "transition": item[1], "index": item[2],
                     "call": item[3].to_json(self.codec, identity=True)}

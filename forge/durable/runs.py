@@ -36,6 +36,7 @@ from forge.durable.result import DurableResult, wait_for
 from forge.durable.serializer import SERIALIZER
 from forge.durable.workflow import (
     ANSWER_TOPIC,
+    ASYNC_RESUME_NAME,
     ASYNC_WORKFLOW_NAME,
     EVENT,
     QUEUE_NAME,
@@ -502,11 +503,14 @@ class StoredRuns:
         return result
 
     def _parked(self, run_id: str) -> str | None:
-        """The name of the workflow a run parked in (a worker left it waiting with no
-        workflow under way), or None when a workflow waits for its answer."""
-        found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
+        """The name of the workflow a run that parks waits in (one a worker took from the
+        queue: it ends its workflow to wait, just after it says it waits), or None for a run
+        whose workflow waits for its answer (`DBOS.recv`)."""
+        found = self.client.list_workflows(workflow_ids=[run_id], load_output=False)
         status, _ = self._now(run_id, found[0], self.client.get_event(run_id, EVENT, timeout_seconds=0) or {})
-        return str(status.name) if str(status.status) == "SUCCESS" else None
+        arguments = list((found[0].input or {}).get("args") or ()) if isinstance(found[0].input, dict) else []
+        parks = str(status.name) in (RESUME_NAME, ASYNC_RESUME_NAME) or (len(arguments) > 4 and arguments[4] is True)
+        return str(status.name) if parks else None
 
     def _take_on(self, run_id: str, parked_in: str, question: int, delay: float = 0.0) -> str:
         """Queue the workflow that takes the parked run on after `question` (once: its id

@@ -127,6 +127,23 @@ class Waiting:
         about = f" about {self.tool} {dict(self.arguments)}" if self.tool else ""
         return f"the run waits in {self.state}{about}: answer with {' or '.join(self.answers)}"
 
+    def commands(self, run_id: str, db: str | None = None) -> tuple[str, ...]:
+        """The command lines that answer this question from a terminal, one per answer that
+        fits (`forge runs resume RUN --approve FP`, one `--tool NAME` per tied tool), with
+        `--db DB` when given: what the command line prints for a person, not Python."""
+        import shlex
+
+        base = f"forge runs resume {shlex.quote(run_id)}" + (f" --db {shlex.quote(db)}" if db else "")
+        flags: list[str] = []
+        for kind in self.answers:
+            if kind == "tool" and self.tied:
+                flags += [f"--tool {shlex.quote(name)}" for name in self.tied]
+            else:
+                flags.append({"approve": f"--approve {self.fingerprint}", "reject": f"--reject {self.fingerprint}",
+                              "tool": "--tool NAME", "add_tool": "--add-tool NAME", "did_run": "--did-run JSON",
+                              "run_again": "--run-again", "text": "--text REPLY"}.get(kind, f"--{kind}"))
+        return tuple(f"{base} {flag}" for flag in flags)
+
     @property
     def answers(self) -> tuple[str, ...]:
         """The kinds of answer that fit: the built-in states' own; for a definition's own

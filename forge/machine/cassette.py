@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.files import write_atomically
+from forge.machine.journal import journal_lines
 from forge.machine.redaction import redacted_journal
 from forge.machine.trace import Redact, TransitionRecord, child_blocks, in_file_order, redacted_messages
 
@@ -38,7 +39,7 @@ def _cassette_lines(records: Sequence[TransitionRecord], kept: Sequence[Any], jo
                     redact: Redact | None) -> Iterable[Mapping[str, Any]]:
     """A run's cassette lines: `kept` is its journal as written (redacted), `journal` the
     one whose children it writes."""
-    calls = [entry.to_json(codec) for entry in kept]
+    calls = journal_lines(kept, codec)
     for call in calls:
         if "messages" in call:
             call["messages"] = _timeless(call["messages"])

@@ -80,10 +80,13 @@ __all__ = [
     "JournalEntry",
     "JournalMiss",
     "ForkOrigin",
+    "SharedRequests",
     "decided_as_code",
     "first_difference",
     "identity_hash",
+    "journal_lines",
     "same_decision",
+    "shared_prefix",
 ]
 
 JOURNAL_KINDS = ("model", "policy", "tool", "verify", "approver", "wait", "answer", "handoff")
@@ -316,6 +319,7 @@ class Journal(Columns[JournalEntry]):
         "_kind",
         "_kind_ids",
         "_kinds",
+        "_last_model",
         "_messages",
         "_step",
         "_transition",
@@ -341,6 +345,7 @@ class Journal(Columns[JournalEntry]):
         self._value: list[Any] = []
         self._error: dict[int, BaseException] = {}
         self._messages: dict[int, tuple[dict[str, Any], ...]] = {}
+        self._last_model: tuple[int, list[Any]] | None = None  # the last model request's place and messages
         for entry in entries:
             self.append(entry)
 
@@ -356,7 +361,7 @@ class Journal(Columns[JournalEntry]):
         self._kind.append(index)
         self._transition.append(transition)
         self._step.append(step)
-        self._identity.append(identity)
+        self._identity.append(self._shared(position, identity) if kind == "model" else identity)
         self._value.append(value)
         if error is not None:
             self._error[position] = error
@@ -370,9 +375,42 @@ class Journal(Columns[JournalEntry]):
                  entry.identity if entry.stored_hash is None else _Hashed(entry.stored_hash, entry.identity),
                  entry.value, entry.error, entry.messages)
 
+    def _shared(self, position: int, identity: Any) -> Any:
+        """A model request as kept: one that begins with messages of the request before it
+        keeps only where that one is, how many it shares, and its own (`_SharedRequest`), so
+        a conversation's journal grows with the conversation, not with its square."""
+        request = identity.identity if isinstance(identity, _Hashed) else identity
+        messages = request.get("messages") if isinstance(request, dict) else None
+        if not isinstance(messages, list):
+            return identity
+        last, self._last_model = self._last_model, (position, messages)
+        shared = shared_prefix(last[1], messages) if last is not None else 0
+        if last is None or shared < 2:
+            return identity
+        kept = _SharedRequest(last[0], shared, {k: v for k, v in request.items() if k != "messages"},
+                              tuple(messages[shared:]))
+        return _Hashed(identity.sha256, kept) if isinstance(identity, _Hashed) else kept
+
+    def _request(self, index: int) -> Any:
+        """The identity kept at `index`, its request's messages made whole again."""
+        identity = self._identity[index]
+        kept = identity.identity if isinstance(identity, _Hashed) else identity
+        if not isinstance(kept, _SharedRequest):
+            return identity
+        chain = []
+        while isinstance(kept, _SharedRequest):
+            chain.append(kept)
+            base = self._identity[kept.base]
+            kept = base.identity if isinstance(base, _Hashed) else base
+        messages: list[Any] = list(kept["messages"])
+        for link in reversed(chain):
+            messages = [*messages[:link.shared], *link.tail]
+        whole = {**chain[0].request, "messages": messages}
+        return _Hashed(identity.sha256, whole) if isinstance(identity, _Hashed) else whole
+
     def _item(self, index: int) -> JournalEntry:
         kind, name = self._kinds[self._kind[index]]
-        identity = self._identity[index]
+        identity = self._request(index) if kind == "model" else self._identity[index]
         stored = None
         if isinstance(identity, _Hashed):
             stored, identity = identity.sha256, identity.identity
@@ -392,11 +430,112 @@ class Journal(Columns[JournalEntry]):
             for extra in (self._error, self._messages):
                 for position in [p for p in extra if p >= count]:
                     del extra[position]
+            if self._last_model is not None and self._last_model[0] >= count:
+                self._last_model = self._last_request_before(count)
         for entry in entries[len(self):count]:
             self.append(entry)
 
+    def _last_request_before(self, count: int) -> tuple[int, list[Any]] | None:
+        """The last model request among the first `count` entries: its place and messages."""
+        for index in range(count - 1, -1, -1):
+            if self._kinds[self._kind[index]][0] == "model":
+                request = self._request(index)
+                request = request.identity if isinstance(request, _Hashed) else request
+                if isinstance(request, dict) and isinstance(request.get("messages"), list):
+                    return index, request["messages"]
+        return None
+
     def __repr__(self) -> str:
         return f"Journal({len(self)} calls of run {self.run_id or '?'})"
+
+
+@dataclass(frozen=True, slots=True)
+class _SharedRequest:
+    """A model request kept as the `shared` first messages of the request at `base`, then
+    `tail`; `request` is the rest of it (the model, the tools, the options)."""
+
+    base: int
+    shared: int
+    request: dict[str, Any]
+    tail: tuple[Any, ...]
+
+
+def shared_prefix(before: Sequence[Any], messages: Sequence[Any]) -> int:
+    """How many first messages `messages` shares with `before` (the same objects, or equal)."""
+    count = 0
+    for mine, theirs in zip(before, messages, strict=False):
+        if mine is not theirs and mine != theirs:
+            break
+        count += 1
+    return count
+
+
+class SharedRequests:
+    """Model requests in a journal's lines, each written with the messages it shares with
+    the request before it as a count (`{"$shared": 12, "then": [...]}` in place of its
+    `messages` list) and the rest it has the same as that one named (`"$same": ["model",
+    "tools"]`), and read back whole: a conversation's journal grows with the
+    conversation, not with its square. One per journal written or read, in order; lines
+    with whole `messages` (every earlier release's) read as they are."""
+
+    __slots__ = ("last", "request")
+
+    def __init__(self) -> None:
+        self.last: list[Any] | None = None
+        self.request: dict[str, Any] = {}
+
+    def written(self, line: dict[str, Any]) -> dict[str, Any]:
+        """`line` as written: a model request sharing messages with the last one, shortened."""
+        request = line.get("request")
+        if line.get("kind") != "model" or not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            return line
+        messages, last, before = request["messages"], self.last, self.request
+        self.last, self.request = messages, request
+        shared = shared_prefix(last, messages) if last is not None else 0
+        if shared < 2:
+            return line
+        written: dict[str, Any] = {"messages": {"$shared": shared, "then": messages[shared:]}}
+        same = sorted(key for key, value in request.items() if key != "messages" and key in before
+                      and before[key] == value)
+        written.update((key, value) for key, value in request.items() if key != "messages" and key not in same)
+        if same:
+            written["$same"] = same
+        return {**line, "request": written}
+
+    def read(self, line: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`line` as read: a shortened model request made whole.
+
+        Raises:
+            UsageError: it shares more messages than the request before it has (a line out
+                of order, or one whose journal is not all there)."""
+        request = line.get("request")
+        if line.get("kind") != "model" or not isinstance(request, dict):
+            return line
+        messages = request.get("messages")
+        if isinstance(messages, dict) and "$shared" in messages:
+            shared, same = messages["$shared"], request.get("$same", [])
+            if self.last is None or not isinstance(shared, int) or len(self.last) < shared or \
+                    not isinstance(messages.get("then"), list) or not isinstance(same, list) or \
+                    not all(key in self.request for key in same):
+                raise UsageError(f"a model request shares {shared!r} messages with the request before it, which the "
+                                 "journal does not have: its lines are out of order or some are missing")
+            messages = [*self.last[:shared], *messages["then"]]
+            request = {**{key: self.request[key] for key in same},
+                       **{key: value for key, value in request.items() if key not in ("messages", "$same")},
+                       "messages": messages}
+            line = {**line, "request": request}
+        if isinstance(messages, list):
+            self.last, self.request = messages, request
+        return line
+
+
+def journal_lines(entries: Iterable[JournalEntry], codec: JournalCodec | None = None, *,
+                  identity: bool = False) -> list[dict[str, Any]]:
+    """The JSON lines of a journal's `entries`, in order (`JournalEntry.to_json`), each model
+    request written with the messages it shares with the one before it as a count
+    (`SharedRequests`). Raises JournalEncodeError as `to_json` does."""
+    shared = SharedRequests()
+    return [shared.written(entry.to_json(codec, identity=identity)) for entry in entries]
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,7 @@ from typing import Any
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.files import write_atomically
 from forge.machine.columns import Columns
-from forge.machine.journal import ForkOrigin, Journal, JournalCodec, JournalEntry
+from forge.machine.journal import ForkOrigin, Journal, JournalCodec, JournalEntry, SharedRequests, journal_lines
 
 __all__ = [
     "ARGUMENTS_LIMIT",
@@ -342,7 +342,7 @@ def write_trace(records: Iterable[TransitionRecord], path: str | Path, journal: 
     kept: Sequence[JournalEntry] = journal if journal is not None else ()
     if isinstance(journal, Journal) and journal.masking is not None:
         kept = journal.masking(journal, records)
-    calls = [entry.to_json(codec) for entry in kept]
+    calls = journal_lines(kept, codec)
     origin = journal.forked_from if isinstance(journal, Journal) else getattr(records, "forked_from", None)
     run_id = journal.run_id if isinstance(journal, Journal) else getattr(records, "run_id", "")
     children = child_blocks(journal, lambda child: _child_lines(child, codec))
@@ -379,7 +379,7 @@ def _child_lines(child: Any, codec: JournalCodec | None) -> list[Mapping[str, An
     """A child run's records and calls as `write_trace` writes them (its children too)."""
     journal, records = child.result.journal, child.result.trace
     kept = journal.masking(journal, records) if isinstance(journal, Journal) and journal.masking is not None else journal
-    calls = [entry.to_json(codec if codec is not None else getattr(journal, "codec", None)) for entry in kept]
+    calls = journal_lines(kept, codec if codec is not None else getattr(journal, "codec", None))
     return list(in_file_order((record.to_json() for record in records), calls,
                               child_blocks(journal, lambda grandchild: _child_lines(grandchild, codec))))
 
@@ -453,7 +453,7 @@ def read_journal(path: str | Path, codec: JournalCodec | None = None, run: str |
         ValueError: (a UsageError) the file has no child run `run`.
     """
     journal = Journal(codec=codec)
-    lines = _RunLines(run)
+    lines, requests = _RunLines(run), SharedRequests()
     with Path(path).open("rb") as file:
         for number, raw in enumerate(file, start=1):
             if b'"call"' not in raw and b'"fork"' not in raw and b'"child"' not in raw:
@@ -466,7 +466,7 @@ def read_journal(path: str | Path, codec: JournalCodec | None = None, run: str |
                     journal.forked_from = ForkOrigin.from_json(data.get("forked_from"))
                     journal.run_id = journal.run_id or str(data.get("run_id") or "")
                     continue
-                journal.append(JournalEntry.from_json(data, codec))
+                journal.append(JournalEntry.from_json(requests.read(data), codec))
             except (ValueError, TypeError, RecursionError) as error:
                 raise _unreadable(path, number, error) from None
     lines.found(path)

@@ -35,7 +35,7 @@ from typing import Any
 
 from forge.errors import ForgeError
 from forge.machine.answers import Answer, Waiting
-from forge.machine.journal import JournalCodec, JournalEntry
+from forge.machine.journal import JournalCodec, JournalEntry, SharedRequests, journal_lines
 from forge.machine.performers import ForkingPerformer
 
 __all__ = ["STATE_LIFETIME", "Eliciting", "NeedsInput", "Round", "Unanswered", "answer_of", "form_for", "opened", "sealed"]
@@ -92,8 +92,8 @@ class Round:
         the runs went, the question and where it was asked, signed."""
         return sealed({"run_id": self.run_id, "goal": self.goal, "waiting": needed.waiting.to_json(),
                        "where": needed.where, "children": needed.children,
-                       "calls": {key: [entry.to_json(codec) for entry in entries]
-                                 for key, entries in needed.journals.items()}}, self.tool)
+                       "calls": {key: journal_lines(entries, codec) for key, entries in needed.journals.items()}},
+                      self.tool)
 
     @classmethod
     def decode(cls, state: str, reply: Any, codec: JournalCodec | None, tool: str = "") -> Round:
@@ -107,8 +107,7 @@ class Round:
         body = opened(state, tool)
         waiting = Waiting.from_json(body["waiting"])
         key, transition, step = body["where"]
-        calls = {name: tuple(JournalEntry.from_json(data, codec) for data in entries)
-                 for name, entries in body["calls"].items()}
+        calls = {name: _read_calls(entries, codec) for name, entries in body["calls"].items()}
         answered = JournalEntry(body["run_id"], transition, step, "answer", waiting.state, waiting.identity,
                                 answer_of(waiting, reply))
         calls[key] = (*calls.get(key, ()), answered)
@@ -270,3 +269,9 @@ def answer_of(waiting: Waiting, reply: Any) -> dict[str, Any]:
         did = {"decline": "declined to answer", "cancel": "cancelled the question"}.get(reply.action, reply.action)
         raise Unanswered(f"the run waits in {waiting.state}: {waiting.asks} (the client's user {did})")
     return answer((reply.content or {}).get(next(iter(schema["properties"])))).to_json()
+
+
+def _read_calls(lines: Any, codec: JournalCodec | None) -> tuple[JournalEntry, ...]:
+    """A journal's calls from its lines in a request state (`journal_lines`), in order."""
+    requests = SharedRequests()
+    return tuple(JournalEntry.from_json(requests.read(data), codec) for data in lines)
