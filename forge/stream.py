@@ -8,7 +8,8 @@ reply. `stream` runs it in a thread of its own, under a copy of the context of t
 iterating it (its context variables: a tracer's current span, a request's id), and yields
 from a queue; `astream` runs `arun` as a task of the caller's event loop (its events reach
 the consumer each time the run awaits — a tool, a model, a sleep — and before each tool
-call, where the run yields to the loop once: a plain tool blocks the loop while it runs). A
+call, where the run yields to the loop once: a plain tool's handler starts in its worker
+thread as soon as it is handed over). A
 model call the journal answers (a replay) gives its reply's deltas from the journal.
 
 A consumer that stops early (breaks out of the loop, or closes the stream) stops the run

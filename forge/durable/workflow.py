@@ -1,4 +1,5 @@
-"""The durable run itself: one DBOS workflow per run, `forge_run(loop_name, goal)`.
+"""The durable run itself: a DBOS workflow per run, `forge_run(loop_name, goal)`, and for a
+run a worker took from the queue one more per answer (`forge_resume`, below).
 
 The workflow is one `AgentLoop.run` whose performer keeps the run's journal in the runs'
 database (`forge.durable.performer`): a recovered workflow replays it and goes on live where
@@ -11,6 +12,15 @@ tool that was running at a crash and says `on_crash="ask"` waits the same way, i
 `in_doubt`. The only DBOS operations of a run are its events (what it publishes), its waits
 for answers and the deadline of a wait that has one; a recovered run makes them again in
 the same order (DBOS answers them from what it recorded).
+
+A run a worker took from forge's queue (`parks`: every enqueued run) does not wait in its
+workflow: it publishes what it waits for and *parks* — its workflow ends (`Parked`), holding
+no worker slot and no thread. The answer, stored once in `forge_answers`, queues
+`forge_resume(..., run_id, question)` with the id `RUN~N` (`continuation_id`), which runs
+the same run again from its journal (calling nothing), takes the answer and goes on live;
+a question with a deadline queues it delayed to the deadline, and whichever comes first
+claims the question. Readers follow a run's workflows question by question
+(`forge.durable.runs.StoredRuns`), so a run is still one run: one id, one journal, one trace.
 
 What the workflow publishes, as the DBOS event `run` (read by any process): `status`
 (running / waiting / finished), the run's `trace` as v2 JSON, and when waiting, what for.
@@ -159,12 +169,9 @@ def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None =
     when it goes on from an earlier one: the `state` it goes on from and the run it
     `continues`. A run that `parks` (one a worker took from forge's queue) ends its workflow
     when it must wait for an answer, and the answer starts `forge_resume` (see the module)."""
-    _hosted()
-    durable = LOOPS.get(loop_name)
+    durable = _hosted_loop(loop_name, goal)
     if durable is None:
-        ended = _unknown_loop(loop_name, goal)
-        DBOS.set_event(EVENT, ended)
-        return ended
+        return _unknown_loop(loop_name, goal)
     return _Workflow(durable, goal, forked_from, conversation, parks=parks).run()
 
 
@@ -174,13 +181,20 @@ def forge_resume(loop_name: str, goal: str, forked_from: Mapping[str, Any] | Non
     """The run `run_id`, which a worker left waiting on its `question`, goes on: started by
     the answer (`forge.durable.runs.StoredRuns.resume`), or by the question's deadline. Its
     arguments are the run's own, then the run and the question."""
+    durable = _hosted_loop(loop_name, goal)
+    if durable is None:
+        return _unknown_loop(loop_name, goal)
+    return _Workflow(durable, goal, forked_from, conversation, parks=True, run_id=run_id, resumed=question).run()
+
+
+def _hosted_loop(loop_name: str, goal: str) -> HostedLoop | None:
+    """Once this process can run a durable run (`_hosted`), the loop named; None when it
+    has none of that name (the run's end then published, `_unknown_loop`)."""
     _hosted()
     durable = LOOPS.get(loop_name)
     if durable is None:
-        ended = _unknown_loop(loop_name, goal)
-        DBOS.set_event(EVENT, ended)
-        return ended
-    return _Workflow(durable, goal, forked_from, conversation, parks=True, run_id=run_id, resumed=question).run()
+        DBOS.set_event(EVENT, _unknown_loop(loop_name, goal))
+    return durable
 
 
 LAUNCH_WAIT = 120.0
