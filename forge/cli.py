@@ -30,7 +30,7 @@ def _machine_of(given: str | None, trace: Sequence[TransitionRecord] | None) -> 
     return given or next((r.machine for r in trace or () if r.machine), "single_agent")
 
 
-def _loop_named(given: str | None) -> Any:
+def _loop_named(given: str | None, command: str = "forge diagram") -> Any:
     """The loop `MODULE:LOOP` or `PATH.py:LOOP` names (drawn with its children), or None when
     `given` names a definition (a built-in name or a file).
 
@@ -44,9 +44,9 @@ def _loop_named(given: str | None) -> Any:
 
     if not given or ":" not in given or Path(given).exists():
         return None
-    loop = import_reference(given, "forge diagram", "examples/writer.py:writer")
+    loop = import_reference(given, command, "examples/writer.py:writer")
     if not is_loop(loop):
-        raise UsageError(f"forge diagram {given!r}: that is a {type(loop).__name__}, not an AgentLoop")
+        raise UsageError(f"{command} {given!r}: that is a {type(loop).__name__}, not an AgentLoop")
     return loop
 
 
@@ -147,7 +147,9 @@ def _stages_of(references: Sequence[str]) -> dict[str, Any]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from forge.check import check_definitions, default_definitions
+    import functools
+
+    from forge.check import check_definitions, check_loop, default_definitions
 
     paths = args.definitions or default_definitions()
     if not paths:
@@ -158,7 +160,11 @@ def _check(args: argparse.Namespace) -> int:
         print(f"{path}: {explored:,} abstract states explored so far…", file=sys.stderr, flush=True)
 
     side_effects = _side_effects_of(args.tools) if args.tools else None
-    reports = check_definitions(paths, args.max_steps, args.repeat_limit, stages, progress, args.require, side_effects)
+    reports = []
+    for path in paths:  # a definition, or a loop (MODULE:LOOP, PATH.py:LOOP) checked with its own limits and stages
+        loop = _loop_named(str(path), "forge check")
+        reports += [check_loop(loop, functools.partial(progress, str(path)), args.require)] if loop is not None else \
+            check_definitions([path], args.max_steps, args.repeat_limit, stages, progress, args.require, side_effects)
     for report in reports:
         print("\n".join(report.lines()))
     if args.diagram:
@@ -872,7 +878,8 @@ def _parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check", help="prove loop definitions sound before they run")
     check.add_argument("definitions", nargs="*", metavar="DEFINITION",
-                       help="files or built-in names (default: every machines/*.toml)")
+                       help="files or built-in names, or loops (MODULE:LOOP or PATH.py:LOOP, checked with their own "
+                            "stages, limits and tools) (default: every machines/*.toml)")
     check.add_argument("--max-steps", type=_positive, default=8, help="the loop's max_steps (default 8)")
     check.add_argument("--repeat-limit", type=_positive, default=3, help="the loop's repeat_limit (default 3)")
     check.add_argument("--stages", action="append", default=[], metavar="MODULE:NAME",

@@ -74,3 +74,19 @@ def test_a_file_that_is_not_json_lines_is_named_with_its_line_in_plain_words(tmp
     done = forge("inspect", str(path), "-o", str(tmp_path / "page.html"))
     assert done.returncode != 0
     assert f"{path}:" in done.stderr and "Expecting" not in done.stderr and "char " not in done.stderr
+
+
+def test_forge_check_takes_a_loop_as_forge_diagram_does(tmp_path):
+    """`forge check PATH.py:LOOP` checks the loop's definition with its own limits (issue 54, item 6)."""
+    from builders import forge
+
+    (tmp_path / "shop.py").write_text(
+        "from forge import AgentLoop, Finish, Tool\n"
+        "loop = AgentLoop([Tool('read', {'read'}, lambda: 1)], lambda goal, state: Finish('ok'), lambda o: True,\n"
+        "                 max_steps=5)\n"
+        "notaloop = 3\n")
+    checked = forge("check", "shop.py:loop", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "max_steps=5" in checked.stdout and checked.stdout.rstrip().endswith("ok")
+    refused = forge("check", "shop.py:notaloop", cwd=tmp_path)
+    assert refused.returncode == 1 and "forge check 'shop.py:notaloop': that is a int, not an AgentLoop" in refused.stderr

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from forge.check.bounds import Boundedness, explore
 from forge.check.findings import Finding, Severity
@@ -32,6 +33,7 @@ __all__ = [
     "Severity",
     "check_definition",
     "check_definitions",
+    "check_loop",
     "default_definitions",
     "soundness_errors",
 ]
@@ -99,6 +101,22 @@ def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3
     catalog = catalog_of(stages)
     resolved = str(resolve_definition(path))
     definition, problems = parse_definition(resolved, catalog)
+    return _report(resolved, definition, problems, catalog, max_steps, repeat_limit, progress, require, side_effects)
+
+
+def check_loop(loop: Any, progress: Callable[[int], None] | None = None, require: Iterable[str] = ()) -> CheckReport:
+    """`check_definition` for an `AgentLoop` (`forge check PATH.py:LOOP`): its definition,
+    with its own stages, `max_steps`, `repeat_limit` and tools (whether any has a side effect)."""
+    definition = loop.definition
+    return _report(str(definition.path), definition, (), loop.stages, loop.max_steps, loop.repeat_limit, progress,
+                   require, any(tool.side_effect for tool in loop.tools))
+
+
+def _report(resolved: str, definition: MachineDefinition | None, problems: Iterable[Any], catalog: StageCatalog,
+            max_steps: int, repeat_limit: int, progress: Callable[[int], None] | None, require: Iterable[str],
+            side_effects: bool | None) -> CheckReport:
+    """The report on `definition` (None: it did not parse, `problems` say why)."""
+    problems = tuple(problems)
     findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
     boundedness = None
     refuted: tuple[Violation, ...] = ()
