@@ -213,6 +213,9 @@ def test_forge_ui_and_its_json_api_open_every_run_forge_0_1_0_stored(store):
         connection.request("GET", "/api/runs/typed", headers={"Authorization": f"Bearer {token}",
                                                               "Host": f"127.0.0.1:{port}"})
         assert json.loads(connection.getresponse().read())["answer"] == {"item": "beta", "count": 2}
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", f"/runs/typed?token={token}", headers={"Host": f"127.0.0.1:{port}"})
+        assert "answer: {&quot;item&quot;: &quot;beta&quot;, &quot;count&quot;: 2}" in connection.getresponse().read().decode()
     finally:
         process.terminate()
         process.communicate(timeout=30)
