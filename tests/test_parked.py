@@ -55,6 +55,7 @@ def test_runs_waiting_for_approval_leave_the_only_slot_free_for_new_runs(fleet):
         done = runs.wait("flows", timeout=120)  # with the slot held by a waiting run, it would stay queued
         assert (done.status, done.reason) == ("finished", "verified_success")
         assert [row.run_id for row in runs.find(status="waiting")[0]] == ["asks-2", "asks-1", "asks-0"]
+        assert runs.waiting_count() == 3 and runs.waiting_count(cap=2) == 2  # a count of forge's index
 
 
 def test_an_answer_takes_a_parked_run_on_as_the_same_run_with_one_journal_and_one_trace(fleet):

@@ -449,6 +449,12 @@ class RunsDatabase:
                     created_at=created_at if created_at is not None else time.time())
                     .on_conflict_do_update(index_elements=["run_id"], set_=values))
 
+    def count_chained(self, status: str) -> int:
+        """How many runs a worker left waiting once forge last noted in `status` (its index)."""
+        with self.engine.connect() as connection:
+            return int(connection.execute(sa.select(sa.func.count()).select_from(self.chains)
+                                          .where(self.chains.c.status == status)).scalar_one())
+
     def chained(self, status: str | None = None) -> list[tuple[str, float]]:
         """The runs a worker left waiting once (in `status`, as forge last noted it), newest
         first, each with when it was created."""

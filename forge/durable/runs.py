@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import sqlalchemy as sa
 from dbos import DBOS, DBOSClient
 
-from forge.durable.answers import Answer, AnswerRefused, claim_answer
+from forge.durable.answers import Answer, AnswerRefused, Waiting, claim_answer
 from forge.durable.database import RunsDatabase, database_url, shown_url
 from forge.durable.forks import fork_input, origin_of, seed_fork
 from forge.durable.result import DurableResult, wait_for
@@ -86,6 +86,8 @@ class RunRow:
     updated_at: float | None = None
     question: str | None = None
     """What it waits for, when it waits (`Waiting.question`): what an inbox lists."""
+    waiting: Waiting | None = field(default=None, compare=False, repr=False)
+    """What it waits for, whole (what an inbox's answer forms are made from)."""
 
     @property
     def seconds(self) -> float | None:
@@ -252,7 +254,7 @@ class StoredRuns:
             updated = now.updated_at / 1000 if now.updated_at else updated
             rows.append(RunRow(status.workflow_id, str(now.status), loop, goal, created, ours.status,
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
-                               updated, ours.waiting.question if ours.waiting is not None else None))
+                               updated, ours.waiting.question if ours.waiting is not None else None, ours.waiting))
         return rows, len(found) if ids is None else len(ids)
 
     def under_way(self, run_id: str) -> builtins.list[JournalEntry]:
@@ -413,8 +415,8 @@ class StoredRuns:
             if read < window:
                 return wanted, False
 
-    def _find_with_chained(self, status: str, reason: str | None, loop: str | None, offset: int, limit: int
-                           ) -> tuple[builtins.list[RunRow], bool]:
+    def _find_with_chained(self, status: str, reason: str | None, loop: str | None, offset: int, limit: int,
+                           chained: bool = True) -> tuple[builtins.list[RunRow], bool]:
         """`find` of the runs in `status` (queued, running, waiting, cancelled, error): the
         runs DBOS has in that status and the runs a worker left waiting once that forge last
         noted in it (`forge_chain`; a parked run's own workflow has ended), newest first.
@@ -423,11 +425,24 @@ class StoredRuns:
         found = self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], status=statuses,
                                            sort_desc=True, load_output=False, load_input=False)
         candidates = {item.workflow_id: (item.created_at or 0) / 1000 for item in found}
-        candidates.update(self.database.chained(status))
+        if chained:
+            candidates.update(self.database.chained(status))
         ids = sorted(candidates, key=lambda run_id: candidates[run_id], reverse=True)
+        if not ids:  # (DBOS reads no list of ids as no filter at all)
+            return [], False
         rows, _ = self._rows(len(ids), 0, None, None, ids, loop)
         kept = [row for row in rows if row.status == status and (not reason or row.reason == reason)]
         return kept[offset:offset + limit], len(kept) > offset + limit
+
+    @_readable
+    def waiting_count(self, cap: int = 500) -> int:
+        """How many runs wait for an answer, counted up to `cap`: the runs a worker parked
+        as forge last noted them (one count of an index, however many wait) and the runs
+        waiting in a program (only the runs under way are read). What a page's badge shows."""
+        parked = self.database.count_chained("waiting")
+        if parked >= cap:
+            return cap
+        return min(cap, parked + len(self._find_with_chained("waiting", None, None, 0, cap, chained=False)[0]))
 
     def get(self, run_id: str) -> DurableResult:
         """The run as stored now. Raises RunNotFound (a LookupError) for an unknown id."""

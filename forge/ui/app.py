@@ -118,7 +118,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
 
     def waiting_count() -> int:
         """How many runs wait for an answer (what the navigation shows; at most 500 counted)."""
-        return len(runs.find(status="waiting", limit=500)[0])
+        return runs.waiting_count(500)
 
     def run_id_of(request: Request) -> str:
         """The run id in the request's path (see `_run_path_of`)."""
@@ -151,13 +151,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             return refused
         def asked() -> list[tuple[Any, Any]]:
             rows, _ = runs.find(status="waiting", limit=500)
-            found = []
-            for row in rows:
-                try:
-                    found.append((row, runs.get(row.run_id).waiting))
-                except RunNotFound:  # gone since it was listed
-                    continue
-            return found
+            return [(row, row.waiting) for row in rows]
 
         note = f"Answered {request.query_params.get('run', '')}." if request.query_params.get("done") == "answered" else ""
         return served(HTMLResponse(inbox_page(await run_in_threadpool(asked), query,
