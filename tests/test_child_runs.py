@@ -115,6 +115,30 @@ def test_a_child_called_late_has_only_the_steps_its_parent_has_left():
     assert result.children[0].result.steps == 4
 
 
+def test_under_arun_a_child_called_late_has_only_the_steps_its_parent_has_left():
+    """As under `run` (the test above): an async child's budget is the parent's remainder.
+    (From the mutation run: dropping the options `arun` passes its child survived.)"""
+    async def endless(goal, state):
+        return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    def parent(goal, state):
+        done = len(state.observations)
+        return Intent.call("lookup", topic=f"own {done}") if done < 2 else Intent.call("research", goal="otters")
+
+    child = AgentLoop([lookup], endless, finished, max_steps=50, limits=Limits(repeat_limit=100))
+    writer = AgentLoop([lookup, child.as_tool("research")], parent, finished, max_steps=6)
+    result = asyncio.run(writer.arun("write"))
+    assert result.children[0].result.reason == "step_budget_exhausted"
+    assert result.children[0].result.steps == 4
+
+
+def test_an_agent_tool_tells_the_model_which_agent_it_runs():
+    child = AgentLoop([lookup], asking("otters"), finished)
+    made = child.as_tool("research")
+    assert made.description == f"run the agent 'research' ({child.definition.title or child.definition.name}) on a goal"
+    assert child.as_tool("research", description="look things up").description == "look things up"
+
+
 def test_a_child_that_fails_is_a_tool_error_of_the_parent_naming_its_reason():
     def endless(goal, state):
         return Intent.call("lookup", topic=f"more {len(state.observations)}")
