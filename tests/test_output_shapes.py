@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("pydantic", reason="typed answers are validated by pydantic: the schema extra")
 pytest.importorskip("jsonschema", reason="a JSON Schema output is checked by jsonschema: the schema extra")
 
-from forge.output import ANSWER_FIELD, AnswerInvalid, Output  # noqa: E402
+from forge.output import ANSWER_FIELD, AnswerInvalid, Output
 
 WEATHER = {"title": "Weather", "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
