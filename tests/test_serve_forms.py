@@ -44,7 +44,8 @@ def test_an_accepted_reply_answers_with_its_field():
 
 def test_a_declined_approval_is_a_rejection_and_a_declined_question_no_answer():
     assert answer_of(APPROVAL, SimpleNamespace(action="decline", content=None)) == Answer.reject("f" * 64).to_json()
-    with pytest.raises(Unanswered, match=r"the run waits in input_required: Which city\? \(the client's user declined to answer\)"):
+    declined = r"the run waits in input_required: Which city\? \(the client's user declined to answer\)"
+    with pytest.raises(Unanswered, match=declined):
         answer_of(QUESTION, SimpleNamespace(action="decline", content=None))
     with pytest.raises(Unanswered, match="cancelled the question"):
         answer_of(CHOICE, SimpleNamespace(action="cancel", content=None))
