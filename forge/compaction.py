@@ -71,9 +71,9 @@ class ContextOverflow(ForgeError, RuntimeError):
     the limit): it is not sent, and the run ends in fatal_error saying so."""
 
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"the request is {size:,} tokens, over the context limit of {limit:,} with everything that "
-                         "may be left out left out (the system prompt, the task and the latest exchange are always "
-                         "sent): raise ContextLimit(tokens=...), or shorten what is always sent")
+        super().__init__(f"the request is {size:,} tokens, over the context limit of {limit:,} even after leaving out "
+                         "everything that may be left out (the system prompt, the task and the latest exchange are "
+                         "always sent): raise ContextLimit(tokens=...), or shorten what is always sent")
         self.size, self.limit = size, limit
 
 

@@ -197,3 +197,12 @@ def test_a_reply_with_two_calls_is_never_sent_apart_from_either_result():
 def test_keep_task_must_be_a_bool():
     with pytest.raises(ValueError, match="keep_task"):
         ContextLimit(100, keep_task="yes")
+
+
+def test_a_context_overflow_says_how_far_over_what_is_always_sent_and_the_two_ways_out():
+    from forge.compaction import ContextOverflow
+
+    said = str(ContextOverflow(12_345, 8_000))
+    assert said == ("the request is 12,345 tokens, over the context limit of 8,000 even after leaving out everything "
+                    "that may be left out (the system prompt, the task and the latest exchange are always sent): "
+                    "raise ContextLimit(tokens=...), or shorten what is always sent")
