@@ -643,3 +643,36 @@ def test_the_statuses_runs_list_takes_are_the_ones_forge_ui_shows():
     from forge.ui.pages import STATUSES
 
     assert RUN_STATUSES == STATUSES
+
+
+def test_a_run_waiting_in_its_program_takes_its_answer_from_the_answers_table_not_a_dbos_message(make, db):
+    """Waiting costs no commit of its own (issue 48): the question is stored with the write
+    that led to it (`forge_status`), the answer once (`forge_answers`), and the run, which
+    looks there, takes it; no DBOS message is sent."""
+    durable = make(ambiguous_loop())
+    durable.run("find z", run_id="no-message")
+    with sa.create_engine(database_url(db)).connect() as connection:
+        said = connection.execute(sa.text("select event from forge_status where run_id = 'no-message'")).scalar_one()
+    assert json.loads(said)["status"] == "waiting" and json.loads(said)["waiting"]["state"] == "clarification_required"
+    done = durable.resume("no-message", Answer.tool("fast"), timeout=30)
+    assert (done.status, done.reason, done.answers) == ("finished", "verified_success", 1)
+    with sa.create_engine(database_url(db)).connect() as connection:
+        sent = connection.execute(sa.text("select count(*) from notifications where destination_uuid = 'no-message'"))
+        answered = connection.execute(sa.text("select answer from forge_answers where run_id = 'no-message'")).all()
+    assert sent.scalar_one() == 0 and [json.loads(row[0])["value"] for row in answered] == ["fast"]
+
+
+def test_a_run_waiting_in_its_program_is_cancelled_where_it_waits(make):
+    from forge.durable.workflow import HOST
+
+    durable = make(ambiguous_loop())
+    durable.run("find w", run_id="dropped-here")
+    durable.runs.cancel("dropped-here")
+    assert durable.status("dropped-here").status == "cancelled"
+    for _ in range(400):  # the run's thread stops looking for an answer
+        if "dropped-here" not in HOST.waiting:
+            break
+        time.sleep(0.01)
+    assert "dropped-here" not in HOST.waiting
+    with pytest.raises(AnswerRefused):
+        durable.resume("dropped-here", Answer.tool("fast"), timeout=5)

@@ -17,6 +17,10 @@ DBOS's own (which hold the runs, their steps, events and queues).
 - `forge_answers`: the one answer each question of a run takes, as its JSON (`answer`;
   null for a question whose deadline passed first; `CANCELLED` for a run cancelled while it
   waited), whose unique key lets one through across every process.
+- `forge_status`: what a run in a program (not a worker's) last said of itself while it
+  waits for an answer and after (its event, as `forge.durable.workflow` publishes one),
+  written in the same transaction as the journal rows it stores then: waiting costs no
+  commit of its own. Readers take it over the run's DBOS event while the run is under way.
 - `forge_chain`: the runs a worker left waiting for an answer (`forge.durable.workflow`),
   each with its last question and its status now (forge's, kept as the run goes on in
   the workflows its answers start): what `forge runs list --status` reads of them.
@@ -207,6 +211,11 @@ class RunsDatabase:
             sa.Column("answer", sa.Text, nullable=True),
             sa.Column("answered_at", sa.Float, nullable=False),
         )
+        self.statuses = sa.Table(  # a run's status as a run in a program last wrote it, with its journal
+            "forge_status", metadata,
+            sa.Column("run_id", sa.Text, primary_key=True),
+            sa.Column("event", sa.Text, nullable=False),
+        )
         self.chains = sa.Table(  # the runs a worker left waiting once: where they are now
             "forge_chain", metadata,
             sa.Column("run_id", sa.Text, primary_key=True),
@@ -249,11 +258,31 @@ class RunsDatabase:
         except sa.exc.IntegrityError:
             pass
 
-    def append(self, run_id: str, first: int, entries: list[bytes], part: int = 1) -> None:
+    def append(self, run_id: str, first: int, entries: list[bytes], part: int = 1, status: str | None = None) -> None:
         """Add `entries` (rows, `forge.durable.serializer`) to the journal of `run_id`, numbered from `first`: one
         INSERT statement of all of them, committed on its own (atomic, and one round trip to
-        the server rather than a BEGIN, an INSERT and a COMMIT)."""
-        self._append_rows(self.journal, run_id, part, first, entries)
+        the server rather than a BEGIN, an INSERT and a COMMIT); with `status` (an event's
+        JSON), the run's `forge_status` too, in the same transaction."""
+        if status is None:
+            self._append_rows(self.journal, run_id, part, first, entries)
+            return
+        rows = [{"run_id": run_id, "part": part, "seq": first + n, "entry": each} for n, each in enumerate(entries)]
+
+        def write() -> None:
+            with self.engine.begin() as connection:
+                if rows and not self._stored(self.journal, run_id, part, first, len(rows)):
+                    connection.execute(self.journal.insert().values(rows))
+                connection.execute(self._insert(self.statuses).values(run_id=run_id, event=status)
+                                   .on_conflict_do_update(index_elements=["run_id"], set_={"event": status}))
+
+        self.through_outage(f"storing run {run_id!r}", write)
+
+    @_through_outages("reading a run's status")
+    def status_of(self, run_id: str) -> str | None:
+        """The event a run in a program last wrote of itself (`forge_status`), or None."""
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.select(self.statuses.c.event).where(self.statuses.c.run_id == run_id)).first()
+        return None if row is None else str(row[0])
 
     @_through_outages("reading a run's journal")
     def journal_of(self, run_id: str, part: int = 1) -> list[bytes]:

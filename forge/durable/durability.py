@@ -27,7 +27,7 @@ from forge.durable.database import RunsDatabase, database_url
 from forge.durable.forks import fork_input
 from forge.durable.host import launch, shutdown
 from forge.durable.result import DurableResult
-from forge.durable.workflow import HOST, LOOPS, Loop, forge_arun, forge_run
+from forge.durable.workflow import HOST, LOOPS, POLLS, Loop, forge_arun, forge_run
 from forge.errors import UsageError
 from forge.machine.fork import Patch
 from forge.machine.wire import encode
@@ -138,7 +138,7 @@ class Durable:
         self.launch()
         if DBOS.get_workflow_status(run_id) is None:
             with SetWorkflowID(run_id):
-                DBOS.start_workflow(forge_run, self.name, goal, *(() if going_on is None else (None, going_on)))
+                DBOS.start_workflow(forge_run, self.name, goal, None, going_on, POLLS)
         return run_id
 
     async def astart(self, goal: str, run_id: str | None = None,
@@ -160,7 +160,7 @@ class Durable:
         await asyncio.to_thread(self.launch)
         if await DBOS.get_workflow_status_async(run_id) is None:
             with SetWorkflowID(run_id):
-                await DBOS.start_workflow_async(forge_arun, self.name, goal, None, going_on)
+                await DBOS.start_workflow_async(forge_arun, self.name, goal, None, going_on, POLLS)
         return run_id
 
     def run(self, goal: str, run_id: str | None = None, timeout: float | None = None, *,
@@ -207,7 +207,7 @@ class Durable:
         new, plan, _ = self.runs.fork_plan(source, at, patch, run_id, {t.name: t for t in self.loop.tools})
         if plan is not None:
             with SetWorkflowID(new):
-                DBOS.start_workflow(forge_run, self.name, plan.goal, fork_input(plan))
+                DBOS.start_workflow(forge_run, self.name, plan.goal, fork_input(plan), None, POLLS)
         return new
 
     def status(self, run_id: str) -> DurableResult:

@@ -114,17 +114,18 @@ class StoredCalls:
         return data if isinstance(data, JournalEntry) else \
             JournalEntry.from_json(self.requests.read(data), self.codec, needs_codec=False)
 
-    def append(self, items: Sequence[JournalEntry | tuple[Any, ...]]) -> None:
-        """Store `items` (calls and markers) after the rows stored so far: one commit.
+    def append(self, items: Sequence[JournalEntry | tuple[Any, ...]], status: str | None = None) -> None:
+        """Store `items` (calls and markers) after the rows stored so far, and `status` (the
+        run's event, `forge_status`) with them: one commit.
 
         Raises:
             JournalEncodeError: a call's value has no wire form and the loop no codec for
                 it; nothing is stored then.
         """
-        if items:
+        if items or status is not None:
             rows = [row(self._data(item)) for item in items]
             with self._lock:
-                self.database.append(self.run_id, self.rows, rows)
+                self.database.append(self.run_id, self.rows, rows, status=status)
                 self.rows += len(items)
 
     def _data(self, item: JournalEntry | tuple[Any, ...]) -> dict[str, Any]:
@@ -157,8 +158,8 @@ class DurablePerformer(ReplayingPerformer):
     `seeded` is how many of the stored calls the fork was seeded with.
     """
 
-    __slots__ = ("_added", "_asked_at", "_flush_settled", "_kept", "_pending", "asker", "configure", "in_doubt",
-                 "run_id", "seeded", "shown", "stopping", "stored", "tools")
+    __slots__ = ("_added", "_asked_at", "_flush_settled", "_kept", "_pending", "asker", "asks_later", "configure",
+                 "in_doubt", "run_id", "seeded", "shown", "status_later", "stopping", "stored", "tools")
 
     def __init__(self, stored: StoredCalls, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
                  sleep: Callable[[float], Any], in_doubt: InDoubt | None = None, ask: Ask | None = None,
@@ -175,6 +176,12 @@ class DurablePerformer(ReplayingPerformer):
         self._flush_settled = False  # under arun: store the call that is awaited once it settles
         self._asked_at: int | None = None  # the step of the last request to a model
         self.shown = 0  # transitions fired before the latest live call began: what a follower may read
+        self.asks_later = False
+        """Whether an approver's "ask a person" is stored with the question it leads to, and a
+        person's answer with the step's next write (a run in a program: its question is in
+        `forge_status`, written with its journal; an answer lost to a crash before that write
+        is taken again from `forge_answers`)."""
+        self.status_later: str | None = None  # the run's status, stored with the next write
 
     @property
     def database(self) -> RunsDatabase:
@@ -185,12 +192,21 @@ class DurablePerformer(ReplayingPerformer):
         run: Any = self._run()
         return [] if run is None else list(run.trace[first:count])
 
-    def flush(self) -> None:
-        """Store the calls settled since the last write (one commit; none when nothing is new)."""
+    def flush(self, status: str | None = None) -> None:
+        """Store the calls settled since the last write, with `status` (or one left to go
+        with the next write, `status_later`): one commit; none when nothing is new."""
         items: list[JournalEntry | tuple[Any, ...]] = [*self._pending, *self.journal[self._kept:]]
-        kept = len(self.journal)
-        self.stored.append(items)
-        self._kept, self._pending = kept, []
+        kept = max(self._kept, len(self.journal))  # while it replays, the journal is behind what is stored
+        status = status if status is not None else self.status_later
+        self.stored.append(items, status)
+        self._kept, self._pending, self.status_later = kept, [], None
+
+    def journal_ahead(self) -> bool:
+        """Whether calls are settled and not stored that a recovery could not make again
+        as they were: any but a person's answer (taken again from `forge_answers`) and a
+        decision made from stored model replies (made again from them)."""
+        return any(entry.kind != "answer" and not (entry.kind == "policy" and type(entry.identity) is DecidedAsCode)
+                   for entry in self.journal[self._kept:])
 
     def answers_decision(self) -> bool:
         """A recovered run takes every stored decision from the database (recovery resumes
@@ -237,6 +253,8 @@ class DurablePerformer(ReplayingPerformer):
         elif effect.kind == "policy" and type(effect.identity) is DecidedAsCode and self._asked_at == effect.step:
             return value  # made again from the stored requests on recovery: stored with the step's next write
         if effect.kind in ("model", "policy", "approver", "answer", "handoff"):
+            if self.asks_later and (effect.kind == "answer" or (effect.kind == "approver" and value is None)):
+                return value  # stored with the question it leads to, or the step's next write (`asks_later`)
             if inspect.isawaitable(value):
                 self._flush_settled = True
             else:
@@ -277,7 +295,8 @@ class DurablePerformer(ReplayingPerformer):
                     self.flush()
                     return value
             self._pending.append(("started", transition, step, effect.name))
-        self.flush()
+        if self._pending or self.journal_ahead():  # what the call must find stored if it is cut short
+            self.flush()
         token = _KEY.set(key)
         try:
             value = Performer.call(self, effect)

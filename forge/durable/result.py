@@ -88,6 +88,9 @@ class DurableResult:
     children: tuple[StoredChild, ...] = field(default=(), compare=False, repr=False)
     """The child runs its tools made (`AgentLoop.as_tool`), as far as it went when it last
     waited or ended."""
+    answered: bool = field(default=False, compare=False)
+    """A waiting run whose question has its answer, not yet taken up by the run (it goes on
+    in its program, or when its program runs again)."""
 
     @property
     def turns(self) -> Sequence[tuple[TransitionRecord, ...]]:
@@ -146,7 +149,8 @@ class DurableResult:
                    error or event.get("error"), int(event.get("answers", 0)), event.get("goal"), event.get("loop"),
                    ForkOrigin.from_json(event["forked_from"]) if event.get("forked_from") else None,
                    None, event.get("continues"), legacy,
-                   tuple(StoredChild.from_json(child) for child in event.get("children", ())))
+                   tuple(StoredChild.from_json(child) for child in event.get("children", ())),
+                   status == "waiting" and bool(event.get("answered")))
 
     @property
     def has_state(self) -> bool:
@@ -195,7 +199,7 @@ class _Traces(Sequence[tuple[TransitionRecord, ...]]):
 
 def settled(result: DurableResult, answers: int) -> bool:
     """Whether a waiter is done: the run ended, or waits having had `answers` answers."""
-    return result.status in ("finished", "cancelled", "error") or (result.status == "waiting"
+    return result.status in ("finished", "cancelled", "error") or (result.status == "waiting" and not result.answered
                                                                     and result.answers >= answers)
 
 

@@ -39,6 +39,7 @@ from forge.durable.workflow import (
     ASYNC_RESUME_NAME,
     ASYNC_WORKFLOW_NAME,
     EVENT,
+    POLLS,
     QUEUE_NAME,
     RESUME_NAME,
     RESUMES,
@@ -461,15 +462,25 @@ class StoredRuns:
         result = DurableResult.of(run_id, str(status.status), event,
                                   None if error is None else f"{type(error).__name__}: {error}", found[0].input)
         if result.has_state:
-            result = result.with_state(self.client.get_event(status.workflow_id, STATE_EVENT, timeout_seconds=0),
-                                       self.codec)
+            kept = event["state"] if "state" in event else \
+                self.client.get_event(status.workflow_id, STATE_EVENT, timeout_seconds=0)
+            result = result.with_state(kept, self.codec)
         return result, event
 
     def _now(self, run_id: str, status: Any, event: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The workflow that stands for the run now, and its event: the run's own, or, for a
         run a worker left waiting (parked: its workflow ended, `forge.durable.workflow`), the
         last workflow its answers (or deadlines) started, followed question by question. One
-        answered and not yet taken on by a worker is `queued`."""
+        answered and not yet taken on by a worker is `queued`. A run under way in a program
+        says where it is in `forge_status` once it has waited (written with its journal),
+        which stands for its event then."""
+        if str(status.status) == "PENDING":
+            said = self.database.status_of(run_id)
+            if said is not None:
+                event = json.loads(said)
+                asked = (event.get("waiting") or {}).get("asked") if event.get("status") == "waiting" else None
+                if asked is not None and self.database.answer_of(run_id, int(asked))[0]:
+                    event = {**event, "answered": True}  # still waiting, its answer not yet taken up
         while str(status.status) == "SUCCESS" and event.get("status") == "waiting" and event.get("waiting"):
             next_id = continuation_id(run_id, int(event["waiting"].get("asked") or 0))
             found = self.client.list_workflows(workflow_ids=[next_id], load_input=False, load_output=False)
@@ -511,11 +522,19 @@ class StoredRuns:
         bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
         claim_answer(self.database, run_id, result.waiting, bound)
         parked = self._parked(run_id)
-        if parked is None:
-            self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
-        else:
+        if parked is not None:
             self._take_on(run_id, parked, result.waiting.asked)
+        elif not self._polls(run_id):  # a run forge 0.1.0 started waits in DBOS's recv
+            self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
         return result
+
+    def _polls(self, run_id: str) -> bool:
+        """Whether a run in a program looks for its answers in `forge_answers` (every run
+        started by today's forge; one started by forge 0.1.0 waits in DBOS's `recv`)."""
+        found = self.client.list_workflows(workflow_ids=[run_id], load_output=False)
+        inputs = found[0].input if found else None
+        arguments = list((inputs or {}).get("args") or ()) if isinstance(inputs, dict) else []
+        return len(arguments) > 4 and arguments[4] == POLLS
 
     def _parked(self, run_id: str) -> str | None:
         """The name of the workflow a run that parks waits in (one a worker took from the
@@ -554,6 +573,9 @@ class StoredRuns:
             found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
             self.client.cancel_workflow(self._now(run_id, found[0], self.client.get_event(
                 run_id, EVENT, timeout_seconds=0) or {})[0].workflow_id)
+            if result.waiting is not None:  # a run waiting in a program stops looking for its answer
+                with contextlib.suppress(AnswerRefused):
+                    claim_answer(self.database, run_id, result.waiting, None)
             return
         with contextlib.suppress(AnswerRefused):
             claim_answer(self.database, run_id, result.waiting, None)

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from forge.machine.run import Run, RunConfig
     from forge.result import LoopResult
 
-__all__ = ["ANSWER_TOPIC", "ASYNC_RESUME_NAME", "ASYNC_WORKFLOW_NAME", "EVENT", "HOST", "LOOPS", "QUEUE_NAME",
+__all__ = ["ANSWER_TOPIC", "ASYNC_RESUME_NAME", "ASYNC_WORKFLOW_NAME", "EVENT", "HOST", "LOOPS", "POLLS", "QUEUE_NAME",
            "RESUMES", "RESUME_NAME", "STATE_EVENT", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Host", "HostedLoop",
            "Loop", "ProcessStopping", "continuation_id", "forge_arun", "forge_aresume", "forge_resume", "forge_run"]
 
@@ -74,6 +74,8 @@ RESUMES = {WORKFLOW_NAME: RESUME_NAME, ASYNC_WORKFLOW_NAME: ASYNC_RESUME_NAME, R
 """The workflow that takes a parked run on, by the name of the workflow it parked in."""
 QUEUE_NAME = "forge"
 EVENT = "run"
+POLLS = "poll"
+"""`forge_run`'s `parks` for a run started in a program: it waits there (see `forge_run`)."""
 STATE_EVENT = "state"
 """The DBOS event holding the run's `LoopState` as it waits, or as it ended (wire form)."""
 ANSWER_TOPIC = "forge_answer"
@@ -163,12 +165,15 @@ LOOPS, STOPPING, WAITING_HERE = HOST.loops, HOST.stopping, HOST.waiting  # the n
 
 @DBOS.workflow(name=WORKFLOW_NAME)
 def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None,
-              conversation: Mapping[str, Any] | None = None, parks: bool = False) -> dict[str, Any]:
+              conversation: Mapping[str, Any] | None = None, parks: bool | str = False) -> dict[str, Any]:
     """A durable run of `goal` on the loop registered as `loop_name` in this process;
     `forked_from` (`forge.durable.forks`) when it is a fork of a stored run; `conversation`
     when it goes on from an earlier one: the `state` it goes on from and the run it
     `continues`. A run that `parks` (one a worker took from forge's queue) ends its workflow
-    when it must wait for an answer, and the answer starts `forge_resume` (see the module)."""
+    when it must wait for an answer, and the answer starts `forge_resume` (see the module);
+    one started in a program (`parks == POLLS`) waits in it, looking for its answer in
+    `forge_answers`, its question kept in `forge_status` (see the module); one started by
+    forge 0.1.0 waits in DBOS's `recv`, as it began."""
     durable = _hosted_loop(loop_name, goal)
     if durable is None:
         return _unknown_loop(loop_name, goal)
@@ -218,7 +223,7 @@ def _hosted() -> None:
 
 @DBOS.workflow(name=ASYNC_WORKFLOW_NAME)
 async def forge_arun(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None = None,
-                     conversation: Mapping[str, Any] | None = None, parks: bool = False) -> dict[str, Any]:
+                     conversation: Mapping[str, Any] | None = None, parks: bool | str = False) -> dict[str, Any]:
     """`forge_run` on DBOS's async API: the run is `await loop.arun(...)`, so tools, the
     policy and verify may be `async def`, and the run's waits do not hold a thread."""
     durable = await _ahosted(loop_name, goal)
@@ -287,7 +292,7 @@ def _queue() -> Any:
 
 _Op = tuple[Any, ...]
 """What the workflow's flow asks its driver to do: ("publish", event), ("state", LoopState),
-("deadline", seconds), ("recv", timeout), ("park", waiting), ("run",)."""
+("deadline", seconds), ("recv", timeout), ("park", waiting), ("poll", seconds), ("run",)."""
 
 
 class _Workflow:
@@ -297,11 +302,11 @@ class _Workflow:
     `arun` with its async one."""
 
     def __init__(self, durable: HostedLoop, goal: str, forked_from: Mapping[str, Any] | None = None,
-                 conversation: Mapping[str, Any] | None = None, *, parks: bool = False, run_id: str | None = None,
+                 conversation: Mapping[str, Any] | None = None, *, parks: bool | str = False, run_id: str | None = None,
                  resumed: int | None = None) -> None:
         self.durable, self.goal, self.forked_from = durable, goal, forked_from
         self.conversation = conversation or {}
-        self.parks, self.resumed = parks, resumed
+        self.parks, self.polls, self.resumed = parks is True, parks == POLLS, resumed
         workflow_id = DBOS.workflow_id
         assert workflow_id is not None, "forge_run runs as a DBOS workflow"
         self.run_id = run_id or workflow_id
@@ -358,6 +363,9 @@ class _Workflow:
                     with named, delayed:
                         _queue().enqueue(forge_resume, *resume)
                 reply = None
+            elif kind == "poll":
+                time.sleep(op[1])
+                reply = None
             else:
                 reply = DBOS.recv(ANSWER_TOPIC, timeout_seconds=op[1])
 
@@ -383,10 +391,16 @@ class _Workflow:
                     with named, delayed:
                         await _queue().enqueue_async(forge_aresume, *resume)
                 reply = None
+            elif kind == "poll":
+                import asyncio
+
+                await asyncio.sleep(op[1])
+                reply = None
             else:
                 reply = await DBOS.recv_async(ANSWER_TOPIC, timeout_seconds=op[1])
 
-    def _publish(self, status: str, **more: Any) -> Generator[_Op, Any, dict[str, Any]]:
+    def _event(self, status: str, **more: Any) -> dict[str, Any]:
+        """What the run says of itself now (the DBOS event `run`, or `forge_status`)."""
         event = {"status": status, "loop": self.durable.name, "goal": self.goal, "trace": self.trace,
                  "answers": self.answers, "tokens": self.tokens, **more}
         if self.children:
@@ -395,6 +409,10 @@ class _Workflow:
             event["forked_from"] = {k: v for k, v in self.forked_from.items() if k not in ("patched", "seeded")}
         if self.conversation.get("continues"):
             event["continues"] = self.conversation["continues"]
+        return event
+
+    def _publish(self, status: str, **more: Any) -> Generator[_Op, Any, dict[str, Any]]:
+        event = self._event(status, **more)
         yield ("publish", event)
         if status != "waiting":
             self._chained(status)
@@ -442,6 +460,7 @@ class _Workflow:
                 seeded=int(forked.get("seeded") or 0) if forked else 0, stopping=HOST.stopping)
             if forked is not None:
                 journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
+            performer.asks_later = self.polls
             registry.replaying = lambda: performer.remaining > 0
             HOST.live.started(performer)
             self.performer = performer
@@ -498,12 +517,16 @@ class _Workflow:
             return (yield from self._childs_question(waiting, run))
         result = self.durable.loop.result(run)
         self._took(result)
-        yield ("state", self._stored(result.state))
+        more: dict[str, Any] = {}
+        if self.polls:  # kept with the question (`forge_status`), in the one write that asks it
+            more["state"] = self._stored(result.state)
+        else:
+            yield ("state", self._stored(result.state))
         seconds = self.durable.loop.definition.state(result.reason).timeout
         if seconds is not None:
             waiting = replace(waiting, deadline=(yield ("deadline", seconds)))  # absolute, and stored
         answer = yield from self._wait(waiting, reason=result.reason, outcome=result.outcome,
-                                       summary=result.summary, steps=result.steps)
+                                       summary=result.summary, steps=result.steps, **more)
         return None if answer is None else answer.to_json()
 
     def _childs_question(self, waiting: Waiting, run: Run) -> Generator[_Op, Any, dict[str, Any] | None]:
@@ -532,6 +555,8 @@ class _Workflow:
             tools = {tool.name for tool in self.durable.loop.tools}
         if self.parks:
             return (yield from self._parked_wait(waiting, tools, more))
+        if self.polls:
+            return (yield from self._polled_wait(waiting, tools, more))
         # registered before the run says it waits: a shutdown() that follows the caller seeing "waiting"
         # always finds this thread, and wakes it (else it would wait an hour in recv, and the process with it)
         ended = HOST.waiting[self.run_id] = threading.Event()
@@ -571,6 +596,55 @@ class _Workflow:
         self.answers += 1
         yield from self._publish("running")
         return answer
+
+    def _polled_wait(self, waiting: Waiting, tools: set[str], more: Mapping[str, Any]
+                     ) -> Generator[_Op, Any, Answer | None]:
+        """`_wait`, for a run in a program: what it waits for is stored as its status
+        (`forge_status`) in the write that stores what led to it (the approver's "ask a
+        person"), and the run looks for its answer in `forge_answers` until one comes (or
+        its deadline passes: it then claims the question for the deadline); its status
+        "running" goes with the step's next write. No DBOS operation: no commit of its own."""
+        assert self.performer is not None, "a run asks through its performer"
+        ended = HOST.waiting[self.run_id] = threading.Event()
+        try:
+            if not self.durable.database.answer_of(self.run_id, waiting.asked)[0]:  # (answered: a replay's, or soon)
+                self.performer.flush(status=json.dumps(self._event(
+                    "waiting", waiting=waiting.to_json(), tools=sorted(tools),
+                    extra_tools=sorted(self.durable.extra_tools), **more)))
+            answer = yield from self._polled(waiting, tools)
+            self.performer.status_later = json.dumps(self._event("running"))
+            return answer
+        finally:
+            HOST.waiting.pop(self.run_id, None)
+            ended.set()
+
+    def _polled(self, waiting: Waiting, tools: set[str]) -> Generator[_Op, Any, Answer | None]:
+        """The answer `forge_answers` gets for `waiting`, looked for until it comes (None:
+        the deadline passed first, claimed for it).
+
+        Raises:
+            ProcessStopping: the process stops (the run stays waiting, for recovery).
+            Parked: the run was cancelled as it waited.
+        """
+        database, delay = self.durable.database, 0.005
+        while True:
+            if HOST.stopping.is_set():
+                raise ProcessStopping(self.run_id)
+            found, text = database.answer_of(self.run_id, waiting.asked)
+            if not found and waiting.deadline is not None and time.time() >= waiting.deadline:
+                found, text = (True, None) if database.answer(self.run_id, waiting.asked, None) else \
+                    database.answer_of(self.run_id, waiting.asked)
+            if found:
+                if text == CANCELLED:
+                    raise Parked({})  # DBOS has the run cancelled: its workflow just ends
+                if text is None:
+                    return None
+                answer = Answer.from_json(json.loads(text))
+                answer.check(waiting, tools, set(self.durable.extra_tools))
+                self.answers += 1
+                return answer
+            yield ("poll", delay)
+            delay = min(delay * 2, 0.2)
 
     def _park(self, waiting: Waiting) -> tuple[Any, ...] | None:
         """Leave the run waiting with no workflow under way: its calls so far stored, noted
