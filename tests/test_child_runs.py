@@ -98,19 +98,27 @@ def test_a_childs_step_budget_is_at_most_what_the_parent_has_left():
     assert result.children[0].result.steps == 3
 
 
-def test_a_child_called_late_has_only_the_steps_its_parent_has_left():
-    """The parent makes two lookups of its own first (steps 1 and 2 of its 6), then calls the
-    child at step 3: the child may take what is left, 6 - 2 = 4 steps, not the parent's 6."""
+def late_child_writer(asynchronous: bool = False) -> AgentLoop:
+    """A parent of 6 steps that makes two lookups of its own first (steps 1 and 2), then
+    calls a child that never finishes at step 3 (an `async def` policy's, `asynchronous`)."""
     def endless(goal, state):
         return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    async def endless_async(goal, state):
+        return endless(goal, state)
 
     def parent(goal, state):
         done = len(state.observations)
         return Intent.call("lookup", topic=f"own {done}") if done < 2 else Intent.call("research", goal="otters")
 
-    child = AgentLoop([lookup], endless, finished, max_steps=50, limits=Limits(repeat_limit=100))
-    writer = AgentLoop([lookup, child.as_tool("research")], parent, finished, max_steps=6)
-    result = writer.run("write")
+    child = AgentLoop([lookup], endless_async if asynchronous else endless, finished, max_steps=50,
+                      limits=Limits(repeat_limit=100))
+    return AgentLoop([lookup, child.as_tool("research")], parent, finished, max_steps=6)
+
+
+def test_a_child_called_late_has_only_the_steps_its_parent_has_left():
+    """The child may take what is left, 6 - 2 = 4 steps, not the parent's 6."""
+    result = late_child_writer().run("write")
     assert result.children[0].result.reason == "step_budget_exhausted"
     assert result.children[0].result.steps == 4
 
@@ -118,16 +126,7 @@ def test_a_child_called_late_has_only_the_steps_its_parent_has_left():
 def test_under_arun_a_child_called_late_has_only_the_steps_its_parent_has_left():
     """As under `run` (the test above): an async child's budget is the parent's remainder.
     (From the mutation run: dropping the options `arun` passes its child survived.)"""
-    async def endless(goal, state):
-        return Intent.call("lookup", topic=f"more {len(state.observations)}")
-
-    def parent(goal, state):
-        done = len(state.observations)
-        return Intent.call("lookup", topic=f"own {done}") if done < 2 else Intent.call("research", goal="otters")
-
-    child = AgentLoop([lookup], endless, finished, max_steps=50, limits=Limits(repeat_limit=100))
-    writer = AgentLoop([lookup, child.as_tool("research")], parent, finished, max_steps=6)
-    result = asyncio.run(writer.arun("write"))
+    result = asyncio.run(late_child_writer(asynchronous=True).arun("write"))
     assert result.children[0].result.reason == "step_budget_exhausted"
     assert result.children[0].result.steps == 4
 
