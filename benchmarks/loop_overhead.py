@@ -30,7 +30,7 @@ from typing import Any
 from targets import against, at_least
 from transitions import Machine
 
-from forge import AgentLoop, Intent, Limits, LoopState, Tool, load_definition
+from forge import AgentLoop, Finish, Intent, Limits, LoopState, Tool, load_definition
 from forge.agent.actions import ToolSpec, select_action
 from forge.agent.execution import ToolContract, execute_tool
 from forge.agent.retry import run_with_retry
@@ -186,6 +186,19 @@ def _blocking_read(path: str) -> int:
     return len(path)
 
 
+def arun_per_step(steps: int, inline: bool) -> float:
+    """Seconds per step of an arun of `steps` steps whose plain tool does nothing, run in a
+    worker thread, or (`inline`) on the event loop."""
+    loop = AgentLoop([Tool("read", {"read"}, _handler, required={"path"}, inline=inline)],
+                     lambda goal, state: Intent.call("read", path=f"p{len(state.observations)}")
+                     if len(state.observations) < steps else Finish("ok"),
+                     verify=lambda obs: obs.tool_name == "finish", max_steps=steps + 5,
+                     limits=Limits(repeat_limit=steps + 5))
+    started = time.perf_counter()
+    asyncio.run(loop.arun("benchmark"))
+    return (time.perf_counter() - started) / (steps + 1)
+
+
 def concurrent_aruns(count: int, handler: Callable[..., Any] | None = None) -> float:
     """Wall seconds for `count` concurrent arun()s of a one-step loop whose tool sleeps 50 ms
     (awaiting asyncio.sleep; with `handler`, that plain function instead)."""
@@ -250,6 +263,7 @@ def main() -> None:
     many = min(concurrent_aruns(concurrent) for _ in range(2 if args.quick else 3))
     plain_one = min(concurrent_aruns(1, _blocking_read) for _ in range(3))
     plain_many = min(concurrent_aruns(100, _blocking_read) for _ in range(3))
+    threaded, inline = (min(arun_per_step(long_steps, flag) for _ in range(3)) for flag in (False, True))
 
     us = 1e6
     print(f"per step ({long_steps:,}-step run): plain {plain_long * us:6.2f} us  raw transitions "
@@ -272,6 +286,9 @@ def main() -> None:
           f"{one * 1e3:6.1f} ms: ratio {many / one:5.2f}x {against(many / one, 3)}")
     print(f"100 concurrent arun (a plain tool blocks 50 ms, run in a worker thread): {plain_many * 1e3:7.1f} ms against "
           f"one run {plain_one * 1e3:6.1f} ms: ratio {plain_many / plain_one:5.2f}x {against(plain_many / plain_one, 1.5)}")
+    print(f"arun per step, a no-op plain tool in a worker thread {threaded * us:6.1f} us against inline=True "
+          f"{inline * us:6.1f} us: the thread hop {(threaded - inline) * us:5.1f} us per call (not a target: what "
+          "keeps the event loop free; a CPU-trivial tool says inline=True)")
 
 
 if __name__ == "__main__":
