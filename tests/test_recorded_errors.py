@@ -176,7 +176,7 @@ def test_each_error_is_written_with_its_kind_and_read_back_as_it(error, kind):
 
 
 def _written_again(data: dict) -> dict:
-    from forge.machine.journal import _error_json
+    from forge.machine.wire import error_form as _error_json
 
     return _error_json(error_from(data))
 
@@ -251,7 +251,7 @@ def test_error_attributes_and_arguments_json_cannot_hold_are_written_as_text_or_
     error.code = 7
     error.handle = object()
     error._private = 1
-    from forge.machine.journal import _error_json
+    from forge.machine.wire import error_form as _error_json
 
     line = _error_json(error)
     assert line["attributes"] == {"code": 7}

@@ -15,12 +15,12 @@ CANCELLED = "CANCELLED"
 """What `forge_answers` holds for the question a run waited on when it was cancelled."""
 
 
-def claim_answer(database: Any, run_id: str, waiting: Waiting, answer: Answer | None = None) -> None:
+def claim_answer(database: Any, run_id: str, waiting: Waiting, answer: Answer | None) -> None:
     """Claim the right to answer `waiting`, once across every process, and store `answer`
-    (its JSON; None: the run is cancelled as it waits) as the answer to that question: two answers sent at the same moment (an
-    approve and a reject, two tools) are not both accepted. The claim is a row of
-    `forge_answers` keyed by the run and the question, whose unique key decides; a run a
-    worker left waiting (`forge.durable.workflow`) takes its answer from there.
+    (its JSON; None: the run is cancelled as it waits, `CANCELLED`) as the answer to that
+    question: two answers sent at the same moment (an approve and a reject, two tools) are
+    not both accepted. The claim is a row of `forge_answers` keyed by the run and the
+    question, whose unique key decides; the run takes its answer from there.
 
     Raises:
         AnswerRefused: the question has been answered already (or its deadline passed, or

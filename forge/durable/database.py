@@ -263,19 +263,9 @@ class RunsDatabase:
         INSERT statement of all of them, committed on its own (atomic, and one round trip to
         the server rather than a BEGIN, an INSERT and a COMMIT); with `status` (an event's
         JSON), the run's `forge_status` too, in the same transaction."""
-        if status is None:
-            self._append_rows(self.journal, run_id, part, first, entries)
-            return
-        rows = [{"run_id": run_id, "part": part, "seq": first + n, "entry": each} for n, each in enumerate(entries)]
-
-        def write() -> None:
-            with self.engine.begin() as connection:
-                if rows and not self._stored(self.journal, run_id, part, first, len(rows)):
-                    connection.execute(self.journal.insert().values(rows))
-                connection.execute(self._insert(self.statuses).values(run_id=run_id, event=status)
-                                   .on_conflict_do_update(index_elements=["run_id"], set_={"event": status}))
-
-        self.through_outage(f"storing run {run_id!r}", write)
+        said = None if status is None else self._insert(self.statuses).values(run_id=run_id, event=status) \
+            .on_conflict_do_update(index_elements=["run_id"], set_={"event": status})
+        self._append_rows(self.journal, run_id, part, first, entries, said)
 
     @_through_outages("reading a run's status")
     def status_of(self, run_id: str) -> str | None:
@@ -290,11 +280,13 @@ class RunsDatabase:
         earlier forge), in order."""
         return [bytes(value) for value in self._rows_of(self.journal, run_id, part)]
 
-    def _append_rows(self, table: sa.Table, run_id: str, part: int, first: int, values: list[Any]) -> None:
+    def _append_rows(self, table: sa.Table, run_id: str, part: int, first: int, values: list[Any],
+                     then: Any = None) -> None:
         """Add `values` to a table of a run's rows in order (the journal, the live
         transitions: run_id, part, seq, then the value), numbered from `first`: one INSERT
-        statement, committed on its own, through an outage of the database (`through_outage`):
-        an INSERT that committed before its connection was lost is found there, not doubled.
+        statement, committed on its own (with `then`, a statement, in one transaction),
+        through an outage of the database (`through_outage`): an INSERT that committed
+        before its connection was lost is found there, not doubled.
 
         Raises:
             DatabaseAway: the database did not answer for `OUTAGE_LIMIT` seconds.
@@ -304,9 +296,12 @@ class RunsDatabase:
 
         def insert() -> None:
             try:
-                with self._autocommit.connect() as connection:
-                    connection.execute(table.insert().values(rows))
-            except sa.exc.IntegrityError:
+                with self._autocommit.connect() if then is None else self.engine.begin() as connection:
+                    if rows:
+                        connection.execute(table.insert().values(rows))
+                    if then is not None:
+                        connection.execute(then)
+            except sa.exc.IntegrityError:  # (a retry of a transaction that committed: `then` did too)
                 if not self._stored(table, run_id, part, first, len(rows)):
                     raise
 

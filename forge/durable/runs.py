@@ -106,11 +106,27 @@ _CHAINED_LISTED = ("queued", "running", "waiting", "cancelled", "error")
 """The statuses `find` lists from the runs in them alone (`_find_with_chained`)."""
 
 
+def _arguments(workflow: Any) -> list[Any]:
+    """The arguments a run's workflow was started with (DBOS's stored inputs' `args`)."""
+    inputs = workflow.input
+    return list(inputs.get("args") or ()) if isinstance(inputs, dict) else []
+
+
 def _loop_and_goal(status: Any) -> tuple[str, str]:
     """The loop name and goal a run's workflow was started with (its stored inputs)."""
-    arguments = (status.input or {}).get("args", ()) if isinstance(status.input, dict) else ()
-    loop, goal = ([*list(arguments), "?", "?"])[:2]
+    loop, goal = ([*_arguments(status), "?", "?"])[:2]
     return str(loop), str(goal)
+
+
+def _waits_by(first: Any, now: Any) -> str:
+    """How the run whose own workflow is `first`, and whose workflow now is `now`, waits for
+    an answer (`forge.durable.workflow`): "parks" (a worker's: its workflow ends, and the
+    answer queues the next), "polls" (a program's: it looks in `forge_answers`) or "recv"
+    (one forge 0.1.0 started: DBOS's `recv`, sent the answer)."""
+    mode = ([*_arguments(first), None, None, None, None, None])[4]
+    if mode is True or str(now.name) in (RESUME_NAME, ASYNC_RESUME_NAME):
+        return "parks"
+    return "polls" if mode == POLLS else "recv"
 
 
 def journal_events(calls: Sequence[JournalEntry]) -> builtins.list[tuple[int, StreamEvent]]:
@@ -449,9 +465,15 @@ class StoredRuns:
         """The run as stored now. Raises RunNotFound (a LookupError) for an unknown id."""
         return self._read(run_id)[0]
 
-    @_readable
     def _read(self, run_id: str) -> tuple[DurableResult, dict[str, Any]]:
         """The run, and the event it last published (what `get` is made from)."""
+        result, event, _, _ = self._reading(run_id)
+        return result, event
+
+    @_readable
+    def _reading(self, run_id: str) -> tuple[DurableResult, dict[str, Any], Any, Any]:
+        """`_read`, and the run's own workflow and the one that stands for it now (DBOS's
+        statuses of them: `_now`), read once for the verbs that act on the run."""
         found = self.client.list_workflows(workflow_ids=[run_id], load_output=False)
         if not found:
             raise RunNotFound(f"no durable run {run_id!r} in {self.url}")
@@ -465,7 +487,7 @@ class StoredRuns:
             kept = event["state"] if "state" in event else \
                 self.client.get_event(status.workflow_id, STATE_EVENT, timeout_seconds=0)
             result = result.with_state(kept, self.codec)
-        return result, event
+        return result, event, found[0], status
 
     def _now(self, run_id: str, status: Any, event: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The workflow that stands for the run now, and its event: the run's own, or, for a
@@ -515,73 +537,51 @@ class StoredRuns:
 
     @_readable
     def _answered(self, run_id: str, answer: Answer) -> DurableResult:
-        result, event = self._read(run_id)
+        result, event, first, now = self._reading(run_id)
         if result.status != "waiting" or result.waiting is None:
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
         bound = answer if answer.question else answer.to(result.waiting)
         bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
         claim_answer(self.database, run_id, result.waiting, bound)
-        parked = self._parked(run_id)
-        if parked is not None:
-            self._take_on(run_id, parked, result.waiting.asked)
-        elif not self._polls(run_id):  # a run forge 0.1.0 started waits in DBOS's recv
+        waits_by = _waits_by(first, now)
+        if waits_by == "parks":
+            self._take_on(run_id, first, str(now.name), result.waiting.asked)
+        elif waits_by == "recv":
             self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
         return result
 
-    def _polls(self, run_id: str) -> bool:
-        """Whether a run in a program looks for its answers in `forge_answers` (every run
-        started by today's forge; one started by forge 0.1.0 waits in DBOS's `recv`)."""
-        found = self.client.list_workflows(workflow_ids=[run_id], load_output=False)
-        inputs = found[0].input if found else None
-        arguments = list((inputs or {}).get("args") or ()) if isinstance(inputs, dict) else []
-        return len(arguments) > 4 and arguments[4] == POLLS
-
-    def _parked(self, run_id: str) -> str | None:
-        """The name of the workflow a run that parks waits in (one a worker took from the
-        queue: it ends its workflow to wait, just after it says it waits), or None for a run
-        whose workflow waits for its answer (`DBOS.recv`)."""
-        found = self.client.list_workflows(workflow_ids=[run_id], load_output=False)
-        status, _ = self._now(run_id, found[0], self.client.get_event(run_id, EVENT, timeout_seconds=0) or {})
-        arguments = list((found[0].input or {}).get("args") or ()) if isinstance(found[0].input, dict) else []
-        parks = str(status.name) in (RESUME_NAME, ASYNC_RESUME_NAME) or (len(arguments) > 4 and arguments[4] is True)
-        return str(status.name) if parks else None
-
-    def _take_on(self, run_id: str, parked_in: str, question: int, delay: float = 0.0) -> str:
+    def _take_on(self, run_id: str, first: Any, parked_in: str, question: int, delay: float = 0.0) -> str:
         """Queue the workflow that takes the parked run on after `question` (once: its id
-        is the question's), to start in `delay` seconds; one its deadline queued already
-        starts then instead. Returns its id."""
-        inputs: Any = self.client.list_workflows(workflow_ids=[run_id], load_output=False)[0].input or {}
-        arguments = [*list(inputs.get("args") or ()), None, None, None][:4]
+        is the question's), with the run's own arguments (its workflow `first`'s), to start
+        in `delay` seconds; one its deadline queued already starts then instead. Returns its id."""
         next_id = continuation_id(run_id, question)
         options: dict[str, Any] = {"queue_name": QUEUE_NAME, "workflow_name": RESUMES.get(parked_in, RESUME_NAME),
                                    "workflow_id": next_id}
         if delay:
             options["delay_seconds"] = delay
-        self.client.enqueue(options, *arguments, run_id, question)  # type: ignore[arg-type]
+        self.client.enqueue(options, *[*_arguments(first), None, None, None][:4], run_id, question)  # type: ignore[arg-type]
         self.database.chain(run_id, "queued")
         self.client.set_workflow_delay(next_id, delay_seconds=delay)  # only a DELAYED one changes
         return next_id
 
     @_readable
     def cancel(self, run_id: str) -> None:
-        """Cancel the run: it stops at its next step; a run a worker left waiting is cancelled
-        where it waits (no answer takes it on after). Raises RunNotFound (a LookupError) for
-        an unknown id."""
-        result = self.get(run_id)
-        parked = self._parked(run_id)
-        if parked is None or result.waiting is None:
-            found = self.client.list_workflows(workflow_ids=[run_id], load_input=False, load_output=False)
-            self.client.cancel_workflow(self._now(run_id, found[0], self.client.get_event(
-                run_id, EVENT, timeout_seconds=0) or {})[0].workflow_id)
-            if result.waiting is not None:  # a run waiting in a program stops looking for its answer
-                with contextlib.suppress(AnswerRefused):
-                    claim_answer(self.database, run_id, result.waiting, None)
-            return
-        with contextlib.suppress(AnswerRefused):
-            claim_answer(self.database, run_id, result.waiting, None)
-        next_id = self._take_on(run_id, parked, result.waiting.asked, delay=CANCEL_DELAY)
-        self.client.cancel_workflow(next_id)
-        self.database.chain(run_id, "cancelled")
+        """Cancel the run: it stops at its next step; one waiting for an answer is cancelled
+        where it waits (no answer takes it on after): a worker's parked run by cancelling the
+        workflow that would take it on, a program's by its question's answer, which it reads.
+        Raises RunNotFound (a LookupError) for an unknown id."""
+        result, _, first, now = self._reading(run_id)
+        waiting = result.waiting
+        parked = waiting is not None and _waits_by(first, now) == "parks"
+        if not parked:  # (before the answer that ends a program's wait: DBOS has the run cancelled then)
+            self.client.cancel_workflow(now.workflow_id)
+        if waiting is not None:
+            with contextlib.suppress(AnswerRefused):
+                claim_answer(self.database, run_id, waiting, None)
+            if parked:
+                self.client.cancel_workflow(self._take_on(run_id, first, str(now.name), waiting.asked,
+                                                          delay=CANCEL_DELAY))
+                self.database.chain(run_id, "cancelled")
 
     @_readable
     def submit(self, loop: str, goal: str, run_id: str | None = None,

@@ -576,26 +576,36 @@ class _Workflow:
         it waits for and parks (`Parked`: its workflow ends, and the answer starts the next).
         Started by the question's deadline with no answer yet, the run claims the question
         for the deadline: an answer that comes after it is refused."""
-        database = self.durable.database
-        found, text = database.answer_of(self.run_id, waiting.asked)
-        if not found and waiting.asked == self.resumed:
-            found, text = (True, None) if database.answer(self.run_id, waiting.asked, None) else \
-                database.answer_of(self.run_id, waiting.asked)
-        if not found:
+        taken, answer = self._stored_answer(waiting, tools, deadline_passed=waiting.asked == self.resumed)
+        if not taken:
             event = yield from self._publish("waiting", waiting=waiting.to_json(), tools=sorted(tools),
                                              extra_tools=sorted(self.durable.extra_tools), **more)
             yield ("park", waiting)
             raise Parked(event)
+        yield from self._publish("running")
+        return answer
+
+    def _stored_answer(self, waiting: Waiting, tools: set[str], deadline_passed: bool) -> tuple[bool, Answer | None]:
+        """Whether `waiting` has its answer in `forge_answers`, and the answer (None: its
+        deadline passed first). With `deadline_passed` and no answer yet, the question is
+        claimed for the deadline (an answer that comes after it is refused).
+
+        Raises:
+            Parked: the run was cancelled as it waited (DBOS cancels its workflow: it just ends).
+        """
+        database = self.durable.database
+        found, text = database.answer_of(self.run_id, waiting.asked)
+        if not found and deadline_passed:
+            found, text = (True, None) if database.answer(self.run_id, waiting.asked, None) else \
+                database.answer_of(self.run_id, waiting.asked)
+        if not found or text is None:
+            return found, None
         if text == CANCELLED:
-            raise Parked({})  # cancelled as it waited: DBOS cancels this workflow too
-        if text is None:
-            yield from self._publish("running")
-            return None
+            raise Parked({})
         answer = Answer.from_json(json.loads(text))
         answer.check(waiting, tools, set(self.durable.extra_tools))
         self.answers += 1
-        yield from self._publish("running")
-        return answer
+        return True, answer
 
     def _polled_wait(self, waiting: Waiting, tools: set[str], more: Mapping[str, Any]
                      ) -> Generator[_Op, Any, Answer | None]:
@@ -605,46 +615,29 @@ class _Workflow:
         its deadline passes: it then claims the question for the deadline); its status
         "running" goes with the step's next write. No DBOS operation: no commit of its own."""
         assert self.performer is not None, "a run asks through its performer"
+
+        def passed() -> bool:
+            return waiting.deadline is not None and time.time() >= waiting.deadline
+
         ended = HOST.waiting[self.run_id] = threading.Event()
         try:
-            if not self.durable.database.answer_of(self.run_id, waiting.asked)[0]:  # (answered: a replay's, or soon)
+            taken, answer = self._stored_answer(waiting, tools, passed())  # (taken: a replay's question, say)
+            if not taken:
                 self.performer.flush(status=json.dumps(self._event(
                     "waiting", waiting=waiting.to_json(), tools=sorted(tools),
                     extra_tools=sorted(self.durable.extra_tools), **more)))
-            answer = yield from self._polled(waiting, tools)
+            delay = 0.005
+            while not taken:  # looked for until it comes, or the process stops (the run stays waiting)
+                if HOST.stopping.is_set():
+                    raise ProcessStopping(self.run_id)
+                yield ("poll", delay)
+                delay = min(delay * 2, 0.2)
+                taken, answer = self._stored_answer(waiting, tools, passed())
             self.performer.status_later = json.dumps(self._event("running"))
             return answer
         finally:
             HOST.waiting.pop(self.run_id, None)
             ended.set()
-
-    def _polled(self, waiting: Waiting, tools: set[str]) -> Generator[_Op, Any, Answer | None]:
-        """The answer `forge_answers` gets for `waiting`, looked for until it comes (None:
-        the deadline passed first, claimed for it).
-
-        Raises:
-            ProcessStopping: the process stops (the run stays waiting, for recovery).
-            Parked: the run was cancelled as it waited.
-        """
-        database, delay = self.durable.database, 0.005
-        while True:
-            if HOST.stopping.is_set():
-                raise ProcessStopping(self.run_id)
-            found, text = database.answer_of(self.run_id, waiting.asked)
-            if not found and waiting.deadline is not None and time.time() >= waiting.deadline:
-                found, text = (True, None) if database.answer(self.run_id, waiting.asked, None) else \
-                    database.answer_of(self.run_id, waiting.asked)
-            if found:
-                if text == CANCELLED:
-                    raise Parked({})  # DBOS has the run cancelled: its workflow just ends
-                if text is None:
-                    return None
-                answer = Answer.from_json(json.loads(text))
-                answer.check(waiting, tools, set(self.durable.extra_tools))
-                self.answers += 1
-                return answer
-            yield ("poll", delay)
-            delay = min(delay * 2, 0.2)
 
     def _park(self, waiting: Waiting) -> tuple[Any, ...] | None:
         """Leave the run waiting with no workflow under way: its calls so far stored, noted

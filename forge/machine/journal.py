@@ -67,8 +67,8 @@ from typing import Any, NamedTuple, Protocol
 
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.columns import Columns
-from forge.machine.recorded import RecordedError, error_from, error_json  # noqa: F401 (RecordedError lived here first)
-from forge.machine.wire import NoWireForm, decode, encode, json_problem
+from forge.machine.recorded import RecordedError, error_from  # noqa: F401 (RecordedError lived here first)
+from forge.machine.wire import NoWireForm, decode, encode, error_form
 
 __all__ = [
     "ContractRefused",
@@ -231,7 +231,7 @@ class JournalEntry:
                                 "step": self.step, "kind": self.kind, "name": self.name,
                                 "args_sha256": self.args_sha256}
         if self.error is not None:
-            line["error"] = _error_json(self.error)
+            line["error"] = error_form(self.error)
         else:
             line["value"] = _encode(self.value, codec, self)
         if self.kind == "policy" and isinstance(self.identity, tuple):  # the goal: what a replay from the file starts with
@@ -556,10 +556,6 @@ def _encode(value: Any, codec: JournalCodec | None, entry: JournalEntry) -> Any:
         raise JournalEncodeError(entry, value, refused.why) from None
 
 
-def _error_json(error: BaseException) -> dict[str, Any]:
-    return error_json(error, lambda value: json_problem(value) is None)
-
-
 def same_decision(recorded: JournalEntry, value: Any, error: BaseException | None,
                   codec: JournalCodec | None = None) -> bool:
     """Whether a decision made again (`value`, or `error` raised) is the one `recorded`
@@ -569,8 +565,8 @@ def same_decision(recorded: JournalEntry, value: Any, error: BaseException | Non
         return False
     if error is not None:
         assert recorded.error is not None
-        return (_error_json(recorded.error)["message"], type(recorded.error).__name__) == \
-            (_error_json(error)["message"], type(error).__name__)
+        return (error_form(recorded.error)["message"], type(recorded.error).__name__) == \
+            (error_form(error)["message"], type(error).__name__)
     try:  # equal values have one journal form: most decisions made again are equal, and need no encoding
         if recorded.value is value or bool(recorded.value == value):
             return True

@@ -38,7 +38,7 @@ from forge.agent.observations import OBSERVATION_STATUSES, LoopState, Observatio
 from forge.errors import ForgeError, UsageError
 from forge.machine.recorded import error_from, error_json
 
-__all__ = ["MARKERS", "NoWireForm", "decode", "encode", "json_problem"]
+__all__ = ["MARKERS", "NoWireForm", "decode", "encode", "error_form", "json_problem"]
 
 MARKERS = ("$forge", "$codec")
 """The keys the wire form reserves: a plain dict holding one is not written as it is."""
@@ -113,10 +113,15 @@ def _own_form(value: Any, codec: Any) -> dict[str, Any] | None:
     if isinstance(value, Ask):
         return {"$forge": "ask", "question": value.question}
     if isinstance(value, BaseException):
-        return {"$forge": "error", **error_json(value, lambda v: json_problem(v) is None)}
+        return {"$forge": "error", **error_form(value)}
     if isinstance(value, LoopState):
         return _state(value, codec)
     return None
+
+
+def error_form(error: BaseException) -> dict[str, Any]:
+    """`error`'s recorded form (`forge.machine.recorded`), its plain JSON attributes kept."""
+    return error_json(error, lambda value: json_problem(value) is None)
 
 
 def _holds_forge_values(value: Any) -> bool:
