@@ -15,6 +15,7 @@ from forge.agent.observations import LoopState
 from forge.agent.retry import check_count
 from forge.child import calling, children_of, finished_children, has_side_effects, loop_tool
 from forge.errors import UsageError, WrongType
+from forge.machine.effects import SYNCHRONOUS
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
 
 if TYPE_CHECKING:
@@ -613,14 +614,19 @@ class AgentLoop:
 
     def _complete(self, run: Run) -> None:
         """Tell the observers the run started, and fire it to a terminal state where nobody
-        answers (see `forge.machine.asking`)."""
-        self._started(run)
-        engine = self.engine
-        while True:
-            while not engine.is_terminal(run):
-                engine.advance(run)
-            if not engine.answer(run):
-                return
+        answers (see `forge.machine.asking`). The whole run is synchronous (`SYNCHRONOUS`,
+        set once here rather than around each action)."""
+        synchronous = SYNCHRONOUS.set(True)
+        try:
+            self._started(run)
+            engine = self.engine
+            while True:
+                while not engine.is_terminal(run):
+                    engine.advance(run)
+                if not engine.answer(run):
+                    return
+        finally:
+            SYNCHRONOUS.reset(synchronous)
 
     def _started(self, run: Run) -> None:
         """Tell the observers the run started. One that raises ends the run in fatal_error

@@ -157,9 +157,36 @@ def test_every_guard_evaluation_goes_through_a_transitions_condition(monkeypatch
 
         monkeypatch.setattr(condition, "func", counting)
     result = loop.run("goal")
-    recorded = [(r.source, g.name) for r in result.trace for g in r.guards]
-    assert seen == recorded
-    assert len(seen) == 2 * (9 + 6)  # every guard of select and verify, on both steps
+    held = [(r.source, g.name) for r in result.trace for g in r.guards if g.value]
+    assert seen == held
+
+
+def test_a_guard_that_cannot_hold_after_the_verdict_is_not_evaluated_and_is_recorded_false(monkeypatch):
+    loop = scripted_loop([tool("a"), tool("b")], [intent("a"), intent("b")], verify=lambda o: o.tool_name == "b")
+    calls = []
+    for condition in _conditions_of(loop.engine):
+        original = condition.func
+        monkeypatch.setattr(condition, "func", lambda event, original=original: calls.append(1) or original(event))
+    result = loop.run("goal")
+    assert len(calls) == 2 + 2  # select and verify, on both steps: only the guard of the verdict
+    assert [len(r.guards) for r in result.trace] == [9, 0, 0, 6] * 2  # every guard of the state recorded
+    select = result.trace[0]
+    assert [(g.name, g.value) for g in select.guards if g.value] == [("tool_selected", True)]
+    assert sum(g.value for r in result.trace for g in r.guards) == 4
+
+
+def test_guards_with_a_test_of_their_own_are_all_evaluated(monkeypatch):
+    from forge import AgentLoop, ScriptedPolicy
+    from forge.machine.stages import BUILTIN_STAGES
+
+    stages = BUILTIN_STAGES.with_guard_test("tool_selected", lambda verdict: verdict == "selected")
+    loop = AgentLoop([tool("a")], ScriptedPolicy([intent("a")]), lambda o: True, stages=stages)
+    calls = []
+    for condition in _conditions_of(loop.engine):
+        original = condition.func
+        monkeypatch.setattr(condition, "func", lambda event, original=original: calls.append(1) or original(event))
+    loop.run("goal")
+    assert len(calls) == 9 + 1  # select's guards all called (one has its own test); verify's only the one
 
 
 def test_a_guard_swapped_in_the_catalog_changes_the_route():

@@ -12,9 +12,11 @@ outgoing transitions are that event's transitions from the state. Firing a run i
 - `after_state_change` appends the `TransitionRecord`; `on_exception` turns any failure in
   any of these hooks into a consistent `fatal_error` with a record naming the hook.
 
-forge adds one rule to transitions' first-match search: every condition of the state is
-evaluated and exactly one transition must be enabled, otherwise `NoTransitionEnabled`
-(`forge check` proves this statically, so file order never decides). The machine is shared by
+forge adds one rule to transitions' first-match search: every condition of the state that
+can hold is evaluated and exactly one transition must be enabled, otherwise
+`NoTransitionEnabled` (`forge check` proves this statically, so file order never decides). A
+guard that only compares the verdict cannot hold after another verdict, so it is not evaluated
+there; its value (False) follows from the verdict and is recorded all the same. The machine is shared by
 every run of a definition; runs are never added as models (the machine would keep them
 alive), so starting one costs the same with one or ten thousand alive, and runs in many
 threads never touch each other. `AsyncLoopEngine` is the same machine on transitions'
@@ -28,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
+from types import MappingProxyType
 from typing import Any, Protocol, cast
 
 from transitions import Machine, MachineError, Transition
@@ -168,6 +171,47 @@ def _choose(event_data: Any, candidates: Iterable[Any]) -> Any:
     return enabled[0]
 
 
+_Candidates = tuple[list[Any], dict[str, bool]]
+"""The transitions that may be enabled after one verdict, and every guard's value for it."""
+_VerdictIndex = Mapping[str, tuple[dict[str, _Candidates], _Candidates]]
+_UNINDEXED: _VerdictIndex = MappingProxyType({})
+
+
+def _verdict_index(event: Event, stages: StageCatalog) -> _VerdictIndex:
+    """For each state whose guards only compare the verdict (no `GuardSpec.test`), the
+    candidates each verdict leaves: the unguarded transitions and those whose guard names that
+    verdict. A guard of another verdict cannot hold, so it is not evaluated; its value (False)
+    is known from the verdict alone and goes into the record as before. States with a custom
+    test, or with no guard at all, are left out: all their conditions are evaluated."""
+    index = {}
+    for state, listed in event.transitions.items():
+        transitions = cast(list[_Transition], listed)  # or the async machine's, alike
+        guards = [t.definition.guard for t in transitions]
+        specs = [stages.guards[g] for g in guards if g]
+        if not specs or any(spec.test is not None for spec in specs):
+            continue
+        by_verdict: dict[str, _Candidates] = {}
+        for verdict in {spec.verdict for spec in specs}:
+            enabled = [t for t in transitions if not t.definition.guard or stages.guards[t.definition.guard].verdict == verdict]
+            by_verdict[verdict] = (enabled, {g: stages.guards[g].verdict == verdict for g in guards if g})
+        index[state] = (by_verdict, ([t for t in transitions if not t.definition.guard], {g: False for g in guards if g}))
+    return index
+
+
+def _candidates(event: Any, event_data: Any) -> list[Any]:
+    """The transitions of the event's source state that the verdict leaves (`_verdict_index`),
+    the guards it rules out noted as False."""
+    state = event_data.state.name
+    index = event.by_verdict.get(state)
+    if index is None:
+        return cast(list[Any], event.transitions[state])
+    firing = event_data.model.firing
+    candidates: list[Any]
+    candidates, values = index[0].get(firing.verdict, index[1])
+    firing.guard_values = values.copy()
+    return candidates
+
+
 class _Firing(Protocol):
     """What forge's callbacks read of transitions' `EventData` while a run fires."""
 
@@ -227,9 +271,11 @@ class _Event(Event):
             return bool(self.machine._process(partial(self._trigger, event_data)))
         return bool(self._trigger(event_data))
 
+    by_verdict = _UNINDEXED
+
     def _process(self, event_data: EventData) -> bool:
         self.machine.callbacks(self.machine.prepare_event, event_data)
-        chosen = _choose(event_data, self.transitions[event_data.state.name])
+        chosen = _choose(event_data, _candidates(self, event_data))
         event_data.result = chosen.execute(event_data)
         return event_data.result
 
@@ -288,10 +334,12 @@ def _async_machine_class() -> type[Machine]:
             return all(c.check(event_data) for c in self.conditions)
 
     class _AsyncEvent(AsyncEvent):
+        by_verdict = _UNINDEXED
+
         async def _process(self, event_data: Any) -> bool:  # type: ignore[override]
             machine: Any = self.machine
             await machine.callbacks(machine.prepare_event, event_data)
-            chosen = _choose(event_data, self.transitions[event_data.state.name])
+            chosen = _choose(event_data, _candidates(self, event_data))
             event_data.result = await chosen.execute(event_data)
             return bool(event_data.result)
 
@@ -418,6 +466,7 @@ class LoopEngine:
                 self._machine.get_state(state.name).add_callback("exit", function)
         self.event: Event = self._machine.events[ADVANCE]
         _mark_plain(self._machine, self.event)
+        self.event.by_verdict = _verdict_index(self.event, stages)  # type: ignore[attr-defined]
 
     @property
     def machine(self) -> Machine:

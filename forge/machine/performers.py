@@ -589,22 +589,28 @@ def run_sync(steps: Steps[T], performer: Performer) -> T:
     A `Call` whose result is awaitable is thrown back into the action as
     `AsyncNotSupported` (and journaled as that call's error). The same driver as
     `run_async`'s, written as a plain loop: nothing here ever needs awaiting."""
+    if SYNCHRONOUS.get():  # already so (a nested call): a get is cheaper than a set and reset
+        return _drive_sync(steps, performer)
+    synchronous = SYNCHRONOUS.set(True)  # user code that could await blocks instead (can_await)
+    try:
+        return _drive_sync(steps, performer)
+    finally:
+        SYNCHRONOUS.reset(synchronous)
+
+
+def _drive_sync(steps: Steps[T], performer: Performer) -> T:
     send, throw = steps.send, steps.throw
     result: Any = None
     error: Exception | None = None
-    synchronous = SYNCHRONOUS.set(True)  # user code that could await blocks instead (can_await)
-    try:
-        while True:
-            try:
-                effect = send(result) if error is None else throw(error)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            try:
-                result, error = _perform_sync(effect, performer), None
-            except Exception as failure:  # handed to the action, which classifies it
-                result, error = None, failure
-    finally:
-        SYNCHRONOUS.reset(synchronous)
+    while True:
+        try:
+            effect = send(result) if error is None else throw(error)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        try:
+            result, error = _perform_sync(effect, performer), None
+        except Exception as failure:  # handed to the action, which classifies it
+            result, error = None, failure
 
 
 def _perform_sync(effect: Effect, performer: Performer) -> Any:

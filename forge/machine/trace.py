@@ -10,8 +10,8 @@ JSON Lines schema, version 2 — one object per line, in firing order::
 - `run_id` names the run (the same on every line of a run); `at` is the wall-clock time
   (UTC, ISO 8601) when the transition finished.
 - `sequence` counts fired transitions from 1; `step` is the loop iteration (tool
-  execution) the transition belongs to; `guards` lists every guard evaluated on the way
-  out of `source` with its value.
+  execution) the transition belongs to; `guards` lists every guard on the way out of
+  `source` with its value.
 - `detail` holds JSON-safe facts about the stage's work. Keys by stage:
   - select: `tool`; `arguments` (the intent's arguments as JSON text, capped at
     `ARGUMENTS_LIMIT` characters); `finish` (the answer); `messages` (the policy's new
@@ -108,8 +108,9 @@ class GuardResult:
 class TransitionRecord:
     """One fired transition: where from, by which trigger, where to, and why.
 
-    `guards` holds every guard of the source state's transitions, each evaluated once;
-    exactly one transition was enabled. `duration_s` covers the stage action, the guards
+    `guards` holds every guard of the source state's transitions with its value (each
+    evaluated once where it could hold; a verdict comparison that cannot is False without a
+    call); exactly one transition was enabled. `duration_s` covers the stage action, the guards
     and the state change; it is left out of equality, so two runs that took the same
     transitions have equal traces. `detail` is read-only by convention and JSON-safe.
     """

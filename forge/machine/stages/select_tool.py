@@ -108,6 +108,27 @@ def _pinned(run: Run) -> Steps[StageOutcome]:
     return replace(outcome, facts={**outcome.facts, "pinned": None})
 
 
+def _unwrapped(run: Run, step: int, intent: Any
+               ) -> Steps[tuple[Any, tuple[tuple[Intent, Action], ...], tuple[Intent, ...], str | None]]:
+    """What the policy answered, other than one `Intent`: a handoff taken, a list split into
+    its first intent or batch and the plan's rest; returns (intent, batch, rest, handed to).
+
+    Raises:
+        WrongType: the answer is none of the things a policy may answer.
+    """
+    handed: str | None = None
+    batch: tuple[tuple[Intent, Action], ...] = ()
+    rest: tuple[Intent, ...] = ()
+    if isinstance(intent, Handoff):
+        handed = intent.to
+        intent = yield from _handed_off(run, step, intent)
+    if isinstance(intent, (list, tuple)):
+        intent, batch, rest = _batched(run, intent)
+    if not isinstance(intent, (Intent, Finish, Ask)):
+        raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish, an Ask, a Handoff or a list of Intents")
+    return intent, batch, rest, handed
+
+
 def _selected(run: Run) -> Steps[StageOutcome]:
     config, state = run.config, run.loop_state
     step = state.step_count + 1
@@ -125,13 +146,8 @@ def _selected(run: Run) -> Steps[StageOutcome]:
             intent = list(run.facts.plan)  # the rest of the policy's list, made in order without asking it again
         else:
             intent = yield from _decided(run, step)
-        if isinstance(intent, Handoff):
-            handed = intent.to
-            intent = yield from _handed_off(run, step, intent)
-        if isinstance(intent, (list, tuple)):
-            intent, batch, rest = _batched(run, intent)
-        if not isinstance(intent, (Intent, Finish, Ask)):
-            raise WrongType(f"policy returned {intent!r}, not an Intent, a Finish, an Ask, a Handoff or a list of Intents")
+        if type(intent) is not Intent:  # one Intent, the common answer, needs none of these checks
+            intent, batch, rest, handed = yield from _unwrapped(run, step, intent)
         if isinstance(intent, Ask) and not config.can_ask:
             raise UsageError(f"the policy asked the user {intent.question!r:.200}, but definition {config.machine!r} "
                              "has no input_required state to wait in: add a transition from the policy's state "
@@ -189,21 +205,26 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         detail["planned"] = len(rest)
     if refused is not None:
         facts["error"] = refused
-    if isinstance(refused, UnknownTool):
-        detail.update(unknown_tool=refused.name, suggestions=list(refused.suggestions))
-        return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
-    if isinstance(refused, AmbiguousToolChoice):
-        detail["tied"] = list(refused.tied)
-        return StageOutcome(Selection.AMBIGUOUS, detail, subject, facts, counts)
-    if isinstance(refused, NoMatchingTool):
-        detail["capabilities"] = sorted(refused.required)
-        return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
+        return _refused(refused, detail, subject, facts, counts)
     assert action is not None
     detail["tool"] = action.tool_name
     return StageOutcome(Selection.SELECTED, detail, subject, facts, counts)
 
 
 _NONE: CountChanges = {}
+
+
+def _refused(refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool, detail: dict[str, Any], subject: Any,
+             facts: FactChanges, counts: CountChanges) -> StageOutcome:
+    """The outcome of an intent no single tool answers: named, tied or missing."""
+    if isinstance(refused, UnknownTool):
+        detail.update(unknown_tool=refused.name, suggestions=list(refused.suggestions))
+        return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
+    if isinstance(refused, AmbiguousToolChoice):
+        detail["tied"] = list(refused.tied)
+        return StageOutcome(Selection.AMBIGUOUS, detail, subject, facts, counts)
+    detail["capabilities"] = sorted(refused.required)
+    return StageOutcome(Selection.NO_TOOL, detail, subject, facts, counts)
 
 
 def _shown(answer: Any) -> str:
