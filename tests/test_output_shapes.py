@@ -53,3 +53,18 @@ def test_json_text_is_read_as_json_unless_the_shape_is_text():
     assert Output.of(str).validated("[1, 2]") == "[1, 2]"
     with pytest.raises(AnswerInvalid):
         Output.of(list[int]).validated("not json")
+
+
+def test_a_json_schema_output_names_the_whole_answer_when_the_answer_itself_is_refused():
+    with pytest.raises(AnswerInvalid) as refused:
+        Output.of(WEATHER).validated(["Paris"])
+    assert [violation.path for violation in refused.value.violations] == ["(answer)"]
+
+
+def test_a_json_schema_output_that_refers_outside_itself_is_named_as_the_outputs_schema():
+    elsewhere = {"title": "Remote", "$ref": "https://example.com/weather.json"}
+    with pytest.raises(AnswerInvalid) as refused:
+        Output.of(elsewhere).validated({"city": "Paris"})
+    [violation] = refused.value.violations
+    assert violation.path == "(answer)"
+    assert violation.message.startswith("the output's schema refers to 'https://example.com/weather.json'")
