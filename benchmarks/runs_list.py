@@ -6,7 +6,7 @@ status from the command line, as an operator would.
 
 Target (issue 48, item 5): `forge runs list --status queued|running|waiting` answers within
 1 s on 100,000 runs (the whole command: start, read, print). The finished runs are copies of
-one real run made here (rows cloned in SQL: making 100,000 runs one by one would take the
+one real run made here (rows cloned in SQL, `tests/cloned_runs.py`: making 100,000 runs one by one would take the
 benchmark half an hour, and the listing reads the same rows either way).
 """
 
@@ -20,11 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import sqlalchemy as sa
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cloned_runs import clone_runs
 from targets import against
 from worker_processes import start_worker, stop_all
 
@@ -33,21 +32,6 @@ from forge.durable import shutdown
 from forge.durable.runs import StoredRuns
 
 QUEUED, LIVE_WAITING, PARKED = 20, 5, 5
-
-
-def _clone(db: Path, template: str, count: int) -> None:
-    """`count` copies of the finished run `template` in DBOS's table, created a second apart."""
-    engine = sa.create_engine(f"sqlite:///{db}")
-    with engine.begin() as connection:
-        columns = [row[1] for row in connection.exec_driver_sql("pragma table_info(workflow_status)")]
-        chosen = ", ".join(f'"{c}"' for c in columns)
-        made = ", ".join("'clone-' || n" if c == "workflow_uuid" else "created_at - n * 1000" if c == "created_at"
-                         else f'"{c}"' for c in columns)
-        connection.exec_driver_sql(
-            f"WITH RECURSIVE numbers(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM numbers WHERE n < {count}) "
-            f"INSERT INTO workflow_status ({chosen}) SELECT {made} FROM workflow_status, numbers "
-            f"WHERE workflow_uuid = '{template}'")
-    engine.dispose()
 
 
 def _listed(db: Path, status: str) -> tuple[float, int]:
@@ -93,7 +77,7 @@ def main(argv: list[str]) -> int:
             with StoredRuns(db) as runs:
                 for n in range(QUEUED):
                     runs.submit("bench", "queued with no worker", f"queued-{n}")
-            _clone(db, "template", args.runs)
+            clone_runs(db, "template", args.runs)
             shutdown()
         print(f"runs list --status, {args.runs:,} finished runs beside {QUEUED} queued, {LIVE_WAITING} waiting in a "
               f"program and {PARKED} parked by a worker (the whole command, median of 3):")

@@ -128,3 +128,47 @@ def test_a_cancelled_parked_run_is_cancelled_and_takes_no_answer(fleet):
         with pytest.raises(AnswerRefused):
             runs.resume("dropped", Answer.approve(asked.waiting.fingerprint))
     assert not calls_made(ledger)
+
+
+def test_the_waiting_list_the_inbox_and_the_runs_list_read_as_much_with_many_waiting_runs_as_with_few(fleet):
+    """Issue 50 item 3: a page costs a bounded number of queries however many runs wait (here
+    60, then 240 copies of a parked run beside it), counted at SQLAlchemy's cursor."""
+    from cloned_runs import clone_runs
+    from starlette.testclient import TestClient
+
+    from forge.ui.app import create_app
+
+    db, _ = fleet(1)
+    with StoredRuns(db) as runs:
+        runs.submit("filing-approved", "file every item", "template")
+        assert runs.wait("template", timeout=120).status == "waiting"
+    statements = []
+
+    def counted(*_):
+        statements.append(1)
+
+    def reads(action):
+        statements.clear()
+        action()
+        return len(statements)
+
+    app = TestClient(create_app(db, "t", hosts={"testserver"}))
+    app.get("/inbox?token=t").raise_for_status()  # the app's first request opens its database
+    costs = []
+    for copies, prefix in ((60, "few-"), (180, "more-")):
+        clone_runs(db, "template", copies, prefix)
+        with StoredRuns(db) as runs:
+            sa.event.listen(sa.engine.Engine, "before_cursor_execute", counted)
+            try:
+                page, more = runs.find(status="waiting", limit=50)
+                assert len(page) == 50 and more
+                assert all(row.status == "waiting" and row.waiting is not None for row in page)
+                costs.append((reads(lambda runs=runs: runs.find(status="waiting", limit=50)),
+                              reads(lambda runs=runs: runs.waiting_count()),
+                              reads(lambda: app.get("/inbox?token=t").raise_for_status()),
+                              reads(lambda: app.get("/?token=t&status=waiting").raise_for_status()),
+                              reads(lambda: app.get("/?token=t").raise_for_status())))
+            finally:
+                sa.event.remove(sa.engine.Engine, "before_cursor_execute", counted)
+    assert costs[0] == costs[1], costs
+    assert costs[0][0] <= 10, costs  # a page of 50 waiting runs: a few reads, not a few per run

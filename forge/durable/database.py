@@ -479,12 +479,14 @@ class RunsDatabase:
             return int(connection.execute(sa.select(sa.func.count()).select_from(self.chains)
                                           .where(self.chains.c.status == status)).scalar_one())
 
-    def chained(self, status: str | None = None) -> list[tuple[str, float]]:
+    def chained(self, status: str | None = None, limit: int | None = None) -> list[tuple[str, float]]:
         """The runs a worker left waiting once (in `status`, as forge last noted it), newest
-        first, each with when it was created."""
+        first (the `limit` newest), each with when it was created."""
         query = sa.select(self.chains.c.run_id, self.chains.c.created_at)
         if status is not None:
             query = query.where(self.chains.c.status == status)
+        if limit is not None:
+            query = query.limit(limit)
         with self.engine.connect() as connection:
             return [(str(row[0]), float(row[1])) for row in
                     connection.execute(query.order_by(self.chains.c.created_at.desc()))]

@@ -149,13 +149,15 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         refused = guard.refused(request)
         if refused is not None:
             return refused
-        def asked() -> list[tuple[Any, Any]]:
-            rows, _ = runs.find(status="waiting", limit=500)
-            return [(row, row.waiting) for row in rows]
-
+        try:
+            page = max(0, int(request.query_params.get("page", "0")))
+        except ValueError:
+            return _failed(400, "page must be a number", query)
+        rows, more = await run_in_threadpool(runs.find, status="waiting", offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         note = f"Answered {request.query_params.get('run', '')}." if request.query_params.get("done") == "answered" else ""
-        return served(HTMLResponse(inbox_page(await run_in_threadpool(asked), query,
-                                              None if read_only else guard.csrf(request), note)))
+        return served(HTMLResponse(inbox_page([(row, row.waiting) for row in rows], query,
+                                              None if read_only else guard.csrf(request), note, page=page, more=more,
+                                              count=await run_in_threadpool(waiting_count))))
 
     async def one(request: Request) -> Response:
         refused = guard.refused(request)

@@ -270,12 +270,13 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
 
 
 def inbox_page(waiting: Sequence[tuple[RunRow, Waiting | None]], token_query: str, csrf: str | None = None,
-               note: str = "") -> str:
-    """Every run that waits for an answer, with what it waits for — the call and its
-    arguments — and, when actions are allowed (`csrf`), the answers that fit, answered from
-    here (each returns to the inbox)."""
+               note: str = "", *, page: int = 0, more: bool = False, count: int | None = None) -> str:
+    """The runs that wait for an answer, a page at a time (`page`, `more` after it), with
+    what each waits for — the call and its arguments — and, when actions are allowed
+    (`csrf`), the answers that fit, answered from here (each returns to the inbox).
+    `count` is how many wait in all (the navigation's badge: counted up to 500)."""
     told = f'<p class="box note" id="note">{escape(note)}</p>' if note else ""
-    if not waiting:
+    if not waiting and not page:
         return _page("forge ui · inbox", told + '<p class="box">nothing waits for an answer</p>', token_query, 0)
     items = []
     for row, asked in waiting:
@@ -287,8 +288,14 @@ def inbox_page(waiting: Sequence[tuple[RunRow, Waiting | None]], token_query: st
         forms = (answer_forms(row.run_id, asked, csrf, token_query, back="inbox")
                  if asked is not None and csrf is not None else f"<p>{escape(row.question or '')}</p>")
         items.append(f'<div class="box" data-run="{escape(row.run_id)}">{link} · {escape(row.goal)}{call}{forms}</div>')
-    return _page("forge ui · inbox", f"{told}<h2>waiting for you: {len(waiting)}</h2>{''.join(items)}", token_query,
-                 len(waiting))
+    shown = len(waiting) if count is None else count
+    pager = ""
+    if page or more:
+        link = f"/inbox?{token_query}&page="
+        pager = (f"<p>page {page + 1}" + (f' · <a href="{escape(link)}{page - 1}">newer</a>' if page > 0 else "")
+                 + (f' · <a href="{escape(link)}{page + 1}" rel="next">older</a>' if more else "") + "</p>")
+    return _page("forge ui · inbox", f"{told}<h2>waiting for you: {shown}{'+' if shown >= 500 else ''}</h2>"
+                 f"{''.join(items)}{pager}", token_query, shown)
 
 
 def loop_html(name: str, svg: str, runs: int, token_query: str, waiting: int | None = None) -> str:
