@@ -413,3 +413,27 @@ def test_an_astream_left_once_a_tool_returned_sends_no_further_model_request():
         _astream_left_at(_chat_loop(server), "read", ToolAttemptFinished, ended)
         requests = len(server.requests)
     assert requests == 1 and "before a call of model 'test-model'" in str(ended.result.error)
+
+
+def _counting_loop():
+    return AgentLoop([read_note], ScriptedPolicy([Intent.call("read_note", path="todo.md"), Finish("done")]),
+                     lambda o: o.tool_name == "finish")
+
+
+def test_a_stream_runs_under_the_run_id_it_is_given():
+    *_, finished = _counting_loop().stream("read todo.md", run_id="streamed-1")
+    assert finished.result.trace.run_id == "streamed-1"
+
+
+def test_a_stream_goes_on_from_the_state_of_an_earlier_run():
+    earlier = _counting_loop().run("read todo.md")
+    *_, finished = _counting_loop().stream("read it again", state=earlier.state)
+    assert len(finished.result.state.observations) == 2 * len(earlier.state.observations)
+
+
+def test_a_streamed_replay_replays_the_goal_and_the_state_it_is_given():
+    earlier = _counting_loop().run("read todo.md")
+    again = _counting_loop().run("read it again", state=earlier.state)
+    *_, replayed = _counting_loop().stream("read it again", state=earlier.state, journal=again.journal)
+    assert replayed.result.trace == again.trace
+    assert replayed.result.state.observations == again.state.observations
