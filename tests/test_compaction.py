@@ -206,3 +206,19 @@ def test_a_context_overflow_says_how_far_over_what_is_always_sent_and_the_two_wa
     assert said == ("the request is 12,345 tokens, over the context limit of 8,000 even after leaving out everything "
                     "that may be left out (the system prompt, the task and the latest exchange are always sent): "
                     "raise ContextLimit(tokens=...), or shorten what is always sent")
+
+
+def test_a_summary_request_asks_the_model_alone_with_the_left_out_messages_as_json_text():
+    from forge.compaction import summary_request
+
+    left_out = [{"role": "user", "content": "the café's notes", "_usage": {"total_tokens": 9}},
+                {"role": "user", "content": "an earlier summary", COMPACTED: True},
+                {"role": "assistant", "content": "read them"}]
+    request = summary_request("small-model", left_out, {"temperature": 0})
+    assert set(request) == {"model", "messages", "temperature"}  # no tools: the model only summarises
+    assert (request["model"], request["temperature"]) == ("small-model", 0)
+    system, user = request["messages"]
+    assert system["role"] == "system" and system["content"].startswith("Summarise this earlier part of a conversation")
+    assert "keep every fact, value, decision and open question" in system["content"]
+    assert user == {"role": "user", "content": '[{"role": "user", "content": "the café\'s notes"}, '
+                                               '{"role": "assistant", "content": "read them"}]'}

@@ -357,3 +357,34 @@ def test_the_narration_says_what_the_calls_made_together_did():
     assert told[0].endswith("chose 2 calls to make together: lookup, lookup")
     assert told[1].endswith("2 calls made together (lookup: ok, lookup: ok)")
     assert told[2].endswith("2 observations: ok, ok · [item 0, item 1]")
+
+
+def _batch_of(outcomes):
+    """The record of a batch whose calls end as `outcomes` say (ok, retry, fatal), in order."""
+    @tool
+    def lookup(n: int) -> str:
+        """Look item n up."""
+        if outcomes[n] == "fatal":
+            raise PermanentToolError(f"item {n} is gone")
+        if outcomes[n] == "retry":
+            raise TransientToolError(f"item {n} is busy")
+        return f"item {n}"
+
+    loop = AgentLoop([lookup], ScriptedPolicy([_calls("lookup", len(outcomes)), Finish("done")]), _finished,
+                     retry=Retry(max_attempts=1))
+    return loop.run("look").trace[1]
+
+
+@pytest.mark.parametrize(("outcomes", "verdict"), [
+    (["ok", "fatal", "ok"], "fatal_error"),  # any call failed for good: the batch did
+    (["retry", "ok"], "ok"),  # one came back: the batch went on
+    (["retry", "retry"], "retryable_error"),  # none came back, none failed for good
+])
+def test_a_batchs_verdict_is_its_worst_lasting_outcome(outcomes, verdict):
+    assert _batch_of(outcomes).verdict == verdict
+
+
+def test_a_batch_names_each_calls_error_only_when_one_failed():
+    assert "errors" not in _batch_of(["ok", "ok"]).detail
+    errors = _batch_of(["ok", "retry"]).detail["errors"]
+    assert errors[0] is None and "item 1 is busy" in errors[1]
