@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from forge.machine.fork import ForkPlan, Patch, RecordedRun
     from forge.machine.journal import Journal, JournalCodec, JournalEntry
     from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer
-    from forge.machine.run import Run, RunConfig
+    from forge.machine.run import Run, RunConfig, RunCounts
     from forge.machine.stages import Selection
     from forge.machine.trace import Trace, TransitionRecord
     from forge.observe import LoopObserver, Observers
@@ -44,6 +44,18 @@ __all__ = ["AgentLoop", "PerformerFactory"]
 
 PerformerFactory = Callable[["Journal", "Run"], "Performer"]
 """`factory(journal, run) -> Performer`: how a run calls the world (see `AgentLoop.run`)."""
+
+
+@functools.cache
+def _run_parts() -> tuple[type[Journal], type[Performer], type[Run], type[RunCounts], type[Trace]]:
+    """What `AgentLoop.start` makes a run of, imported on the first run rather than with
+    forge (and looked up once: an import statement per run costs a few microseconds)."""
+    from forge.machine.journal import Journal
+    from forge.machine.performers import Performer
+    from forge.machine.run import Run, RunCounts
+    from forge.machine.trace import Trace
+
+    return Journal, Performer, Run, RunCounts, Trace
 
 
 class AgentLoop:
@@ -423,11 +435,7 @@ class AgentLoop:
                 `max_steps` or `token_budget` is below 1, or a `token_budget` is given to a
                 loop whose definition has no budget_exhausted edge.
         """
-        from forge.machine.journal import Journal
-        from forge.machine.performers import Performer
-        from forge.machine.run import Run, RunCounts
-        from forge.machine.trace import Trace
-
+        Journal, Performer, Run, RunCounts, Trace = _run_parts()
         if not isinstance(goal, str) or not goal.strip():
             raise UsageError("goal must be a non-blank string")
         if self._unhanded:

@@ -324,7 +324,7 @@ def _async_machine_class() -> type[Machine]:
             event_data.state = self._dest_state
             for callback in machine.after_state_change:
                 result = callback(event_data)
-                if isinstance(result, Awaitable):
+                if result is not None and isinstance(result, Awaitable):  # a callback's None: no ABC check
                     await result
             return True
 
@@ -334,7 +334,17 @@ def _async_machine_class() -> type[Machine]:
             return all(c.check(event_data) for c in self.conditions)
 
     class _AsyncEvent(AsyncEvent):
+        """As `_Event`: a machine without a queue runs a trigger at once, without the partial
+        and the two coroutines (`process_context`, `_process_async`) it would go through."""
+
         by_verdict = _UNINDEXED
+
+        async def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:  # type: ignore[override]
+            event_data: Any = EventData(None, self, self.machine, model, args=args, kwargs=kwargs)
+            machine: Any = self.machine
+            if machine.has_queue:
+                return bool(await machine.process_context(partial(self._trigger, event_data), model))
+            return bool(await self._trigger(event_data))
 
         async def _process(self, event_data: Any) -> bool:  # type: ignore[override]
             machine: Any = self.machine
@@ -350,7 +360,7 @@ def _async_machine_class() -> type[Machine]:
         async def callbacks(self, funcs: Iterable[Any], event_data: Any) -> None:  # type: ignore[override]
             for func in funcs:
                 result = self.resolve_callable(func, event_data)(event_data)
-                if isinstance(result, Awaitable):
+                if result is not None and isinstance(result, Awaitable):  # a callback's None: no ABC check
                     await result
 
         # transitions tracks the task of every trigger per model, so that a new event can

@@ -571,7 +571,7 @@ async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
                 tell("before_call", check, f"{effect.kind} {effect.name!r}")
         try:
             result, error = perform(effect), None
-            if isinstance(result, Awaitable):
+            if _awaitable(result):
                 result = await result
         except Exception as failure:  # handed to the action, which classifies it
             result, error = None, failure
@@ -710,23 +710,24 @@ def run_async(steps: Steps[T], performer: Performer) -> Coroutine[Any, Any, T]:
 
     async def threaded(effect: Call) -> Any:
         value = await _in_a_thread(performer.call, effect)
-        if effect.kind and isinstance(value, Awaitable):  # a plain handler that gave an awaitable
+        if effect.kind and _awaitable(value):  # a plain handler that gave an awaitable
             return await settle(effect, 0, value)
         return value
 
     def perform(effect: Effect) -> Any:
-        if isinstance(effect, Call):
+        if type(effect) is Call:
             if effect.threaded:
                 return threaded(effect)
             before = len(effect.conversation) if effect.kind and effect.conversation is not None else 0
             value = performer.call(effect)
-            if effect.kind and isinstance(value, Awaitable):
+            if effect.kind and _awaitable(value):
                 return settle(effect, before, value)
             return value
-        if isinstance(effect, Sleep):
+        if type(effect) is Sleep:
             return performer.wait(effect.seconds, asynchronous=True)
-        if isinstance(effect, Together):
+        if type(effect) is Together:
             return _together_async(effect, performer)
+        assert isinstance(effect, Once)
         return effect.registry.aexecute_once(effect.key, effect.fingerprint, lambda: run_async(effect.body(), performer))
 
     return _drive(steps, perform)
