@@ -88,7 +88,8 @@ class _Relay(LoopObserver):
     __call__ = live  # the sink itself (`forge.events.listening`)
 
     def tool_attempt_started(self, run: RunView, attempt: ToolAttempt) -> None:
-        self.before_call(f"tool {attempt.tool!r}")
+        if self.closed:  # (the words only when refusing: this is every call of a streamed run)
+            self.before_call(f"tool {attempt.tool!r}")
         self.put((len(self.trace), ToolAttemptStarted(attempt)))
 
     def before_call(self, what: str) -> None:

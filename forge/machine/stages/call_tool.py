@@ -43,17 +43,18 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
     what = f"tool {contract.name!r}"
     threaded = not tool.inline and contract.name not in config.asynchronous
     started, delay = config.clock(), 0.0
+    told_started, told = observers.wants("tool_attempt_started"), observers.wants("tool_attempt")
     for number in count(1):
         tally[0] = number
         attempt = None
-        if observers.wants("tool_attempt_started"):
+        if told_started:
             attempt = ToolAttempt(contract.name, number, delay)
             _tell(run, "tool_attempt_started", attempt)
         try:
             value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments,
                                check=check_arguments, threaded=threaded)
         except Exception as error:
-            if observers.wants("tool_attempt"):
+            if told:
                 _tell(run, "tool_attempt", ToolAttempt(contract.name, number, delay, error))
             if not isinstance(error, TransientToolError):
                 if tool.errors == "report" and not isinstance(error, (ToolError, ArgumentContractError)):
@@ -68,7 +69,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
             if delay > 0:
                 yield Sleep(delay)
             continue
-        if observers.wants("tool_attempt"):  # the attempt as started, when it returned: a value, told twice
+        if told:  # the attempt as started, when it returned: a value, told twice
             _tell(run, "tool_attempt", attempt or ToolAttempt(contract.name, number, delay))
         if tool.is_error is not None and tool.is_error(value):
             failure = ToolError(quoted(repr(value), 200))
