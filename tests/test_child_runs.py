@@ -660,3 +660,150 @@ def test_child_runs_nest_no_deeper_than_max_depth_even_when_the_cycle_check_miss
     result = looping.run("go", run_id="d")
     assert "LoopCycle" in result.answer and "5 levels deep (d → d/inner.1 → d/inner.1/inner.1 →" in result.answer
     assert "forge.child.MAX_DEPTH" in result.answer
+
+
+# From the mutation run (issue 55): promises of forge/child.py no test held yet
+
+
+def test_under_arun_a_child_that_fails_is_a_tool_error_naming_the_agent():
+    async def endless(goal, state):
+        return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    child = AgentLoop([lookup], endless, finished, max_steps=2, limits=Limits(repeat_limit=100))
+    writer = AgentLoop([child.as_tool("research")], asking("otters"), finished)
+    seen = asyncio.run(writer.arun("write")).state.observations[0]
+    assert str(seen.payload) == "agent 'research' ended in step_budget_exhausted"  # no reason beyond it: no ': '
+
+
+def test_a_child_called_at_its_parents_last_step_has_exactly_one_step():
+    def endless(goal, state):
+        return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    def parent(goal, state):
+        done = len(state.observations)
+        return Intent.call("lookup", topic=f"own {done}") if done < 2 else Intent.call("research", goal="otters")
+
+    child = AgentLoop([lookup], endless, finished, max_steps=50, limits=Limits(repeat_limit=100))
+    result = AgentLoop([lookup, child.as_tool("research")], parent, finished, max_steps=3).run("write")
+    assert result.children[0].result.steps == 1
+
+
+def test_a_child_in_a_later_turn_counts_only_that_turns_steps_against_its_budget():
+    """A conversation's second turn has a step budget of its own (max_steps again); a child
+    called at its first step may take all of it, whatever the first turn used."""
+    def endless(goal, state):
+        return Intent.call("lookup", topic=f"more {len(state.observations)}")
+
+    def parent(goal, state):
+        if goal == "first":
+            return Intent.call("lookup", topic="own") if len(state.observations) < 2 else Finish("ok")
+        return Intent.call("research", goal="otters")
+
+    child = AgentLoop([lookup], endless, finished, max_steps=50, limits=Limits(repeat_limit=100))
+    writer = AgentLoop([lookup, child.as_tool("research")], parent, finished, max_steps=4)
+    first = writer.run("first")
+    second = writer.run("second", state=first.state)
+    assert second.children[0].result.steps == 4
+
+
+def test_a_child_given_the_last_token_of_its_parents_budget_has_a_budget_of_one():
+    child = AgentLoop([lookup], spending(40, lambda goal, state: Intent.call("lookup", topic="t")),
+                      finished, max_steps=8, limits=Limits(repeat_limit=10))
+    writer = AgentLoop([child.as_tool("research")], spending(29, asking("otters")), finished,
+                       limits=Limits(token_budget=30))
+    researched = writer.run("write").children[0].result
+    assert researched.trace[-1].detail["token_budget"] == 1
+
+
+def test_a_replay_keeps_each_recorded_child_once_in_order():
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters", "seals", "owls"), finished)
+    result = writer.run("write", run_id="w")
+    again = writer.replay(result.journal)
+    assert [child.path for child in again.children] == ["w/research.1", "w/research.2", "w/research.3"]
+    assert [child.result.answer for child in again.children] == [child.result.answer for child in result.children]
+
+
+def test_an_agent_tool_has_a_side_effect_when_a_loop_its_loop_hands_off_to_hands_off_to_one_that_has():
+    from forge import Tool
+
+    from forge import load_definition
+
+    sender = AgentLoop([Tool("send", {"send"}, lambda: "sent", side_effect=True)], research_policy, finished)
+    relay = AgentLoop([lookup], research_policy, finished,
+                      definition=load_definition("single_agent").with_handoffs("sender")).with_handoffs(sender=sender)
+    front = AgentLoop([lookup], research_policy, finished,
+                      definition=load_definition("single_agent").with_handoffs("relay")).with_handoffs(relay=relay)
+    assert front.as_tool("front").side_effect
+
+
+def test_loop_at_follows_a_path_of_agent_tools_down_even_where_a_tool_name_has_a_dot():
+    from forge.child import loop_at
+
+    notes = researcher()
+    middle = AgentLoop([notes.as_tool("v2.notes")], asking("x"), finished)
+    top = AgentLoop([middle.as_tool("research")], asking("x"), finished)
+    assert loop_at(top, "research.2/v2.notes.1") is notes
+
+
+def test_loop_at_a_path_with_no_agent_tool_names_the_agent_tools_there():
+    from forge.child import loop_at
+    from forge.errors import UsageError
+
+    top = AgentLoop([researcher().as_tool("research")], asking("x"), finished)
+    with pytest.raises(UsageError, match=r"it has no agent tool 'notes' \(its agent tools: research\)"):
+        loop_at(top, "notes.1")
+    with pytest.raises(UsageError, match=r"it has no agent tool 'lookup' \(its agent tools: none\)"):
+        loop_at(top, "research.1/lookup.1")
+
+
+def test_a_loop_cycle_says_that_a_loop_cannot_call_itself():
+    from forge import Tool
+
+    inner: dict[str, Tool] = {}
+    looping = AgentLoop([Tool.from_function(lambda goal: inner["tool"].handler(goal=goal), name="again")],
+                        lambda goal, state: Intent.call("again", goal="x"), finished)
+    inner["tool"] = looping.as_tool("inner")
+    assert str(looping.run("go").error).endswith("a loop cannot call itself, directly or through another")
+
+
+def test_a_typed_input_that_is_not_json_becomes_the_goal_as_its_text():
+    import datetime
+
+    heard = []
+    child = AgentLoop([lookup], lambda goal, state: heard.append(goal) or Finish("ok"), finished)
+    tool_ = child.as_tool("research", input={"type": "object", "properties": {"when": {}}})
+    writer = AgentLoop([tool_], lambda goal, state: Intent.call("research", when=datetime.date(2026, 1, 2))
+                       if not state.observations else Finish("done"), finished)
+    assert writer.run("write").reason == "verified_success"
+    assert heard == ['{"when": "2026-01-02"}']
+
+
+def test_input_that_is_not_an_objects_shape_names_the_type_it_has():
+    with pytest.raises(ValueError, match="got one of type 'integer'"):
+        researcher().as_tool("research", input={"type": "integer"})
+
+
+def test_a_fork_at_the_transition_that_made_a_child_makes_it_again_in_its_place():
+    """Forked where the second child was made, the fork keeps the first child as recorded
+    and makes the second live: two children, numbered as before, not the recorded second
+    beside a live third."""
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters", "seals"), finished)
+    result = writer.run("write", run_id="w")
+    forked = writer.fork(result, result.children[1].transition, run_id="f")
+    assert [child.path for child in forked.children] == ["w/research.1", "f/research.2"]
+
+
+def test_a_fork_inside_a_child_whose_replay_misses_raises_the_childs_journal_miss():
+    from forge.machine.journal import JournalMiss
+
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
+    recorded = writer.run("write", run_id="w")
+
+    def other_research(goal, state):  # asks another topic than the recorded child did
+        return Intent.call("lookup", topic=f"{goal}!") if not state.observations else Finish("notes")
+
+    changed = AgentLoop([AgentLoop([lookup], other_research, finished).as_tool("research")], asking("otters"),
+                        finished)
+    with pytest.raises(JournalMiss):
+        changed.fork(recorded, 4, child="research.1")
+    assert CALLS == ["otters"]  # the recorded run's own lookup only: the fork called nothing
