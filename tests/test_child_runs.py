@@ -724,9 +724,7 @@ def test_a_replay_keeps_each_recorded_child_once_in_order():
 
 
 def test_an_agent_tool_has_a_side_effect_when_a_loop_its_loop_hands_off_to_hands_off_to_one_that_has():
-    from forge import Tool
-
-    from forge import load_definition
+    from forge import Tool, load_definition
 
     sender = AgentLoop([Tool("send", {"send"}, lambda: "sent", side_effect=True)], research_policy, finished)
     relay = AgentLoop([lookup], research_policy, finished,
