@@ -218,7 +218,8 @@ def test_a_summary_request_asks_the_model_alone_with_the_left_out_messages_as_js
     assert set(request) == {"model", "messages", "temperature"}  # no tools: the model only summarises
     assert (request["model"], request["temperature"]) == ("small-model", 0)
     system, user = request["messages"]
-    assert system["role"] == "system" and system["content"].startswith("Summarise this earlier part of a conversation")
-    assert "keep every fact, value, decision and open question" in system["content"]
+    assert system == {"role": "system", "content": "Summarise this earlier part of a conversation for yourself, to go "
+                      "on from it: keep every fact, value, decision and open question; leave out pleasantries. "
+                      "Answer with the summary only."}  # what the model is told to do is the summary's contract
     assert user == {"role": "user", "content": '[{"role": "user", "content": "the café\'s notes"}, '
                                                '{"role": "assistant", "content": "read them"}]'}

@@ -261,3 +261,70 @@ def test_a_request_state_brought_to_another_tool_of_the_server_is_refused_and_ru
     other = anyio.run(session)
     assert other.is_error and "a call of 'careful''s, not of 'asking''s" in other.content[0].text
     assert CALLS == []
+
+
+def test_a_child_made_in_a_later_round_is_numbered_after_the_children_of_earlier_rounds():
+    """Two children, each asking its approval in a round of its own: the second is made in
+    the last round as `trim.2` at the transition a run approved in memory makes it, after
+    the first, which ran in an earlier round. (The first is not among the last round's
+    `result.children`: it ran in another request and is only counted here.)"""
+    def trimming_twice(goal, state):
+        done = len(state.observations)
+        return Intent.call("trim", goal=f"{goal} {done}") if done < 2 else Finish("trimmed")
+
+    twice = AgentLoop([careful.as_tool("trim")], trimming_twice, finished)
+    rounds, state = 0, Round("served", "hedge")
+    while True:
+        try:
+            result = twice.run("hedge", run_id="served", performer=Eliciting.maker(state, round_trip))
+            break
+        except NeedsInput as needed:
+            rounds += 1
+            state = Round.decode(state.encode(needed, None), reply(approve=True), None)
+    assert rounds == 2 and result.answer == "trimmed" and CALLS == ["cut hedge 0", "cut hedge 1"]
+    approving = AgentLoop([cut], cutting, finished, definition="approval", approver=lambda request: True)
+    expected = AgentLoop([approving.as_tool("trim")], trimming_twice, finished).run("hedge", run_id="served")
+    last = expected.children[-1]
+    assert [(c.path, c.tool, c.transition) for c in result.children] == [(last.path, last.tool, last.transition)] \
+        == [("served/trim.2", "trim", 6)]
+
+
+def test_a_grandchilds_question_names_the_grandchild():
+    middle = AgentLoop([careful.as_tool("trim")], lambda goal, state: Intent.call("trim", goal=goal)
+                       if not state.observations else Finish(str(state.observations[-1].payload)), finished)
+    top = AgentLoop([middle.as_tool("garden")], lambda goal, state: Intent.call("garden", goal=goal)
+                    if not state.observations else Finish(str(state.observations[-1].payload)), finished)
+    _, needed = first_round(top, "hedge")
+    assert needed.waiting.run == "served/garden.1/trim.1"
+    assert needed.where[0] == "garden.1/trim.1"
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_served_runs_transient_tool_error_waits_its_backoff_and_is_retried(asynchronous):
+    import asyncio
+
+    from forge import Clocks, Retry, TransientToolError
+
+    tries, waits = [], []
+
+    @tool
+    def flaky(thing: str) -> str:
+        """Fail once, then measure."""
+        tries.append(thing)
+        if len(tries) == 1:
+            raise TransientToolError("busy")
+        return "measured"
+
+    async def waited(seconds):
+        waits.append(seconds)
+
+    loop = AgentLoop([flaky], lambda goal, state: Intent.call("flaky", thing=goal) if not state.observations
+                     else Finish(str(state.observations[-1].payload)), finished,
+                     retry=Retry(max_attempts=2, base_delay=0.5), clocks=Clocks(sleep=waits.append, async_sleep=waited))
+    performer = Eliciting.maker(Round("served", "rope"), round_trip)
+    if asynchronous:
+        result = asyncio.run(loop.arun("rope", run_id="served", performer=performer))
+    else:
+        result = loop.run("rope", run_id="served", performer=performer)
+    assert result.answer == "measured" and tries == ["rope", "rope"]
+    assert len(waits) == 1 and 0 < waits[0] <= 0.5  # the backoff (with jitter), waited through the loop's own sleep

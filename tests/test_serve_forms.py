@@ -49,3 +49,47 @@ def test_a_declined_approval_is_a_rejection_and_a_declined_question_no_answer():
         answer_of(QUESTION, SimpleNamespace(action="decline", content=None))
     with pytest.raises(Unanswered, match="cancelled the question"):
         answer_of(CHOICE, SimpleNamespace(action="cancel", content=None))
+
+
+def test_an_approvals_call_is_named_with_arguments_json_cannot_hold_as_their_text():
+    import datetime
+
+    form, _ = form_for(Waiting("approval_required", "pay", {"on": datetime.date(2026, 1, 2)}, "f" * 64))
+    assert form["properties"]["approve"]["description"] == 'pay({"on": "2026-01-02"})'
+
+
+def test_a_cancelled_question_says_the_user_cancelled_it():
+    with pytest.raises(Unanswered) as refused:
+        answer_of(CHOICE, SimpleNamespace(action="cancel", content=None))
+    assert str(refused.value).endswith("(the client's user cancelled the question)")
+
+
+def test_a_request_state_changed_on_the_way_is_refused_as_not_this_servers():
+    from forge.serve.asking import opened, sealed
+
+    state = sealed({"run_id": "r"}, "shop")
+    text, _, signature = state.rpartition(".")
+    with pytest.raises(Unanswered) as refused:
+        opened(f"{text}x.{signature}", "shop")
+    assert str(refused.value) == ("the request state is not one this server made (it was changed, or the server "
+                                  "restarted): call the tool again")
+
+
+def test_a_request_state_of_another_tool_names_the_tool_it_was_made_for():
+    from forge.serve.asking import opened, sealed
+
+    with pytest.raises(Unanswered) as refused:
+        opened(sealed({"run_id": "r"}, "shop"), "bank")
+    assert str(refused.value) == ("the request state is a call of 'shop''s, not of 'bank''s: retry the call of "
+                                  "'shop' with it, or call 'bank' again")
+
+
+def test_the_record_of_spent_states_forgets_expired_ones_and_still_refuses_a_live_one_twice():
+    from forge.serve.asking import STATE_LIFETIME, _Spent
+
+    spent, now = _Spent(), 10 * STATE_LIFETIME
+    assert spent.spend("live", now - 1.0, now)
+    for n in range(5000):  # made two lifetimes ago: expired
+        assert spent.spend(f"old-{n}", now - 2 * STATE_LIFETIME, now)
+    assert len(spent._issued) < 5000  # bounded: the expired were forgotten
+    assert not spent.spend("live", now - 1.0, now + 1.0)  # a live one is never forgotten

@@ -150,7 +150,7 @@ def _runs(results: EvalResults, case: CaseResult | None) -> Sequence[Any]:
 
 def _divergence(before: Sequence[Any], after: Sequence[Any]) -> Divergence | None:
     for turn, (a, b) in enumerate(zip(before, after, strict=False), 1):
-        found = diff(a, b, names=("before", "after"))
+        found = diff(a, b)
         if found.first is not None:
             there = [d for d in found.differences if d.transition == found.first]
             return Divergence(turn, found.first, tuple(sorted(there, key=_telling)))

@@ -242,7 +242,7 @@ def form_for(waiting: Waiting) -> tuple[dict[str, Any], Callable[[Any], Answer]]
         return {"type": "object", "properties": {name: field}, "required": [name]}
 
     fingerprint = waiting.fingerprint or ""
-    if waiting.state == "approval_required" or ("approve" in waiting.answers and "text" not in waiting.answers):
+    if "approve" in waiting.answers and "text" not in waiting.answers:  # an approval, and nothing else fits
         return (form("approve", {"type": "boolean", "title": f"Run {waiting.tool}?",
                                  "description": f"{waiting.tool}({json.dumps(dict(waiting.arguments), default=str)})"}),
                 lambda yes: Answer.approve(fingerprint) if yes else Answer.reject(fingerprint))
