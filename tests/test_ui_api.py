@@ -110,6 +110,12 @@ def test_a_body_that_is_not_json_is_refused(make, ui):
     assert (status, body["error"]) == (400, "not sent: send the body as JSON, with Content-Type: application/json")
 
 
+def test_a_json_body_that_is_not_an_object_is_refused(make, ui):
+    waiting(make, "api-notobject")
+    status, body = call(ui["port"], "POST", "/api/runs/api-notobject/answer", ["approve"])
+    assert (status, body["error"]) == (400, "not sent: the body must be a JSON object")
+
+
 def test_cancelling_through_the_api_stops_the_run(make, ui):
     durable = waiting(make, "api-cancel")
     status, body = call(ui["port"], "POST", "/api/runs/api-cancel/cancel", {})
@@ -191,6 +197,17 @@ def test_a_change_made_with_the_session_cookie_needs_the_pages_origin_and_csrf_t
     status, _ = call(port, "POST", "/api/runs/api-cookie/cancel", {}, token=None,
                      headers={**cookie, **same, "X-CSRF-Token": csrf_of(page)})
     assert status == 200 and durable.status("api-cookie").status == "cancelled"
+
+
+def test_a_change_made_with_the_session_cookie_from_another_origin_is_refused_even_with_its_csrf_token(make, ui):
+    durable = waiting(make, "api-elsewhere")
+    port = ui["port"]
+    page = test_ui.request(port, "GET", "/runs/api-elsewhere")[1]
+    status, body = call(port, "POST", "/api/runs/api-elsewhere/cancel", {}, token=None,
+                        headers={"Cookie": f"forge_ui={TOKEN}", "Origin": "http://evil.example",
+                                 "X-CSRF-Token": csrf_of(page)})
+    assert status == 403 and "must come from this page (Origin)" in body["error"]
+    assert durable.status("api-elsewhere").status == "waiting"
 
 
 def test_a_read_only_ui_serves_no_change_through_the_api(make, ui):

@@ -65,3 +65,23 @@ def test_a_post_naming_a_foreign_host_is_refused_and_changes_nothing(make, ui, r
     assert after.status == "waiting" and after.answers == 0
     _, listing, _ = request(port, "GET", "/?q=" + run_id)
     assert listing.count('data-run="') == 1  # the run itself, and no fork of it
+
+
+def test_a_post_from_the_page_with_only_a_referer_is_taken_as_from_the_page(make, ui):
+    """A browser that sends no Origin sends the page as Referer: the same check holds on it."""
+    run_id = "guard-referer"
+    durable = waiting_run(make, run_id)
+    port = ui["port"]
+    _, page, _ = request(port, "GET", f"/runs/{run_id}")
+    form = {"csrf": csrf_of(page), "question": field_of(page, "question")}
+    elsewhere = request(port, "POST", f"/runs/{run_id}/cancel", form=form,
+                        headers={"Referer": "http://evil.example/page"})[0]
+    assert elsewhere == 403 and durable.status(run_id).status == "waiting"
+    status = request(port, "POST", f"/runs/{run_id}/cancel", form=form,
+                     headers={"Referer": f"http://127.0.0.1:{port}/runs/{run_id}"})[0]
+    assert status == 303 and durable.status(run_id).status == "cancelled"
+
+
+def test_no_page_may_be_framed_by_another_site(ui):
+    _, _, headers = request(ui["port"], "GET", "/")
+    assert headers["x-frame-options"] == "DENY" and "frame-ancestors 'none'" in headers["content-security-policy"]
