@@ -747,8 +747,8 @@ def test_loop_at_a_path_with_no_agent_tool_names_the_agent_tools_there():
     from forge.child import loop_at
     from forge.errors import UsageError
 
-    top = AgentLoop([researcher().as_tool("research")], asking("x"), finished)
-    with pytest.raises(UsageError, match=r"it has no agent tool 'notes' \(its agent tools: research\)"):
+    top = AgentLoop([researcher().as_tool("research"), researcher().as_tool("archive")], asking("x"), finished)
+    with pytest.raises(UsageError, match=r"it has no agent tool 'notes' \(its agent tools: archive, research\)"):
         loop_at(top, "notes.1")
     with pytest.raises(UsageError, match=r"it has no agent tool 'lookup' \(its agent tools: none\)"):
         loop_at(top, "research.1/lookup.1")
@@ -805,3 +805,27 @@ def test_a_fork_inside_a_child_whose_replay_misses_raises_the_childs_journal_mis
     with pytest.raises(JournalMiss):
         changed.fork(recorded, 4, child="research.1")
     assert CALLS == ["otters"]  # the recorded run's own lookup only: the fork called nothing
+
+
+def test_a_childs_typed_answer_reaches_its_parent_as_json_data():
+    import dataclasses
+    import datetime
+
+    pydantic = pytest.importorskip("pydantic")
+
+    class Visit(pydantic.BaseModel):
+        place: str
+        on: datetime.date
+
+    @dataclasses.dataclass
+    class Count:
+        items: int
+
+    for output, answer, expected in ((Visit, Visit(place="zoo", on=datetime.date(2026, 1, 2)),
+                                      {"place": "zoo", "on": "2026-01-02"}),
+                                     (Count, Count(3), {"items": 3})):
+        child = AgentLoop([lookup], lambda goal, state, answer=answer: Finish(answer), finished, output=output)
+        writer = AgentLoop([child.as_tool("research")], asking("plans"), finished)
+        result = writer.run("write")
+        assert result.state.observations[0].payload == expected
+        assert result.answer == [str(expected)]

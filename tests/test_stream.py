@@ -437,3 +437,17 @@ def test_a_streamed_replay_replays_the_goal_and_the_state_it_is_given():
     *_, replayed = _counting_loop().stream("read it again", state=earlier.state, journal=again.journal)
     assert replayed.result.trace == again.trace
     assert replayed.result.state.observations == again.state.observations
+
+
+def test_a_streamed_replay_replays_the_goal_it_is_given_not_the_recorded_one():
+    from forge.machine.journal import JournalMiss
+
+    def reading(goal, state):
+        return Intent.call("read_note", path=goal) if not state.observations else Finish("done")
+
+    loop = AgentLoop([read_note], reading, lambda o: o.tool_name == "finish")
+    recorded = loop.run("todo.md")
+    with pytest.raises(JournalMiss):
+        loop.replay(recorded.journal, "other.md")
+    with pytest.raises(JournalMiss):
+        list(loop.stream("other.md", journal=recorded.journal))
