@@ -212,6 +212,8 @@ def test_breaking_out_of_the_stream_ends_the_run_in_fatal_error_at_its_next_tran
     assert ended.result.reason == "fatal_error" and isinstance(ended.result.error, StreamClosed)
     assert calls == ["a.md"]  # the call under way finished; nothing after it ran
     assert "the stream was closed" in ended.result.summary
+    assert str(ended.result.error) == "the stream was closed before the run ended: it stopped before a call of " \
+                                      "tool 'fetch'"
 
 
 def test_a_run_that_waits_says_on_what_before_it_ends():
