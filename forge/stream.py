@@ -81,24 +81,24 @@ class _Relay(LoopObserver):
     def live(self, event: StreamEvent) -> None:
         """The sink of the run's model calls: deltas as the model makes them."""
         if isinstance(event, ModelCallStarted):
-            self.before_call(f"model {event.model!r}")
+            self.before_call("model", event.model)
             self.streamed += 1
         self.put((len(self.trace), event))
 
     __call__ = live  # the sink itself (`forge.events.listening`)
 
     def tool_attempt_started(self, run: RunView, attempt: ToolAttempt) -> None:
-        if self.closed:  # (the words only when refusing: this is every call of a streamed run)
-            self.before_call(f"tool {attempt.tool!r}")
+        self.before_call("tool", attempt.tool)
         self.put((len(self.trace), ToolAttemptStarted(attempt)))
 
-    def before_call(self, what: str) -> None:
-        """Stop the run before it calls `what` (`tool 'fetch'`, `model 'gpt-5'`) if the
-        consumer has left: asked as an attempt starts and as a model call starts, and under
-        `arun` again after the consumer's turn just before each call
-        (`forge.machine.performers`), where it may have left in between."""
+    def before_call(self, kind: str, name: str) -> None:
+        """Stop the run before it makes the call of `kind` `name` (tool 'fetch', model
+        'gpt-5') if the consumer has left: asked as an attempt starts and as a model call
+        starts, and under `arun` again after the consumer's turn just before each call
+        (`forge.machine.performers`), where it may have left in between. The words are made
+        only when refusing: this is asked before every call of a streamed run."""
         if self.closed:
-            self._refuse(f"before a call of {what}")
+            self._refuse(f"before a call of {kind} {name!r}")
 
     def _refuse(self, where: str) -> None:
         raise StreamClosed(f"the stream was closed before the run ended: it stopped {where}")

@@ -568,7 +568,7 @@ async def _drive(steps: Steps[T], perform: Callable[[Effect], Any]) -> T:
             await asyncio.sleep(0)
             check = getattr(listener, "before_call", None)
             if check is not None:  # the consumer may have left during its turn: no call after it has
-                tell("before_call", check, f"{effect.kind} {effect.name!r}")
+                tell("before_call", check, effect.kind, effect.name)
         try:
             result, error = perform(effect), None
             if _awaitable(result):
