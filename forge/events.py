@@ -55,6 +55,9 @@ class StreamClosed(ForgeError, RuntimeError):
     finished."""
 
 
+_new = object.__new__  # a stream makes one event per transition: made without `__init__`
+
+
 class TransitionFired(StreamEvent):
     """A transition fired: its `record`, as the trace keeps it (made when first read: a
     consumer that only counts transitions costs the run no record).
@@ -72,8 +75,10 @@ class TransitionFired(StreamEvent):
 
     @classmethod
     def at(cls, trace: Sequence[TransitionRecord], index: int) -> TransitionFired:
-        event = cls.__new__(cls)
-        event._record, event._trace, event._index = None, trace, index
+        event = _new(cls)
+        event._record = None
+        event._trace = trace
+        event._index = index
         return event
 
     @property

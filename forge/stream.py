@@ -60,8 +60,10 @@ class _Failed:
 
 
 class _Relay(LoopObserver):
-    """The observer that hands the run's events to `put`, each with how many records the
-    trace had then; once `closed` is true, it stops the run before its next call.
+    """The observer that hands the run's events to `put`: `(count, event)`, an event after
+    the trace's first `count` records, or the event alone where the trace got no record
+    since the event before (a tool attempt's end follows its start); once `closed` is true,
+    it stops the run before its next call.
 
     The consumer's side makes the `TransitionFired` events from those counts (`_Handed`):
     a transition costs the run no event, no record and no word to this observer, so that
@@ -71,46 +73,60 @@ class _Relay(LoopObserver):
         self.put = put
         self.closed = False  # set by the consumer's side, read before each call in the run's thread
         self.trace: Sequence[Any] = ()
+        self.count: Callable[[], int] = self.trace.__len__
         self.journal: Sequence[Any] = ()
         self.streamed = 0  # model calls whose deltas came live from the policy, not yet seen in the journal
         self.seen = 0  # journal entries looked at for replayed model calls
+        self._told: dict[str, tuple[ToolAttemptStarted, ToolAttemptFinished]] = {}
 
     def run_started(self, run: RunView) -> None:
         self.trace, self.journal = run.trace, run.journal
+        self.count = getattr(run.trace, "length", None) or run.trace.__len__
 
     def live(self, event: StreamEvent) -> None:
         """The sink of the run's model calls: deltas as the model makes them."""
         if isinstance(event, ModelCallStarted):
             self.before_call("model", event.model)
             self.streamed += 1
-        self.put((len(self.trace), event))
+        self.put((self.count(), event))
 
     __call__ = live  # the sink itself (`forge.events.listening`)
 
     def tool_attempt_started(self, run: RunView, attempt: ToolAttempt) -> None:
-        self.before_call("tool", attempt.tool)
-        self.put((len(self.trace), ToolAttemptStarted(attempt)))
+        if self.closed:
+            self._refuse(f"before a call of tool {attempt.tool!r}")
+        self.put((self.count(), self._events_of(attempt)[0]))
+
+    def tool_attempt(self, run: RunView, attempt: ToolAttempt) -> None:
+        told = self._told.get(attempt.tool)
+        self.put(told[1] if told is not None and told[1].attempt is attempt else ToolAttemptFinished(attempt))
+
+    def _events_of(self, attempt: ToolAttempt) -> tuple[ToolAttemptStarted, ToolAttemptFinished]:
+        """The two events of `attempt`, made once per attempt value: a tool's first attempt
+        is one value at every step (`forge.machine.stages.call_tool.first_attempt`), and
+        events are values too (equal events may be one object)."""
+        told = self._told.get(attempt.tool)
+        if told is None or told[0].attempt is not attempt:
+            told = self._told[attempt.tool] = (ToolAttemptStarted(attempt), ToolAttemptFinished(attempt))
+        return told
 
     def before_call(self, kind: str, name: str) -> None:
         """Stop the run before it makes the call of `kind` `name` (tool 'fetch', model
-        'gpt-5') if the consumer has left: asked as an attempt starts and as a model call
-        starts, and under `arun` again after the consumer's turn just before each call
-        (`forge.machine.performers`), where it may have left in between. The words are made
-        only when refusing: this is asked before every call of a streamed run."""
+        'gpt-5') if the consumer has left: asked as an attempt starts (there inlined) and as
+        a model call starts, and under `arun` again after the consumer's turn just before
+        each call (`forge.machine.performers`), where it may have left in between. The words
+        are made only when refusing: this is asked before every call of a streamed run."""
         if self.closed:
             self._refuse(f"before a call of {kind} {name!r}")
 
     def _refuse(self, where: str) -> None:
         raise StreamClosed(f"the stream was closed before the run ended: it stopped {where}")
 
-    def tool_attempt(self, run: RunView, attempt: ToolAttempt) -> None:
-        self.put((len(self.trace), ToolAttemptFinished(attempt)))
-
     def run_finished(self, run: RunView, result: Any) -> None:
         if result.outcome == "needs_input":
             from forge.machine.asking import question_of
 
-            self.put((len(self.trace), WaitingOn(question_of(run))))  # type: ignore[arg-type]  # it is the run
+            self.put((self.count(), WaitingOn(question_of(run))))  # type: ignore[arg-type]  # it is the run
 
     def _replayed(self) -> None:
         """The deltas of the model calls the journal answered (one the policy streamed live
@@ -123,9 +139,9 @@ class _Relay(LoopObserver):
             if self.streamed:
                 self.streamed -= 1
                 continue
-            self.put((len(self.trace), ModelCallStarted(entry.name)))
+            self.put((self.count(), ModelCallStarted(entry.name)))
             for delta in replayed_deltas(entry.value):
-                self.put((len(self.trace), delta))
+                self.put(delta)
         self.seen = len(journal)
 
 
@@ -143,7 +159,8 @@ class _ModelRelay(_Relay):
 
 class _Handed:
     """The consumer's side: each item `_Relay` put, as the events to yield — the records
-    the trace got before it (`TransitionFired`), then its own event."""
+    the trace got before it (`TransitionFired`), then its own event. (`stream` does the
+    same inline for the items of a step, a method call less per event.)"""
 
     __slots__ = ("fired", "relay")
 
@@ -153,11 +170,13 @@ class _Handed:
     def events(self, item: Any) -> Sequence[StreamEvent]:
         if type(item) is tuple:
             (upto, event), trace = item, self.relay.trace
-        else:
+        elif isinstance(item, RunFinished):
             upto, event = len(item.result.trace), item
             trace = item.result.trace
+        else:
+            return (item,)
         fired = self.fired
-        if upto <= fired:  # no record since the last event (a tool attempt's end follows its start)
+        if upto <= fired:
             return (event,)
         self.fired = upto
         at = TransitionFired.at
@@ -204,15 +223,29 @@ def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: 
     thread.start()
     handed = _Handed(relay)
     ended = False
+    get, at, fired = events.get, TransitionFired.at, 0
     try:
         while True:
-            item = events.get()
-            if item is _END:
+            item = get()
+            if type(item) is tuple:
+                upto, event = item
+                if upto > fired:
+                    trace = relay.trace
+                    while fired < upto:
+                        yield at(trace, fired)
+                        fired += 1
+                yield event
+            elif isinstance(item, StreamEvent) and not isinstance(item, RunFinished):
+                yield item
+            elif item is _END:
                 ended = True
                 return
-            if isinstance(item, _Failed):
+            elif isinstance(item, _Failed):
                 raise item.error
-            yield from handed.events(item)
+            else:
+                handed.fired = fired
+                yield from handed.events(item)
+                fired = handed.fired
     finally:
         if not ended:
             relay.closed = True

@@ -69,7 +69,7 @@ def test_a_user_callback_that_raises_ends_in_fatal_error_named_in_the_trace(call
         assert (result.trace[-2].source, result.trace[-2].dest) == ("execute", "observe")
 
 
-@pytest.mark.parametrize("hook", ["transition_started", "transition_finished", "tool_attempt"])
+@pytest.mark.parametrize("hook", ["transition_started", "transition_finished", "tool_attempt_started", "tool_attempt"])
 def test_an_observer_that_raises_ends_in_fatal_error_named_in_the_trace(hook):
     class Failing(LoopObserver):
         pass

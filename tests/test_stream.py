@@ -76,6 +76,46 @@ def test_a_streamed_run_yields_every_transition_and_tool_attempt_then_its_result
                         ("ToolAttemptStarted", 1, False), ("ToolAttemptFinished", 1, False)]
 
 
+class _InOrder(LoopObserver):
+    """What an observer is told of transitions and tool attempts, in order."""
+
+    def __init__(self):
+        self.told = []
+
+    def transition_finished(self, run, record):
+        self.told.append(("transition", record.sequence))
+
+    def tool_attempt_started(self, run, attempt):
+        self.told.append(("started", attempt))
+
+    def tool_attempt(self, run, attempt):
+        self.told.append(("finished", attempt))
+
+
+def _in_order(events):
+    kinds = {TransitionFired: "transition", ToolAttemptStarted: "started", ToolAttemptFinished: "finished"}
+    return [(kinds[type(e)], e.record.sequence if isinstance(e, TransitionFired) else e.attempt)
+            for e in events if type(e) in kinds]
+
+
+def test_a_stream_places_each_tool_attempt_among_the_transitions_where_an_observer_is_told_it():
+    """Retries included: a failed attempt's end, the retry's start and end, then the next
+    step's attempt, each between the transitions an observer sees around it."""
+    told = _InOrder()
+    events = list(_copy_loop().stream("copy", observers=[told]))
+    assert _in_order(events) == told.told
+    assert [kind for kind, _ in told.told].count("started") == 3
+
+
+def test_astream_places_each_tool_attempt_among_the_transitions_where_an_observer_is_told_it():
+    told = _InOrder()
+
+    async def streamed():
+        return [event async for event in _copy_loop().astream("copy", observers=[told])]
+
+    assert _in_order(asyncio.run(streamed())) == told.told
+
+
 def test_a_stream_may_be_iterated_from_one_thread_after_another():
     """As a web server's thread pool does (Starlette iterates a plain generator there, each
     `next()` in whichever worker is free)."""

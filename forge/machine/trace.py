@@ -201,6 +201,7 @@ class Trace(Columns[TransitionRecord]):
         "_subject",
         "_verdict",
         "forked_from",
+        "length",
         "machine",
         "redact",
         "run_id",
@@ -217,6 +218,7 @@ class Trace(Columns[TransitionRecord]):
         self._edge_ids: dict[tuple[str, str, str], int] = {}
         self._edge = array("i")
         self._step = array("i")
+        self.length: Callable[[], int] = self._step.__len__  # len(self) without a Python call: a streamed run asks it per event
         self._duration = array("d")
         self._at = array("f")
         self._guards: list[tuple[GuardResult, ...]] = []

@@ -134,6 +134,9 @@ class TransitionCallback(LoopObserver):
         self.callback(record)
 
 
+Bound = tuple[tuple[str, Callable[..., Any]], ...]
+"""An observer hook's bound methods, each with the name a failure record gives it."""
+
 _HOOKS = ("run_started", "transition_started", "tool_attempt_started", "tool_attempt", "transition_finished",
           "transition_failed", "run_finished")
 
@@ -156,7 +159,7 @@ class Observers:
         for observer in self.observers:
             if not any(callable(getattr(observer, hook, None)) for hook in _HOOKS):
                 raise WrongType(f"{observer!r} is not a LoopObserver: it has none of {', '.join(_HOOKS)}")
-        self._bound: dict[str, tuple[tuple[str, Callable[..., Any]], ...]] = {
+        self._bound: dict[str, Bound] = {
             hook: tuple(
                 (f"observer {type(o).__name__}.{hook}", getattr(o, hook))
                 for i, o in enumerate(self.observers) if _overrides(o, hook) and (i, hook) not in skip
@@ -187,6 +190,11 @@ class Observers:
         want, `for_run`) stays skipped."""
         extra = tuple(more)
         return Observers((*self.observers, *extra), self._skip) if extra else self
+
+    def bound(self, hook: str) -> Bound:
+        """The `(name, method)` pairs `notify` calls for `hook`, in order (empty when no
+        observer wants it): for a caller that tells the same hook on a hot path."""
+        return self._bound[hook]
 
     def wants(self, hook: str) -> bool:
         """Whether any observer overrides `hook` (also: `hook in observers.wanted`)."""

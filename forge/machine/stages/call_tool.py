@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from enum import StrEnum
+from functools import lru_cache
 from itertools import count
 from typing import Any
 
@@ -14,12 +15,12 @@ from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopController
 from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Call, Once, Sleep, Steps, tell
+from forge.machine.effects import Call, ObserverFailed, Once, Sleep, Steps
 from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.fingerprint import request_fingerprint
 from forge.machine.trace import error_text, quoted
-from forge.observe import ToolAttempt
+from forge.observe import Bound, ToolAttempt
 from forge.tools import Tool
 
 __all__ = ['GUARDS', 'SPEC', 'CallOutcome', 'classified', 'outcome_of', 'retries_in']
@@ -43,19 +44,19 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
     what = f"tool {contract.name!r}"
     threaded = not tool.inline and contract.name not in config.asynchronous
     started, delay = config.clock(), 0.0
-    told_started, told = observers.wants("tool_attempt_started"), observers.wants("tool_attempt")
+    told_started, told = observers.bound("tool_attempt_started"), observers.bound("tool_attempt")
     for number in count(1):
         tally[0] = number
         attempt = None
         if told_started:
-            attempt = ToolAttempt(contract.name, number, delay)
-            _tell(run, "tool_attempt_started", attempt)
+            attempt = first_attempt(contract.name) if number == 1 else ToolAttempt(contract.name, number, delay)
+            _tell(run, "tool_attempt_started", told_started, attempt)
         try:
             value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments,
                                check=check_arguments, threaded=threaded)
         except Exception as error:
             if told:
-                _tell(run, "tool_attempt", ToolAttempt(contract.name, number, delay, error))
+                _tell(run, "tool_attempt", told, ToolAttempt(contract.name, number, delay, error))
             if not isinstance(error, TransientToolError):
                 if tool.errors == "report" and not isinstance(error, (ToolError, ArgumentContractError)):
                     raise ToolError(error_text(error)) from error
@@ -70,7 +71,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
                 yield Sleep(delay)
             continue
         if told:  # the attempt as started, when it returned: a value, told twice
-            _tell(run, "tool_attempt", attempt or ToolAttempt(contract.name, number, delay))
+            _tell(run, "tool_attempt", told, attempt or ToolAttempt(contract.name, number, delay))
         if tool.is_error is not None and tool.is_error(value):
             failure = ToolError(quoted(repr(value), 200))
             failure.value = value  # type: ignore[attr-defined]
@@ -79,9 +80,27 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _tell(run: Run, hook: str, attempt: ToolAttempt) -> None:
-    """Tell the observers of `attempt`, where the attempt is made (`forge.machine.effects.tell`)."""
-    tell(hook, run.observers.notify, run, hook, attempt)
+def _tell(run: Run, hook: str, bound: Bound, attempt: ToolAttempt) -> None:
+    """Tell the observers of `attempt` through their `bound` methods of `hook`, where the
+    attempt is made: as `Observers.notify` inside `forge.machine.effects.tell` do (the
+    observer that raised named in `run.hook`; its failure leaves the action as
+    `ObserverFailed`), in one call instead of two: a streamed run tells two per step."""
+    for name, method in bound:
+        try:
+            method(run, attempt)
+        except Exception as error:
+            run.hook = name
+            raise ObserverFailed(hook, error) from error
+        except BaseException:
+            run.hook = name
+            raise
+
+
+@lru_cache(maxsize=1024)
+def first_attempt(tool: str) -> ToolAttempt:
+    """A tool's first attempt, one value for every call (made once, not each step: an
+    observed step is told of it twice)."""
+    return ToolAttempt(tool, 1, 0.0)
 
 
 def classified(failure: Exception) -> CallOutcome:
