@@ -190,8 +190,8 @@ class _Handed:
 def _relay_for(loop: Any) -> type[_Relay]:
     """The relay a run of `loop` needs: one that looks for replayed model calls only when
     its policy asks a model."""
-    config = getattr(loop, "_config", None)
-    return _ModelRelay if config is None or config.policy_replays == "model" else _Relay
+    spec = getattr(loop, "spec", None)
+    return _ModelRelay if spec is None or spec.config.policy_replays == "model" else _Relay
 
 
 def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: Any = None,

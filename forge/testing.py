@@ -83,7 +83,7 @@ class Cassette:
         or the replay diverged from it (naming the first diverging call)."""
         if self.mode == "all" or (self.mode == "new" and not self.path.exists()):
             result = loop.run(goal, run_id=self.name, **options)
-            write_cassette(self.path, result, loop.codec, loop._config.redact)
+            write_cassette(self.path, result, loop.codec, loop.spec.config.redact)
             self.recorded = True
             return result
         if not self.path.exists():
@@ -97,7 +97,7 @@ class Cassette:
                             "(record it again with --forge-record=all or --forge-rerecord-from-divergence)",
                             pytrace=False)
             result = loop.fork(self.path, at=None, goal=goal, run_id=self.name, **options)
-            write_cassette(self.path, result, loop.codec, loop._config.redact)
+            write_cassette(self.path, result, loop.codec, loop.spec.config.redact)
             self.recorded = True
             return result
 

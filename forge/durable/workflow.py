@@ -58,8 +58,9 @@ if TYPE_CHECKING:
     from forge.agent.observations import LoopState
     from forge.machine.definition import MachineDefinition
     from forge.machine.journal import Journal
-    from forge.machine.run import Run, RunConfig
+    from forge.machine.run import Run
     from forge.result import LoopResult
+    from forge.spec import LoopSpec
 
 __all__ = ["ANSWER_TOPIC", "ASYNC_RESUME_NAME", "ASYNC_WORKFLOW_NAME", "EVENT", "HOST", "LOOPS", "POLLS", "QUEUE_NAME",
            "RESUMES", "RESUME_NAME", "STATE_EVENT", "STOPPING", "WAITING_HERE", "WORKFLOW_NAME", "Host", "HostedLoop",
@@ -95,7 +96,7 @@ class Loop(Protocol):
     def definition(self) -> MachineDefinition: ...
 
     @property
-    def _config(self) -> RunConfig: ...
+    def spec(self) -> LoopSpec: ...
 
     @property
     def codec(self) -> Any: ...
@@ -470,7 +471,7 @@ class _Workflow:
 
     def _configured(self, extra_tools: tuple[str, ...]) -> Any:
         """The run's configuration with the extra tools answers added."""
-        return self.durable.loop_for(extra_tools)._config
+        return self.durable.loop_for(extra_tools).spec.config
 
     def _run(self) -> LoopResult:
         try:

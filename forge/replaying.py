@@ -1,0 +1,298 @@
+"""A loop's recorded runs made again: a replay (calling nothing), a fork (the same up to a
+transition, then live) and a debugger session over a fork — `AgentLoop.replay`, `fork` and
+`debug_fork`, which are these.
+
+They work on any `Replayable`: a loop's spec (`forge.spec.LoopSpec`) and its `start`, which
+makes a run with a performer that answers from the recorded journal
+(`forge.machine.performers.ReplayingPerformer`, `ForkingPerformer`); the run is driven
+as any run is (`forge.running`). A recorded run's child runs are made again by the loops
+its agent tools run (`forge.child`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from forge.child import calling, children_of
+from forge.debug.session import SteppedLoop
+from forge.errors import UsageError, WrongType
+from forge.running import begin, complete, finish, refuse_async
+
+if TYPE_CHECKING:
+    from forge.agent.idempotency import IdempotencyRegistry
+    from forge.agent.observations import LoopState
+    from forge.child import ChildFork
+    from forge.debug.session import DebugSession
+    from forge.machine.fork import ForkPlan, Patch, RecordedRun
+    from forge.machine.journal import Journal, JournalEntry
+    from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer
+    from forge.machine.run import Run
+    from forge.observe import LoopObserver
+    from forge.policy import Intent
+    from forge.result import ChildRun, LoopResult
+    from forge.spec import LoopSpec
+
+__all__ = ["DebuggedLoop", "Replayable", "debug_fork", "fork", "replay"]
+
+
+class Replayable(Protocol):
+    """What a replay or fork needs of a loop: its spec, and a run of it started with a
+    performer of the replay's making (`AgentLoop.start`)."""
+
+    @property
+    def spec(self) -> LoopSpec: ...
+
+    def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+              run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
+              performer: Any = None, timed_out: str | None = None, max_steps: int | None = None,
+              token_budget: int | None = None) -> Run: ...
+
+
+class DebuggedLoop(Replayable, SteppedLoop, Protocol):
+    """A loop a debugger session over one of its forks steps (`debug_fork`)."""
+
+
+def replay(loop: Replayable, journal: Sequence[JournalEntry] | str | Path, goal: str | None = None,
+           observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
+    """`AgentLoop.replay` (see there).
+
+    Raises:
+        JournalMiss, ValueError, OSError, TraceFormatError: as `AgentLoop.replay`.
+    """
+    from forge.machine.fork import goal_of
+
+    if isinstance(journal, (str, os.PathLike)):
+        read = _recorded(loop, journal)
+        recorded: Sequence[JournalEntry] = read.journal
+        children: Sequence[Any] = read.children
+    else:
+        recorded = journal
+        children = tuple(child for child in getattr(journal, "children", ()) if hasattr(child, "result"))
+    if goal is None:
+        goal = goal_of(recorded)
+        if goal is None:
+            raise UsageError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
+    return _replay_of(loop, recorded, children, goal, observers, state)
+
+
+def fork(loop: Replayable, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
+         patch: Patch | None = None, *, goal: str | None = None, observers: Iterable[LoopObserver] = (),
+         state: LoopState | None = None, run_id: str | None = None, child: str | None = None,
+         max_steps: int | None = None) -> LoopResult:
+    """`AgentLoop.fork` (see there).
+
+    Raises:
+        PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as
+            `AgentLoop.fork`.
+    """
+    refuse_async(loop.spec)
+    run, plan, performer = _forked(loop, source, at, patch, goal, observers, state, run_id, child, max_steps)
+    _replay_to_end(loop.spec, run, performer, unreplayed_is_a_miss=plan.at is not None)
+    if plan.at is None:
+        run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
+    run.trace.forked_from = run.journal.forked_from
+    return finish(loop.spec, run)
+
+
+def debug_fork(loop: DebuggedLoop, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None = None,
+               patch: Patch | None = None, *, goal: str | None = None, observers: Iterable[LoopObserver] = (),
+               state: LoopState | None = None) -> DebugSession:
+    """`AgentLoop.debug_fork` (see there).
+
+    Raises:
+        PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as `fork`.
+    """
+    from forge.debug.session import DebugSession
+    from forge.machine.performers import ReplayStopped
+
+    refuse_async(loop.spec)
+    run, plan, _ = _forked(loop, source, at, patch, goal, observers, state, None)
+    begin(loop.spec, run)
+    session = DebugSession(loop, run)
+    try:
+        for _ in range((plan.at or 1) - 1):
+            session.step()
+    except ReplayStopped as stopped:
+        raise stopped.miss from None
+    return session
+
+
+def _replay_of(loop: Replayable, recorded: Sequence[JournalEntry], children: Sequence[ChildRun], goal: str,
+               observers: Iterable[LoopObserver], state: LoopState | None) -> LoopResult:
+    """A replay of `recorded` (see `replay`), whose tools made the child runs `children`."""
+    from forge.agent.idempotency import IdempotencyRegistry
+    from forge.machine.performers import ReplayingPerformer
+
+    replaying: list[ReplayingPerformer] = []
+
+    def answering(journal: Journal, run: Run) -> ReplayingPerformer:
+        replaying.append(ReplayingPerformer(recorded, journal, run, masked=_masking(loop.spec, run),
+                                            children=children))
+        return replaying[0]
+
+    # a registry of its own: a side effect recorded as run is replayed from the journal, not the registry
+    run = loop.start(goal, observers, state, recorded[0].run_id if len(recorded) else None,
+                     registry=IdempotencyRegistry(), performer=answering)
+    _replay_to_end(loop.spec, run, replaying[0], unreplayed_is_a_miss=True)
+    return finish(loop.spec, run)
+
+
+def _replay_to_end(spec: LoopSpec, run: Run, performer: ReplayingPerformer, unreplayed_is_a_miss: bool) -> None:
+    """Fire `run`, whose `performer` answers from a recorded journal, to its end.
+
+    Raises:
+        JournalMiss: the run made a call the journal does not have where it was due, or
+            (`unreplayed_is_a_miss`) it ended with recorded calls not yet made.
+    """
+    from forge.machine.journal import JournalMiss
+    from forge.machine.performers import ReplayStopped
+
+    try:
+        with calling(run):
+            complete(spec, run)
+    except ReplayStopped as stopped:
+        raise stopped.miss from None
+    performer.replayed_children(len(run.trace) + 1)
+    if unreplayed_is_a_miss and performer.remaining:
+        raise JournalMiss(performer.recorded[len(performer.recorded) - performer.remaining], None, run.state)
+
+
+def _forked(loop: Replayable, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
+            patch: Patch | None, goal: str | None, observers: Iterable[LoopObserver], state: LoopState | None,
+            run_id: str | None, child: str | None = None, max_steps: int | None = None
+            ) -> tuple[Run, ForkPlan, ForkingPerformer]:
+    """A new run of a fork of `source` (see `fork`), not yet started."""
+    from forge.agent.idempotency import IdempotencyRegistry
+    from forge.machine.performers import ForkingPerformer
+
+    source = _recorded(loop, source)
+    child_fork = None
+    if child is not None:
+        child_fork = _child_fork(loop, source, child, at, patch)
+        at, patch = child_fork.transition, None
+    plan = _fork_plan(loop.spec, source, at, patch, goal)
+    config = loop.spec.config
+    forking: list[ForkingPerformer] = []
+
+    def forks(journal: Journal, run: Run) -> Performer:
+        journal.forked_from = run.trace.forked_from = plan.origin
+        forking.append(ForkingPerformer(plan.replayed, journal, run, plan.at, config.sleep, config.async_sleep,
+                                        plan.patched, plan.origin.patch, plan.pending, _masking(loop.spec, run),
+                                        source.children))
+        forking[0].child_fork = child_fork
+        return forking[0]
+
+    run = loop.start(plan.goal, observers, state, run_id, registry=IdempotencyRegistry(), performer=forks,
+                     max_steps=max_steps)
+    return run, plan, forking[0]
+
+
+def _recorded(loop: Replayable, source: LoopResult | RecordedRun | str | os.PathLike[str]) -> LoopResult | RecordedRun:
+    """A fork's source as a recorded run, read from its file (children too) if a path;
+    each child run read from a file made again by replaying it with its loop, so it is a
+    `ChildRun` with its whole `LoopResult`."""
+    from forge.machine.fork import RecordedRun, read_recorded
+    from forge.result import LoopResult
+
+    if isinstance(source, (str, os.PathLike)):
+        source = read_recorded(source, loop.spec.options.hooks.codec)
+    if isinstance(source, RecordedRun):
+        return replace(source, children=_child_runs(loop, source.children))
+    if isinstance(source, LoopResult):
+        return source
+    raise WrongType(f"fork() takes a LoopResult or a trace file's path, got {type(source).__name__}")
+
+
+def _child_runs(loop: Replayable, children: Sequence[Any]) -> tuple[ChildRun, ...]:
+    """Recorded child runs as `ChildRun`s: one read from a file (a `RecordedChild`) is
+    replayed by the loop its tool runs; one whose tool is not an agent tool of this
+    loop, or runs an asynchronous loop, is left out (this loop does not make it)."""
+    from forge.machine.fork import goal_of
+    from forge.result import ChildRun
+
+    made = []
+    for child in children:
+        if isinstance(child, ChildRun):
+            made.append(child)
+            continue
+        child_loop = children_of(loop.spec).get(child.tool)
+        if child_loop is None or child_loop.spec.async_parts:
+            continue
+        recorded = child.result
+        result = _replay_of(child_loop, recorded.journal, _child_runs(child_loop, recorded.children),
+                            goal_of(recorded.journal) or "(the journal records no goal)", (), None)
+        made.append(ChildRun(child.path, child.tool, child.transition, result))
+    return tuple(made)
+
+
+def _fork_plan(spec: LoopSpec, source: LoopResult | RecordedRun, at: int | None, patch: Patch | None,
+               goal: str | None) -> ForkPlan:
+    """What a fork of `source` at `at` replays (see `forge.machine.fork.fork_plan`).
+
+    Raises:
+        PatchRefused, ValueError: as `fork_plan`; the source has no journal.
+    """
+    from forge.machine.fork import fork_plan
+
+    recorded, records = source.journal, source.trace
+    if not len(recorded) and (goal is None or len(records)):
+        raise UsageError("the source has no journal to fork from: fork a LoopResult of AgentLoop.run, or a "
+                         "trace written with write_trace(result.trace, path, journal=result.journal)")
+    definition = spec.definition
+    before = records[-1].dest if records else definition.initial
+    state_before = next((s for s in definition.states if s.name == before), None)
+    return fork_plan(recorded, len(records), at, patch, spec.config.tools, goal,
+                     getattr(recorded, "run_id", None) or (recorded[0].run_id if len(recorded) else ""),
+                     state_before.action if state_before is not None and not state_before.terminal else None)
+
+
+def _child_fork(loop: Replayable, source: LoopResult | RecordedRun, child: str, at: int | None,
+                patch: Patch | None) -> ChildFork:
+    """The fork of `source`'s child run `child` at `at` with `patch`, checked against the
+    child's loop (and so on down, for a grandchild) before anything runs.
+
+    Raises:
+        PatchRefused: no such child run, or `at` / `patch` do not fit it.
+        AsyncNotSupported: the child's loop is asynchronous (a fork runs synchronously).
+    """
+    from forge.child import ChildFork
+    from forge.machine.fork import PatchRefused, recorded_child
+
+    recorded, within = recorded_child(source, child)
+    child_loop = children_of(loop.spec).get(recorded.tool)
+    if child_loop is None and recorded.tool in loop.spec.config.handoffs:
+        raise PatchRefused(f"child run {recorded.path!r} is a handoff to {recorded.tool!r}: a fork inside a loop "
+                           f"handed to is not offered yet; fork this run at its handing transition "
+                           f"{recorded.transition}")
+    if child_loop is None:
+        raise PatchRefused(f"child run {recorded.path!r} was made by tool {recorded.tool!r}, which is not one of "
+                           f"this loop's agent tools ({', '.join(sorted(children_of(loop.spec))) or 'none'})")
+    refuse_async(child_loop.spec)
+    if within is None:
+        _fork_plan(child_loop.spec, recorded.result, at, patch, None)
+    else:
+        _child_fork(child_loop, recorded.result, within, at, patch)
+    return ChildFork(recorded.path.rsplit("/", 1)[1], recorded.transition, recorded.result, at, patch, within)
+
+
+def _masking(spec: LoopSpec, run: Run) -> Masking | None:
+    """How a replay of `run` masks a call it made to compare it with one a file written
+    with the loop's `redact` keeps (None without `redact`)."""
+    config = spec.config
+    redact = config.redact
+    if redact is None:
+        return None
+    from forge.machine.redaction import masked_entry
+    from forge.machine.stages.select_tool import chosen_tool
+
+    def chosen(intent: Intent) -> str | None:
+        return chosen_tool(intent, config.specs)
+
+    def masked(entry: JournalEntry, step_calls: Sequence[JournalEntry]) -> JournalEntry:
+        return masked_entry(entry, step_calls, redact, run.trace, chosen)
+
+    return masked

@@ -1,0 +1,151 @@
+"""How a started run is driven to its end on a loop's spec (`forge.spec.LoopSpec`): its
+observers told it started, fired transition by transition to a terminal state, told it
+finished, and its `LoopResult` made.
+
+`AgentLoop.run`, `debug`, replays and forks (`forge.replaying`) drive their runs with these;
+`AgentLoop.arun` drives its own on the async engine, beginning and finishing the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from forge.child import finished_children
+from forge.errors import UsageError
+from forge.machine.effects import SYNCHRONOUS
+
+if TYPE_CHECKING:
+    from forge.machine.run import Run
+    from forge.machine.trace import Trace
+    from forge.result import LoopResult
+    from forge.spec import LoopSpec
+
+__all__ = ["begin", "complete", "finish", "refuse_async", "result_of", "trace_file_name"]
+
+
+def begin(spec: LoopSpec, run: Run) -> None:
+    """Tell the observers the run started. One that raises ends the run in fatal_error
+    before any transition (the `fail` edge from the initial state, naming it), as a
+    failing observer does inside a transition; the caller is not the one to hear of it.
+    A run started anywhere but the initial state was started by a deadline that passed
+    (`timed_out`): it then takes that state's timeout edge."""
+    try:
+        run.observers.notify(run, "run_started")
+    except Exception as error:
+        spec.engine.fail_outside(run, error)
+        return
+    if run.state != spec.definition.initial:
+        spec.engine.time_out(run)
+
+
+def complete(spec: LoopSpec, run: Run) -> None:
+    """Begin the run, and fire it to a terminal state where nobody answers (see
+    `forge.machine.asking`). The whole run is synchronous (`SYNCHRONOUS`, set once here
+    rather than around each action)."""
+    synchronous = SYNCHRONOUS.set(True)
+    try:
+        begin(spec, run)
+        engine = spec.engine
+        while True:
+            while not engine.is_terminal(run):
+                engine.advance(run)
+            if not engine.answer(run):
+                return
+    finally:
+        SYNCHRONOUS.reset(synchronous)
+
+
+def finish(spec: LoopSpec, run: Run) -> LoopResult:
+    """The finished run's result, once its observers are told; its trace kept in the
+    folder `FORGE_TRACE_DIR` names, if set (what `forge cover` reads)."""
+    result = result_of(spec, run)
+    run.observers.finished(run, result)
+    kept = os.environ.get("FORGE_TRACE_DIR")
+    if kept:
+        _keep_trace(Path(kept), run.trace)
+    return result
+
+
+def refuse_async(spec: LoopSpec) -> None:
+    """Refuse to run `spec` synchronously when a part of it is an `async def`.
+
+    Raises:
+        AsyncNotSupported: naming the first such part.
+    """
+    from forge.machine.effects import AsyncNotSupported
+
+    if spec.async_parts:
+        raise AsyncNotSupported(spec.async_parts[0], declared=True)
+
+
+def result_of(spec: LoopSpec, run: Run) -> LoopResult:
+    """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
+    from forge.result import LoopResult
+    from forge.usage import usage_of, with_children
+
+    if not spec.engine.is_terminal(run):
+        raise UsageError(f"the run has not finished; it is in state {run.state!r}")
+    children = finished_children(run)
+    return LoopResult(
+        reason=run.state,
+        steps=run.loop_state.step_count - run.counts.steps_before,
+        state=run.loop_state,
+        trace=run.trace,
+        error=run.error,
+        outcome=spec.definition.state(run.state).outcome,
+        retries=run.retries,
+        side_effects_run=run.side_effects_run,
+        side_effects_replayed=run.side_effects_replayed,
+        definition=spec.definition,
+        journal=run.journal,
+        html_view=_inspector,
+        question=run.facts.question,
+        usage=with_children(usage_of(run.loop_state.messages, run.first_message), children),
+        children=children,
+    )
+
+
+def _keep_trace(folder: Path, trace: Trace) -> None:
+    """Write a finished run's trace to `folder` (what `FORGE_TRACE_DIR` asks, for `forge
+    cover`) as RUN_ID.jsonl, or RUN_ID.N.jsonl when a run of that id was kept already (a
+    durable run's next turn); RUN_ID is the run id made a safe file name (`trace_file_name`),
+    so no run id writes outside `folder`. Never fails the run: a folder it cannot write to
+    is logged."""
+    from forge.machine.trace import write_trace
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        name = trace_file_name(trace.run_id)
+        path, number = folder / f"{name}.jsonl", 1
+        while path.exists():
+            number += 1
+            path = folder / f"{name}.{number}.jsonl"
+        write_trace(trace, path)
+    except (OSError, ValueError) as error:
+        logging.getLogger("forge").warning("FORGE_TRACE_DIR: cannot keep the trace of run %r: %s", trace.run_id, error)
+
+
+def trace_file_name(run_id: str) -> str:
+    """`run_id` as one file name that stays in its folder: percent-encoded but for letters,
+    digits, `_`, `-` and inner dots (so `../x`, `/etc/x`, a NUL byte or a lone surrogate
+    cannot escape or fail), and a long id cut, with a hash of the whole kept, to fit 200
+    bytes. An id made of those characters only is its own file name."""
+    import hashlib
+    from urllib.parse import quote
+
+    encoded = quote(run_id.encode("utf-8", "surrogatepass"), safe="-_.")
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    if len(encoded) > 200:
+        encoded = f"{encoded[:150]}~{hashlib.sha256(encoded.encode()).hexdigest()[:16]}"
+    return encoded
+
+
+def _inspector(result: LoopResult) -> str:
+    """A run's inspector page as a notebook fragment (imported when a notebook asks)."""
+    from forge.inspect import html
+
+    return html(result, fragment=True)
