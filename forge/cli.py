@@ -368,9 +368,7 @@ def _stored_records(run_id: str, db: str, turn: int | None) -> tuple[list[Transi
 
 
 def _answer_of(args: argparse.Namespace) -> Any:
-    import json
-
-    from forge.durable.answers import Answer
+    from forge.durable.answers import read_answer
 
     given = [(kind, value) for kind, value in (("approve", args.approve), ("reject", args.reject), ("tool", args.tool),
                                                 ("add_tool", args.add_tool), ("did_run", args.did_run),
@@ -384,20 +382,9 @@ def _answer_of(args: argparse.Namespace) -> Any:
     kind, value = given[0]
     if args.arguments is not None and kind != "approve":
         raise UsageError("--arguments edits an approval: give it with --approve FP")
-    if kind == "text":
-        return Answer.text(value)
-    if kind == "approve" and args.arguments is not None:
-        try:
-            edited = json.loads(args.arguments)
-        except ValueError as error:
-            raise UsageError(f"--arguments takes the edited call's arguments as a JSON object: {error}") from None
-        return Answer.approve(value, arguments=edited)
-    if kind == "did_run":
-        try:
-            value = json.loads(value)
-        except ValueError as error:
-            raise UsageError(f"--did-run takes the call's result as JSON: {error}") from None
-    return Answer(kind, value)
+    return read_answer(kind, value, args.arguments, as_text=True,
+                       names={"value": "--did-run (the call's result)", "arguments": "--arguments (the edited call's "
+                              "arguments as a JSON object)"})
 
 
 def _runs(args: argparse.Namespace) -> int:

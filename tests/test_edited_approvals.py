@@ -77,7 +77,7 @@ def test_forge_runs_resume_approves_with_edited_arguments_from_json(make, db):
     waiting = durable.run("pay bob", run_id="edit-cli")
     fingerprint = waiting.waiting.fingerprint
     bad = forge("runs", "resume", "edit-cli", "--db", str(db), "--approve", fingerprint, "--arguments", "{to: bob}")
-    assert bad.returncode != 0 and "--arguments takes the edited call's arguments as a JSON object" in bad.stderr
+    assert bad.returncode != 0 and "--arguments (the edited call's arguments as a JSON object) is not JSON" in bad.stderr
     refused = forge("runs", "resume", "edit-cli", "--db", str(db), "--approve", fingerprint,
                     "--arguments", '{"to": "bob"}')
     assert refused.returncode != 0 and "missing: amount" in refused.stderr

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.machine.answers import WAITING_STATES, Answer, AnswerRefused, Waiting
+from forge.machine.answers import WAITING_STATES, Answer, AnswerRefused, Waiting, json_text, read_answer
 
-__all__ = ["CANCELLED", "Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "claim_answer"]
+__all__ = ["CANCELLED", "Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "claim_answer", "json_text", "read_answer"]
 
 
 CANCELLED = "CANCELLED"

@@ -18,9 +18,10 @@ from typing import Any
 
 from forge.errors import UsageError
 
-__all__ = ["Answer", "AnswerRefused", "Waiting", "WAITING_STATES"]
+__all__ = ["ANSWER_KINDS", "Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "json_text", "read_answer"]
 
 WAITING_STATES = ("clarification_required", "capability_gap", "approval_required", "input_required", "in_doubt")
+ANSWER_KINDS = ("approve", "reject", "tool", "add_tool", "text", "did_run", "run_again")
 
 
 class AnswerRefused(UsageError):
@@ -287,3 +288,83 @@ class Answer:
 
 def _no_handler(**arguments: Any) -> None:
     """A contract's handler, never called: edited arguments are only checked."""
+
+
+def read_answer(kind: Any, value: Any = None, arguments: Any = None, *, question: Any = None, as_text: bool = False,
+                names: Mapping[str, str] | None = None) -> Answer:
+    """The one reader of an answer given from outside Python, as a kind and a value:
+    `forge runs resume`'s flags, a `forge ui` form, the JSON API's body. `arguments` are an
+    approval's edited arguments: a JSON object, or its text ('' or None: none). With
+    `as_text` (a command line, a form), `did_run`'s value is the call's result as JSON text
+    ('': none); otherwise (a JSON body) it is the result itself. `question` binds the
+    answer to the question it answers: None leaves it unbound (`resume` binds it to what
+    the run asks), anything else must be a whole number of 1 or more, in digits or not.
+    `names` say what a refusal calls the `value` and the `arguments` (a command line
+    names its flags); by default "the call's result" and "the edited arguments".
+
+    Raises:
+        AnswerRefused: a kind forge does not know, a value that does not fit its kind,
+            arguments with another kind than approve or that are not an object, or a
+            question that is not a number of 1 or more.
+        ValueError: (a UsageError) JSON text that cannot be read, naming which.
+    """
+    said = {"value": "the call's result", "arguments": "the edited arguments", **(names or {})}
+    made = _answer_of_kind(str(kind or ""), value, as_text, said["value"])
+    if isinstance(arguments, str):
+        arguments = json_text(arguments, said["arguments"]) if arguments.strip() else None
+    if arguments is not None:
+        if made.kind != "approve":
+            raise AnswerRefused("only an approval carries edited arguments")
+        made = Answer.approve(made.value, arguments=arguments)
+    if question is None:
+        return made
+    number = _whole(question)
+    if number is None or number < 1:  # 0 would bind the answer to whatever the run asks when it arrives
+        raise AnswerRefused(f"the answer does not say which question it answers (its 'question', a number of 1 or "
+                            f"more, got {question!r:.40}): answer what the run asks now")
+    return Answer(made.kind, made.value, number, made.arguments)
+
+
+def _answer_of_kind(kind: str, value: Any, as_text: bool, result_is: str) -> Answer:
+    if kind == "text":  # a reply as written
+        return Answer.text(value)
+    if isinstance(value, str):
+        value = value.strip()
+    if kind == "did_run":
+        if as_text and isinstance(value, str):
+            value = json_text(value, result_is) if value else None
+        return Answer.did_run(value)
+    if kind == "run_again":
+        return Answer.run_again()
+    if kind in ("approve", "reject", "tool", "add_tool") and isinstance(value, str) and value:
+        return Answer(kind, value)
+    if kind not in ANSWER_KINDS:
+        raise AnswerRefused(f"not an answer forge knows: {kind!r} (the kinds are {', '.join(ANSWER_KINDS)})")
+    wanted = "fingerprint" if kind in ("approve", "reject") else "tool name"
+    raise AnswerRefused(f"an answer of kind {kind!r} takes a non-blank {wanted}, got {value!r:.100}")
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def json_text(text: str, what: str) -> Any:
+    """`text` read as JSON.
+
+    Raises:
+        ValueError: (a UsageError) it is not JSON, or it nests deeper than Python can read;
+            the message names `what` and where it went wrong.
+    """
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise UsageError(f"{what} is not JSON: {error}") from None
+    except RecursionError:
+        raise UsageError(f"{what} nests too deeply to read ({len(text):,} characters)") from None

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.errors import ForgeError
-from forge.machine.answers import Answer, Waiting
+from forge.machine.answers import Answer, Waiting, read_answer
 from forge.machine.journal import JournalCodec, JournalEntry, SharedRequests, journal_lines
 from forge.machine.performers import ForkingPerformer
 
@@ -237,7 +237,7 @@ class Eliciting(ForkingPerformer):
 
 def form_for(waiting: Waiting) -> tuple[dict[str, Any], Callable[[Any], Answer]]:
     """The elicitation form that asks `waiting` (one field), and what makes the run's
-    `Answer` of the field's value."""
+    `Answer` of the field's value (through `read_answer`, as every answer from outside)."""
     def form(name: str, field: dict[str, Any]) -> dict[str, Any]:
         return {"type": "object", "properties": {name: field}, "required": [name]}
 
@@ -245,14 +245,14 @@ def form_for(waiting: Waiting) -> tuple[dict[str, Any], Callable[[Any], Answer]]
     if "approve" in waiting.answers and "text" not in waiting.answers:  # an approval, and nothing else fits
         return (form("approve", {"type": "boolean", "title": f"Run {waiting.tool}?",
                                  "description": f"{waiting.tool}({json.dumps(dict(waiting.arguments), default=str)})"}),
-                lambda yes: Answer.approve(fingerprint) if yes else Answer.reject(fingerprint))
+                lambda yes: read_answer("approve" if yes else "reject", fingerprint))
     if "text" not in waiting.answers:
         field: dict[str, Any] = {"type": "string", "title": "tool", "description": waiting.asks}
         if waiting.tied:
             field["enum"] = list(waiting.tied)
-        return form("tool", field), lambda name: Answer.tool(str(name))
+        return form("tool", field), lambda name: read_answer("tool", str(name))
     return (form("reply", {"type": "string", "title": "reply", "description": waiting.asks}),
-            lambda text: Answer.text(str(text)))
+            lambda text: read_answer("text", str(text)))
 
 
 def answer_of(waiting: Waiting, reply: Any) -> dict[str, Any]:

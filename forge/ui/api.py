@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from forge.durable.answers import AnswerRefused
+from forge.durable.answers import AnswerRefused, read_answer
 from forge.durable.runs import RunRow, StoredRuns
 from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.answers import Waiting
@@ -184,9 +184,9 @@ def run_path_parts(request: Request, prefix: str) -> tuple[str, str]:
     return unquote(segment, errors="surrogatepass"), tail
 
 
-def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of: Callable[[Any], Any]) -> list[Route]:
-    """The API's routes over `runs` (see the module); `answer_of(form)` reads an answer as
-    the page's form gives one (the app's own reader, so both take the same answers)."""
+def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool) -> list[Route]:
+    """The API's routes over `runs` (see the module); an answer's body is read by
+    `read_answer`, the reader of the page's form and of `forge runs resume` too."""
 
     async def listing(request: Request) -> Response:
         refused = guard.refused(request)
@@ -221,9 +221,8 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool, answer_of:
     async def answer(request: Request, run_id: str) -> Response:
         try:
             body = await _body(request)
-            arguments = body.get("arguments")
-            given = answer_of({**body, "arguments": json.dumps(arguments) if isinstance(arguments, dict) else
-                               arguments or ""})
+            given = read_answer(body.get("kind"), body.get("value"), body.get("arguments"),
+                                question=body.get("question", ""))
         except (AnswerRefused, ForgeError, ValueError) as refusal:
             return error(400, f"not sent: {refusal}")
         try:

@@ -26,7 +26,6 @@ import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import replace
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -36,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from forge.durable.answers import Answer, AnswerRefused
+from forge.durable.answers import Answer, AnswerRefused, json_text, read_answer
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.fork import Patch
@@ -214,7 +213,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         try:
             at = int(str(form.get("at", "")))
             text = str(form.get("patch", "")).strip()
-            patch = Patch.from_json(json_of(text, "the patch")) if text else None
+            patch = Patch.from_json(json_text(text, "the patch")) if text else None
             new = await run_in_threadpool(runs.fork, run_id, at, patch, None)
         except (ForgeError, ValueError, LookupError) as error:
             return _failed(400, f"not forked: {error}", query, run_id)
@@ -322,8 +321,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             return refusal
         return await handler(request)
 
-    api = api_routes(runs, ApiGuard(token, guard.hosts, guard.csrf, COOKIE), read_only=read_only,
-                     answer_of=_answer_of)
+    api = api_routes(runs, ApiGuard(token, guard.hosts, guard.csrf, COOKIE), read_only=read_only)
     routes = [*api, Route("/", listing), Route("/inbox", inbox), Route("/loops/{name}", loop_page),
               Route("/runs/{rest:path}", run_route, methods=["GET", "POST"])]
     @contextlib.asynccontextmanager
@@ -425,56 +423,17 @@ def _answered(request: Request) -> int:
         return 0
 
 
-def json_of(text: str, what: str) -> Any:
-    """`text` read as JSON.
-
-    Raises:
-        ValueError: (a UsageError) it is not JSON, or it nests deeper than Python can read;
-            the message names `what` and where it went wrong.
-    """
-    from forge.errors import UsageError
-
-    try:
-        return json.loads(text)
-    except ValueError as error:
-        raise UsageError(f"{what} is not JSON: {error}") from None
-    except RecursionError:
-        raise UsageError(f"{what} nests too deeply to read ({len(text):,} characters)") from None
-
-
 def _answer_of(form: Any) -> Answer:
-    """The Answer a posted form gives, bound to the question the form says it answers.
+    """The Answer a posted form gives (`read_answer`, its fields as text), bound to the
+    question the form says it answers.
 
     Raises:
         AnswerRefused, ValueError: a kind forge does not know, a value that does not fit, or
             a form that does not say which question it answers.
     """
-    kind, value = str(form.get("kind", "")), str(form.get("value", "")).strip()
-    try:
-        question = int(str(form.get("question", "")))
-    except ValueError:
-        question = 0
-    if question < 1:  # 0 would bind the answer to whatever the run asks when it arrives
-        raise AnswerRefused("the form does not say which question it answers (its 'question' field); "
-                            "answer from the run's page")
-    return replace(_answer_kind(form, kind, value), question=question)
-
-
-def _answer_kind(form: Any, kind: str, value: str) -> Answer:
-    if kind == "approve":
-        arguments = str(form.get("arguments", "")).strip()
-        if not arguments:
-            return Answer.approve(value)
-        return Answer.approve(value, arguments=json_of(arguments, "the edited arguments"))
-    if kind == "text":
-        return Answer.text(value)
-    if kind == "did_run":
-        return Answer.did_run(json_of(value, "the call's result") if value else None)
-    if kind == "run_again":
-        return Answer.run_again()
-    if kind in ("reject", "tool", "add_tool") and value:
-        return Answer(kind, value)
-    raise AnswerRefused(f"not an answer forge knows: {kind!r} with {value!r}")
+    return read_answer(str(form.get("kind", "")), str(form.get("value", "")).strip(),
+                       str(form.get("arguments", "")).strip() or None, question=str(form.get("question", "")),
+                       as_text=True)
 
 
 def _inspector(records: list[Any], running: bool = False, children: Sequence[Any] = ()) -> str:
