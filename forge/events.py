@@ -18,6 +18,11 @@ frozen events, in the order they happen.
 - `WaitingOn`: the run ended waiting for a person (a question, an approval, a tool's name);
 - `RunFinished`: the run's `LoopResult`, always the last event.
 
+Every event has one wire form, `event.to_json()`: a JSON object whose `type` names it
+(`TYPE`: transition, tool_attempt_started, tool_attempt, model_call, text, tool_call,
+waiting, finished, stopped) — what `forge ui`'s API streams, and what any other edge sends;
+a new event type says its form here, once.
+
 A model policy streams only while a consumer listens (`listening`): the `sink` set for
 the run's thread or task receives the deltas; every other run pays nothing for it.
 """
@@ -43,9 +48,17 @@ __all__ = ["ModelCallStarted", "RunFinished", "RunStopped", "StreamClosed", "Str
 
 
 class StreamEvent:
-    """What every event of a streamed run is."""
+    """What every event of a streamed run is: its `TYPE`, and its wire form (`to_json`)."""
 
     __slots__ = ()
+    TYPE = "event"
+
+    def to_json(self) -> dict[str, Any]:
+        """This event as one JSON object: `{"type": TYPE, ...its fields}`."""
+        return {"type": self.TYPE, **self._fields()}
+
+    def _fields(self) -> dict[str, Any]:
+        return {}
 
 
 class StreamClosed(ForgeError, RuntimeError):
@@ -67,6 +80,7 @@ class TransitionFired(StreamEvent):
     """
 
     __slots__ = ("_index", "_record", "_trace")
+    TYPE = "transition"
 
     def __init__(self, record: TransitionRecord) -> None:
         self._record: TransitionRecord | None = record
@@ -95,12 +109,19 @@ class TransitionFired(StreamEvent):
     def __repr__(self) -> str:
         return f"TransitionFired({self.record!r})"
 
+    def _fields(self) -> dict[str, Any]:
+        return {"record": self.record.to_json()}
+
 
 @dataclass(frozen=True, slots=True)
 class ToolAttemptStarted(StreamEvent):
     """A tool's handler is about to be called (`attempt.number` counts from 1)."""
 
     attempt: ToolAttempt
+    TYPE = "tool_attempt_started"
+
+    def _fields(self) -> dict[str, Any]:
+        return _attempt_json(self.attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +129,11 @@ class ToolAttemptFinished(StreamEvent):
     """A tool's handler returned, or raised (`attempt.error`)."""
 
     attempt: ToolAttempt
+    TYPE = "tool_attempt"
+
+    def _fields(self) -> dict[str, Any]:
+        error = self.attempt.error
+        return {**_attempt_json(self.attempt), "error": None if error is None else f"{type(error).__name__}: {error}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +141,10 @@ class ModelCallStarted(StreamEvent):
     """A request went to the model `model`; its reply streams as deltas."""
 
     model: str
+    TYPE = "model_call"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"model": self.model}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +152,10 @@ class TextDelta(StreamEvent):
     """The next piece of the text the model is writing."""
 
     text: str
+    TYPE = "text"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"text": self.text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +168,10 @@ class ToolCallDelta(StreamEvent):
     call_id: str | None
     name: str | None
     arguments: str
+    TYPE = "tool_call"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"index": self.index, "call_id": self.call_id, "name": self.name, "arguments": self.arguments}
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +180,10 @@ class WaitingOn(StreamEvent):
     call, tools or question of it: `waiting.question` says it in one line)."""
 
     waiting: Waiting
+    TYPE = "waiting"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"waiting": self.waiting.shown()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +191,12 @@ class RunFinished(StreamEvent):
     """The run ended: its result. Always the last event."""
 
     result: LoopResult
+    TYPE = "finished"
+
+    def _fields(self) -> dict[str, Any]:
+        result = self.result
+        return {"reason": result.reason, "outcome": result.outcome, "steps": result.steps,
+                "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +207,15 @@ class RunStopped(StreamEvent):
     the last event of such a stream."""
 
     result: Any
+    TYPE = "stopped"
+
+    def _fields(self) -> dict[str, Any]:
+        stored = self.result
+        return {"status": stored.status, "reason": stored.reason, "summary": stored.summary}
+
+
+def _attempt_json(attempt: ToolAttempt) -> dict[str, Any]:
+    return {"tool": attempt.tool, "number": attempt.number, "delay_before": attempt.delay_before}
 
 
 Sink = Callable[[StreamEvent], None]

@@ -74,6 +74,11 @@ class Waiting:
                 "key": self.key, "asked": self.asked, "prompt": self.prompt, "deadline": self.deadline,
                 "contract": None if self.contract is None else dict(self.contract), "run": self.run}
 
+    def shown(self) -> dict[str, Any]:
+        """What the run waits for as other programs are shown it (`forge ui`'s API, a
+        stream's `waiting` event): `to_json`, and the question in words (`asks`)."""
+        return {**self.to_json(), "question": self.asks}
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Waiting:
         return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),

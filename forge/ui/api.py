@@ -68,7 +68,7 @@ def _plain(value: Any) -> Any:
 
 def waiting_json(waiting: Waiting | None) -> dict[str, Any] | None:
     """What a run waits for, as the API gives it: `Waiting`'s JSON and its question in words."""
-    return None if waiting is None else {**waiting.to_json(), "question": waiting.asks}
+    return None if waiting is None else waiting.shown()
 
 
 def run_json(stored: Any, journal: Any = ()) -> dict[str, Any]:
@@ -90,36 +90,9 @@ def run_json(stored: Any, journal: Any = ()) -> dict[str, Any]:
 
 
 def event_json(event: Any) -> dict[str, Any]:
-    """A stored run's event (`StoredRuns.stream`) as one JSON object with its `type`."""
-    from forge.events import (
-        ModelCallStarted,
-        RunStopped,
-        TextDelta,
-        ToolAttemptFinished,
-        ToolCallDelta,
-        TransitionFired,
-        WaitingOn,
-    )
-
-    if isinstance(event, TransitionFired):
-        return {"type": "transition", "record": event.record.to_json()}
-    if isinstance(event, ToolAttemptFinished):
-        attempt = event.attempt
-        return {"type": "tool_attempt", "tool": attempt.tool, "number": attempt.number,
-                "error": None if attempt.error is None else f"{type(attempt.error).__name__}: {attempt.error}"}
-    if isinstance(event, ModelCallStarted):
-        return {"type": "model_call", "model": event.model}
-    if isinstance(event, TextDelta):
-        return {"type": "text", "text": event.text}
-    if isinstance(event, ToolCallDelta):
-        return {"type": "tool_call", "index": event.index, "call_id": event.call_id, "name": event.name,
-                "arguments": event.arguments}
-    if isinstance(event, WaitingOn):
-        return {"type": "waiting", "waiting": waiting_json(event.waiting)}
-    if isinstance(event, RunStopped):
-        stored = event.result
-        return {"type": "stopped", "status": stored.status, "reason": stored.reason, "summary": stored.summary}
-    return {"type": type(event).__name__}
+    """A stored run's event (`StoredRuns.stream`) as one JSON object with its `type`: the
+    event's own wire form (`forge.events`)."""
+    return event.to_json()  # type: ignore[no-any-return]
 
 
 class ApiGuard:
