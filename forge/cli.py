@@ -206,6 +206,18 @@ EXIT_CODES = {"success": 0, "failure": 1, "needs_input": 3}
 argparse's, for a command line it cannot read; 1 also for an error before the run)."""
 
 
+EXITS = "".join((
+    "What a command's exit code means, the same for every command:\n\n| code | meaning |\n|------|---------|\n",
+    "| 0 | done: the run finished in success (`forge run`, `demo`, `runs follow`), or the command did what it "
+    "was asked |\n",
+    "| 1 | failed: the run ended in failure, or the command was refused, told in one line on stderr |\n",
+    "| 2 | a command line forge cannot read (argparse's); and a refusal of the commands whose 1 means \"no\" (`diff`: "
+    "the runs differ; `eval`: a gate failed) or that a script waits on (`submit`, `ui`) |\n",
+    "| 3 | needs input: the run waits for a person (`forge run`, `demo`, `runs follow`) |\n\n",
+))
+"""docs/cli.md's table of exit codes (`EXIT_CODES` for a run's outcome)."""
+
+
 def exit_code(outcome: str | None) -> int:
     return EXIT_CODES.get(outcome or "failure", 1)
 
@@ -402,8 +414,6 @@ def _runs(args: argparse.Namespace) -> int:
                 when = datetime.fromtimestamp(row.created_at).isoformat(" ", "seconds") if row.created_at else "?"
                 print(f"{row.run_id:<34} {row.status:<10} {when}  {row.loop}: {row.goal}")
             return 0
-        if not args.run_id:
-            raise UsageError(f"forge runs {args.action} needs a RUN_ID")
         if args.action == "show":
             stored = runs.get(args.run_id)
             print(f"run {stored.run_id} · {stored.loop} · {stored.status}" +
@@ -419,8 +429,8 @@ def _runs(args: argparse.Namespace) -> int:
                     print(f"turn {number}:")
                 for record in trace:
                     print(describe(record))
-            if stored.answer is not None:
-                print(f"answer: {stored.answer}")
+            if stored.answer_text is not None:
+                print(f"answer: {stored.answer_text}")
             if stored.waiting is not None:
                 _print_waiting(stored.waiting, args.run_id, args.db)
             if stored.error:
@@ -698,10 +708,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    """forge's command line: one function adds each command (`COMMANDS`), with its own flags."""
     parser = _Parser(prog="forge", description="An agent's tool loop as an explicit state machine.")
     parser.add_argument("--version", action="version", version=f"forge {_installed_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+    for add in COMMANDS:
+        add(commands)
+    return parser
 
+
+def _run_command(commands: Any) -> None:
     run = commands.add_parser("run", help="run a scenario file to its end; exit 0 success, 1 failure, 3 needs input")
     run.add_argument("scenario", metavar="SCENARIO",
                      help="a .py file or module defining `loop` and `goal`, or a demo scenario name")
@@ -714,6 +730,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--patch", metavar="FILE.json", help="with --fork: the outcome to put in place of the one at K")
     run.set_defaults(handler=_run)
 
+
+def _demo_command(commands: Any) -> None:
     demo = commands.add_parser("demo", help="run a real agent on a real goal, with a trace and a diagram")
     demo.add_argument("--workspace", metavar="DIR", help="folder to work in (default: a new temporary folder)")
     demo.add_argument("--scenario", choices=_SCENARIOS, default="index", help="which run to show (default: index)")
@@ -722,6 +740,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--model", help="the model's name with --llm (default: OPENAI_MODEL, else gpt-4o-mini)")
     demo.set_defaults(handler=_demo)
 
+
+def _diagram_command(commands: Any) -> None:
     diagram = commands.add_parser("diagram", help="draw a loop definition, optionally with a run overlaid")
     diagram.add_argument("machine", nargs="?", metavar="MACHINE",
                          help="built-in name or definition file (default: single_agent, or the trace's machine), "
@@ -733,12 +753,16 @@ def _parser() -> argparse.ArgumentParser:
     diagram.add_argument("--loop", metavar="NAME", help="with --runs: only the runs of this durable loop")
     diagram.set_defaults(handler=_diagram)
 
+
+def _diagrams_command(commands: Any) -> None:
     gallery = commands.add_parser("diagrams", help="regenerate diagrams/ from machines/ (or --check it)")
     gallery.add_argument("--check", action="store_true", help="only report stale diagrams; exit 1 if any")
     gallery.add_argument("--machines", default="machines", help="definitions folder (default: machines)")
     gallery.add_argument("--out", default="diagrams", help="output folder (default: diagrams)")
     gallery.set_defaults(handler=_diagrams)
 
+
+def _debug_command(commands: Any) -> None:
     debug = commands.add_parser("debug", help="step through a scenario's run, transition by transition")
     debug.add_argument("scenario", metavar="SCENARIO",
                        help="a .py file or module defining `loop` and `goal`, a demo scenario name, a recorded run "
@@ -752,6 +776,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="with RUN.jsonl: the scenario that made the run, so that `fork` can go on live")
     debug.set_defaults(handler=_debug)
 
+
+def _replay_command(commands: Any) -> None:
     replay = commands.add_parser("replay", help="step forwards and backwards through a recorded trace")
     replay.add_argument("trace", metavar="RUN.jsonl|RUN_ID")
     replay.add_argument("--machine", help="definition the trace ran on (default: the one it names)")
@@ -759,36 +785,54 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--turn", type=_positive, help="with --db, a run stored by an earlier forge: only this turn of it")
     replay.set_defaults(handler=_replay)
 
-    runs = commands.add_parser("runs", help="list, show, answer or cancel durable runs in a database")
-    runs.add_argument("action", choices=("list", "show", "follow", "resume", "cancel", "fork"))
-    runs.add_argument("run_id", nargs="?", metavar="RUN_ID")
-    runs.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
-    runs.add_argument("--limit", type=_positive, default=50, help="list: how many runs, newest first (default 50)")
-    runs.add_argument("--status", choices=RUN_STATUSES,
-                      help="list: only the runs in this status (queued, running, waiting, finished, cancelled, error)")
-    runs.add_argument("--approve", metavar="FINGERPRINT", help="resume: approve the waiting call")
-    runs.add_argument("--reject", metavar="FINGERPRINT", help="resume: reject the waiting call (the policy replans)")
-    runs.add_argument("--tool", metavar="NAME", help="resume: run the waiting call with this tool")
-    runs.add_argument("--add-tool", metavar="NAME", help="resume: add this extra tool of the loop to the run")
-    runs.add_argument("--did-run", metavar="JSON", help="resume: the call in doubt ran, and returned JSON")
-    runs.add_argument("--run-again", action="store_true", help="resume: call the call in doubt again")
-    runs.add_argument("--text", metavar="REPLY", help="resume: the user's reply to the policy's question")
-    runs.add_argument("--arguments", metavar="JSON",
-                      help="resume, with --approve: approve the call with these arguments instead (checked first)")
-    runs.add_argument("--wait", type=float, metavar="SECONDS", help="resume: wait this long for what the run does next")
-    runs.add_argument("--at", type=_positive, metavar="K", help="fork: the transition to fork at")
-    runs.add_argument("--patch", metavar="FILE.json", help="fork: the outcome to put in place of the one recorded at K")
-    runs.add_argument("--run-id", dest="run_id_new", metavar="NEW", help="fork: the new run's id (default: random)")
-    runs.add_argument("--every", type=float, default=0.25, metavar="SECONDS",
-                      help="follow: how often to ask the database (default 0.25)")
-    runs.set_defaults(handler=_runs)
 
+def _runs_command(commands: Any) -> None:
+    runs = commands.add_parser("runs", help="list, show, follow, answer, cancel or fork durable runs in a database")
+    verbs = runs.add_subparsers(dest="action", required=True, parser_class=_Parser)
+
+    def verb(name: str, help: str, run_id: bool = True) -> argparse.ArgumentParser:
+        made: argparse.ArgumentParser = verbs.add_parser(name, help=help)
+        if run_id:
+            made.add_argument("run_id", metavar="RUN_ID")
+        made.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
+        made.set_defaults(handler=_runs)
+        return made
+
+    listing = verb("list", "the newest runs, or those in one status", run_id=False)
+    listing.add_argument("--limit", type=_positive, default=50, help="how many runs, newest first (default 50)")
+    listing.add_argument("--status", choices=RUN_STATUSES,
+                         help="only the runs in this status (queued, running, waiting, finished, cancelled, error)")
+    verb("show", "a run's transitions, answer, question or error")
+    following = verb("follow", "each transition of a run as it fires, until it waits or ends; exit as forge run")
+    following.add_argument("--every", type=float, default=0.25, metavar="SECONDS",
+                           help="how often to ask the database (default 0.25)")
+    resume = verb("resume", "answer what a waiting run asks (exactly one answer)")
+    resume.add_argument("--approve", metavar="FINGERPRINT", help="approve the waiting call")
+    resume.add_argument("--reject", metavar="FINGERPRINT", help="reject the waiting call (the policy replans)")
+    resume.add_argument("--tool", metavar="NAME", help="run the waiting call with this tool")
+    resume.add_argument("--add-tool", metavar="NAME", help="add this extra tool of the loop to the run")
+    resume.add_argument("--did-run", metavar="JSON", help="the call in doubt ran, and returned JSON")
+    resume.add_argument("--run-again", action="store_true", help="call the call in doubt again")
+    resume.add_argument("--text", metavar="REPLY", help="the user's reply to the policy's question")
+    resume.add_argument("--arguments", metavar="JSON",
+                        help="with --approve: approve the call with these arguments instead (checked first)")
+    resume.add_argument("--wait", type=float, metavar="SECONDS", help="wait this long for what the run does next")
+    verb("cancel", "cancel a run: it stops where it is, and a waiting one waits no more")
+    fork = verb("fork", "a new run, the same as this one up to --at K, then live; queued for a worker")
+    fork.add_argument("--at", type=_positive, metavar="K", help="the transition to fork at")
+    fork.add_argument("--patch", metavar="FILE.json", help="the outcome to put in place of the one recorded at K")
+    fork.add_argument("--run-id", dest="run_id_new", metavar="NEW", help="the new run's id (default: random)")
+
+
+def _diff_command(commands: Any) -> None:
     compare = commands.add_parser("diff", help="where two recorded runs diverge; exit 0 equal, 1 different")
     compare.add_argument("a", metavar="A", help="a trace file written with its journal, or a run id with --db")
     compare.add_argument("b", metavar="B")
     compare.add_argument("--db", help="A and B are durable runs in this database")
     compare.set_defaults(handler=_diff, error_code=2)
 
+
+def _cover_command(commands: Any) -> None:
     coverage = commands.add_parser("cover", help="which transitions of a definition recorded runs took, and which never")
     coverage.add_argument("definition", metavar="DEFINITION", help="a built-in name (single_agent) or a TOML path")
     coverage.add_argument("traces", nargs="+", metavar="TRACES",
@@ -799,6 +843,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="user stages the definition names (as forge check takes them)")
     coverage.set_defaults(handler=_cover)
 
+
+def _submit_command(commands: Any) -> None:
     submit = commands.add_parser("submit", help="queue a durable run for the workers")
     submit.add_argument("goal", metavar="GOAL")
     submit.add_argument("--loop", required=True, help="the durable loop's name, as the workers attach it (loop.durable(NAME))")
@@ -806,6 +852,8 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--run-id", help="the run's id (default: random)")
     submit.set_defaults(handler=_submit, error_code=2)
 
+
+def _worker_command(commands: Any) -> None:
     worker = commands.add_parser("worker", help="take durable runs from the queue until stopped")
     worker.add_argument("--db", required=True, help="the runs' database: a SQLite path or a postgresql:// URL")
     worker.add_argument("--loops", action="append", required=True, metavar="MODULE",
@@ -821,6 +869,8 @@ def _parser() -> argparse.ArgumentParser:
                              f"{DEAD_AFTER}; more than --heartbeat)")
     worker.set_defaults(handler=_worker)
 
+
+def _inspect_command(commands: Any) -> None:
     inspect = commands.add_parser("inspect", help="write a self-contained HTML page that replays a recorded run")
     inspect.add_argument("trace", metavar="RUN.jsonl|RUN_ID")
     inspect.add_argument("-o", "--output", required=True, metavar="PAGE.html", help="where to write the page")
@@ -832,6 +882,8 @@ def _parser() -> argparse.ArgumentParser:
                               "and align the timelines")
     inspect.set_defaults(handler=_inspect)
 
+
+def _eval_command(commands: Any) -> None:
     evals = commands.add_parser("eval", help="run a dataset of cases on a loop, score each trajectory, gate on "
                                              "score and regressions (exit 1 when a gate fails)")
     evals.add_argument("dataset", metavar="DATASET", help="a pydantic-evals dataset file (YAML or JSON)")
@@ -854,6 +906,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="an Evaluator class of yours the dataset names (repeatable)")
     evals.set_defaults(handler=_eval, error_code=2)
 
+
+def _serve_command(commands: Any) -> None:
     serve = commands.add_parser("serve", help="serve loops as MCP tools, over stdio (default) or streamable HTTP")
     serve.add_argument("loops", nargs="+", metavar="MODULE:LOOP",
                        help="an AgentLoop (served as the tool LOOP, taking a goal), or a tool loop.as_tool(...) made")
@@ -863,6 +917,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--name", default="forge", help="the server's name, as clients see it (default forge)")
     serve.set_defaults(handler=_serve)
 
+
+def _check_command(commands: Any) -> None:
     check = commands.add_parser("check", help="prove loop definitions sound before they run")
     check.add_argument("definitions", nargs="*", metavar="DEFINITION",
                        help="files or built-in names, or loops (MODULE:LOOP or PATH.py:LOOP, checked with their own "
@@ -878,6 +934,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--diagram", metavar="OUT.svg", help="draw the first counterexample in red on the definition")
     check.set_defaults(handler=_check)
 
+
+def _ui_command(commands: Any) -> None:
     ui = commands.add_parser("ui", help="a local web app over the runs database: runs, live runs, answers")
     ui.add_argument("--db", help="the runs database: a SQLite path or a postgresql:// URL (default forge-runs.sqlite)")
     ui.add_argument("--port", type=_port, default=8765, help="the port (default 8765; 0: any free one)")
@@ -885,12 +943,35 @@ def _parser() -> argparse.ArgumentParser:
     ui.add_argument("--read-only", action="store_true", help="serve no action at all: look, never answer")
     ui.set_defaults(handler=_ui, error_code=2)
 
+
+def _tools_command(commands: Any) -> None:
     tools = commands.add_parser("tools", help="list an MCP server's tools as forge sees them",
                                 usage="forge tools [--url URL] [-- COMMAND ARGS...]")
     tools.add_argument("--url", help="a streamable-HTTP MCP server's URL, instead of a command")
     tools.add_argument("command", nargs=argparse.REMAINDER, help="the stdio MCP server to start, after --")
     tools.set_defaults(handler=_tools)
-    return parser
+
+
+COMMANDS: tuple[Callable[[Any], None], ...] = (
+    _run_command,
+    _demo_command,
+    _diagram_command,
+    _diagrams_command,
+    _debug_command,
+    _replay_command,
+    _runs_command,
+    _diff_command,
+    _cover_command,
+    _submit_command,
+    _worker_command,
+    _inspect_command,
+    _eval_command,
+    _serve_command,
+    _check_command,
+    _ui_command,
+    _tools_command,
+)
+"""What `forge` offers, in the order `forge --help` lists it: each adds its command."""
 
 
 def reference_markdown() -> str:
@@ -903,10 +984,13 @@ def reference_markdown() -> str:
     try:
         parser = _parser()
         commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-        parts = ["# The command line\n\nEvery command, as `forge COMMAND --help` prints it.\n\n",
+        parts = ["# The command line\n\nEvery command, as `forge COMMAND --help` prints it.\n\n", EXITS,
                  "```text\n" + parser.format_help() + "```\n"]
         for name, sub in commands.choices.items():
             parts.append(f"\n## forge {name}\n\n```text\n{sub.format_help()}```\n")
+            verbs = next((a for a in sub._actions if isinstance(a, argparse._SubParsersAction)), None)
+            for verb, under in (verbs.choices.items() if verbs is not None else ()):
+                parts.append(f"\n### forge {name} {verb}\n\n```text\n{under.format_help()}```\n")
         return "".join(parts).replace("usage: forge", "forge")
     finally:
         if previous is None:

@@ -170,6 +170,7 @@ def test_a_typed_answer_reads_in_another_process_as_its_json_without_the_users_m
     shown = forge("runs", "show", "typed-elsewhere", "--db", str(store), cwd=store.parent)
     assert shown.returncode == 0, shown.stderr
     assert "verified_success" in shown.stdout and "Traceback" not in shown.stderr
+    assert 'answer: {"item": "nu", "count": 2}' in shown.stdout.splitlines()  # JSON, not a Python repr
 
 
 def test_a_run_forge_0_1_0_stored_reads_without_the_users_code(store):

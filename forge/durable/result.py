@@ -115,6 +115,18 @@ class DurableResult:
         return verified_answer(self.state, self.outcome) if self.status == "finished" else None
 
     @property
+    def answer_text(self) -> str | None:
+        """The answer as a person reads it (`forge runs show`, `forge ui`): text as it is, any
+        other answer as JSON (a typed answer read where its class is not loaded is its JSON
+        already); None without an answer."""
+        answer = self.answer
+        if answer is None or isinstance(answer, str):
+            return answer
+        import json
+
+        return json.dumps(answer, ensure_ascii=False, default=str)
+
+    @property
     def question(self) -> str | None:
         """The policy's question, when the run waits for the user's reply (`Answer.text`)."""
         return self.waiting.prompt if self.waiting is not None and self.waiting.state == "input_required" else None

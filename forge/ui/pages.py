@@ -232,10 +232,8 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
         patched = (f"; transition {origin.transition} patched: <code>{escape(json.dumps(origin.patch))}</code>"
                    if origin.patch else f"; live from transition {origin.transition}")
         head += f'<p class="box" id="forked-from">forked from run {parent} at transition {origin.transition}{patched}</p>'
-    if stored.answer is not None:  # text as it is, any other answer as JSON (a typed answer read here is its JSON)
-        shown = stored.answer if isinstance(stored.answer, str) else \
-            json.dumps(stored.answer, ensure_ascii=False, default=str)
-        head += f"<p>answer: {escape(shown)}</p>"
+    if stored.answer_text is not None:
+        head += f"<p>answer: {escape(stored.answer_text)}</p>"
     if stored.summary and stored.waiting is None:  # a waiting run's answer box says where it waits
         head += f'<p class="box">{escape(stored.summary)}</p>'
     if stored.error and stored.error not in (stored.summary or ""):
