@@ -3,6 +3,7 @@ token (or names a foreign Host) is refused even with a valid Origin and CSRF tok
 changes nothing in the runs database. A real uvicorn server (test_ui's fixtures)."""
 
 import http.client
+import json
 from urllib.parse import urlencode
 
 import pytest
@@ -85,3 +86,26 @@ def test_a_post_from_the_page_with_only_a_referer_is_taken_as_from_the_page(make
 def test_no_page_may_be_framed_by_another_site(ui):
     _, _, headers = request(ui["port"], "GET", "/")
     assert headers["x-frame-options"] == "DENY" and "frame-ancestors 'none'" in headers["content-security-policy"]
+
+
+@pytest.mark.parametrize("path", ["/", "/inbox", "/runs/nope", "/runs/nope/events", "/loops/x", "/no-such-page"])
+def test_every_path_is_refused_without_the_token_and_sets_no_cookie(ui, path):
+    """The guard is the app's outermost layer: a path no route serves is refused too."""
+    status, body, headers = request(ui["port"], "GET", path, token=None)
+    assert status == 403 and "open the URL forge ui printed" in body
+    assert "set-cookie" not in {name.lower() for name in headers}
+
+
+@pytest.mark.parametrize("path", ["/inbox", "/runs/nope", "/no-such-page"])
+def test_every_page_served_may_not_be_framed_and_keeps_the_session(ui, path):
+    _, _, headers = request(ui["port"], "GET", path)
+    shown = {name.lower(): value for name, value in headers.items()}
+    assert shown["x-frame-options"] == "DENY" and "frame-ancestors 'none'" in shown["content-security-policy"]
+    assert shown["set-cookie"].startswith("forge_ui=") and "httponly" in shown["set-cookie"].lower()
+
+
+def test_the_api_answers_a_refusal_in_json_and_sets_no_cookie(ui):
+    status, body, headers = request(ui["port"], "GET", "/api/anything", token=None)
+    assert status == 401 and json.loads(body) == {
+        "error": "no token: send Authorization: Bearer TOKEN (the token forge ui printed)"}
+    assert "set-cookie" not in {name.lower() for name in headers}

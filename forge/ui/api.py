@@ -22,12 +22,11 @@ the run no longer asks: the body says what it asks now).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -95,38 +94,6 @@ def event_json(event: Any) -> dict[str, Any]:
     return event.to_json()  # type: ignore[no-any-return]
 
 
-class ApiGuard:
-    """The API's checks (see the module), on the app's token, hosts and CSRF key."""
-
-    def __init__(self, token: str, hosts: frozenset[str], csrf: Callable[[Request], str], cookie: str) -> None:
-        self.token, self.hosts, self.csrf, self.cookie = token, hosts, csrf, cookie
-
-    def _bearer(self, request: Request) -> str | None:
-        given = request.headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        return value.strip() if scheme.lower() == "bearer" else None
-
-    def refused(self, request: Request, *, changes: bool = False) -> JSONResponse | None:
-        host = request.headers.get("host", "").lower()
-        if host not in self.hosts:
-            return error(400, f"this forge ui does not serve the host {host!r}")
-        bearer = self._bearer(request)
-        given = bearer if bearer is not None else (request.query_params.get("token") or
-                                                    request.cookies.get(self.cookie) or "")
-        if not given:
-            return error(401, "no token: send Authorization: Bearer TOKEN (the token forge ui printed)")
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return error(403, "forbidden: the token is not this forge ui's")
-        if changes and bearer is None:  # a browser's session: the page's own rules
-            origin = request.headers.get("origin") or request.headers.get("referer") or ""
-            if urlsplit(origin).netloc.lower() not in self.hosts:
-                return error(403, "forbidden: a change made with the session cookie must come from this page "
-                                  "(Origin); a program sends Authorization: Bearer TOKEN instead")
-            if not hmac.compare_digest(request.headers.get("x-csrf-token", "").encode(), self.csrf(request).encode()):
-                return error(403, "forbidden: the X-CSRF-Token header is missing or wrong")
-        return None
-
-
 async def _body(request: Request) -> Mapping[str, Any]:
     """The JSON object a POST carries.
 
@@ -157,14 +124,11 @@ def run_path_parts(request: Request, prefix: str) -> tuple[str, str]:
     return unquote(segment, errors="surrogatepass"), tail
 
 
-def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool) -> list[Route]:
+def api_routes(runs: StoredRuns, *, read_only: bool) -> list[Route]:
     """The API's routes over `runs` (see the module); an answer's body is read by
     `read_answer`, the reader of the page's form and of `forge runs resume` too."""
 
     async def listing(request: Request) -> Response:
-        refused = guard.refused(request)
-        if refused is not None:
-            return refused
         from forge.ui.pages import STATUSES
 
         status, reason, text = (request.query_params.get(k, "").strip() for k in ("status", "reason", "q"))
@@ -250,9 +214,6 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool) -> list[Ro
     async def run_route(request: Request) -> Response:
         run_id, tail = run_path_parts(request, API_PREFIX + "/")
         table = gets if request.method == "GET" else posts
-        refused = guard.refused(request, changes=request.method != "GET")
-        if refused is not None:
-            return refused
         handler = table.get(tail)
         if handler is None:
             allowed = [method for method, where in (("GET", gets), ("POST", posts)) if tail in where]
@@ -264,8 +225,7 @@ def api_routes(runs: StoredRuns, guard: ApiGuard, *, read_only: bool) -> list[Ro
         return answered
 
     async def unknown(request: Request) -> Response:
-        refused = guard.refused(request)
-        return refused if refused is not None else error(404, f"no such API route: {request.url.path}")
+        return error(404, f"no such API route: {request.url.path}")
 
     return [Route(API_PREFIX, listing), Route(API_PREFIX + "/{rest:path}", run_route, methods=["GET", "POST"]),
             Route("/api/{rest:path}", unknown, methods=["GET", "POST"])]

@@ -1,7 +1,8 @@
 """The `forge ui` web app, on Starlette: the runs list, a run's live page, the inbox, and
 the answers that make a waiting run go on.
 
-This page can approve side effects, so every request is checked before it is served:
+This page can approve side effects, so every request is checked before it is served, by one
+guard that is the app's outermost layer (`forge.ui.guard`):
 
 - the `Host` header must name this server (127.0.0.1, localhost or the host it was given,
   on its port), against DNS rebinding;
@@ -20,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import hmac
 import json
 import os
 import threading
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -40,13 +40,13 @@ from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
-from forge.ui.api import ApiGuard, api_routes, run_path_parts
+from forge.ui.api import api_routes, run_path_parts
 from forge.ui.api import error as api_error
+from forge.ui.guard import COOKIE, Guard, Guarded, Refusal
 from forge.ui.pages import STATUSES, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
 
-COOKIE = "forge_ui"
 PAGE_SIZE = 50
 FOLLOW_RENEWED_EVERY = 3.0
 """Seconds between a live page's renewals of its `StoredRuns.follow` (each for 10 s)."""
@@ -60,60 +60,12 @@ def _failed(status: int, message: str, token_query: str = "", run_id: str | None
     return HTMLResponse(error_page(status, message, token_query, run_id), status_code=status)
 
 
-class _Guard:
-    """The checks every request passes (see the module)."""
-
-    def __init__(self, token: str, hosts: Iterable[str]) -> None:
-        self.token, self.hosts = token, frozenset(h.lower() for h in hosts)
-        self._key = hashlib.sha256(f"forge-ui-csrf:{token}".encode()).digest()
-
-    def refused(self, request: Request) -> Response | None:
-        host = request.headers.get("host", "").lower()
-        if host not in self.hosts:
-            return _failed(400, f"this forge ui does not serve the host {host!r}")
-        given = request.query_params.get("token") or request.cookies.get(COOKIE) or ""
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return _failed(403, "forbidden: open the URL forge ui printed (it carries the token)")
-        return None
-
-    def csrf(self, request: Request) -> str:
-        """The session's CSRF token: a keyed hash of its session cookie (or of the token
-        itself, on the first visit, which sets the cookie)."""
-        session = request.cookies.get(COOKIE) or self.token
-        return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
-
-    async def posted(self, request: Request) -> tuple[Response | None, Any]:
-        """A state-changing request's form, or the refusal to serve it (token, Host, Origin,
-        CSRF), as (refusal, form)."""
-        refused = self.refused(request)
-        if refused is not None:
-            return refused, None
-        form = await request.form()
-        return self.forged(request, form), form
-
-    def forged(self, request: Request, form: Any) -> Response | None:
-        origin = request.headers.get("origin") or request.headers.get("referer") or ""
-        if urlsplit(origin).netloc.lower() not in self.hosts:
-            return _failed(403, "forbidden: a state-changing request must come from this page (Origin)")
-        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf(request).encode()):
-            return _failed(403, "forbidden: the form's CSRF token is missing or wrong; reload the page and try again")
-        return None
-
-
 def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = False) -> Starlette:
     """The app over the runs database `db`. `token` is the secret every request needs;
     `hosts` the `Host` values it answers to (host:port)."""
-    guard = _Guard(token, hosts)
+    guard = Guard(token, hosts)
     runs = StoredRuns(db)
     query = urlencode({"token": token})
-
-    def served(response: Response) -> Response:
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict")
-        response.headers["x-frame-options"] = "DENY"
-        response.headers["content-security-policy"] = ("default-src 'none'; script-src 'unsafe-inline'; "
-                                                       "style-src 'unsafe-inline'; img-src data:; connect-src 'self'; "
-                                                       "form-action 'self'; frame-ancestors 'none'")
-        return response
 
     def waiting_count() -> int:
         """How many runs wait for an answer (what the navigation shows; at most 500 counted)."""
@@ -124,9 +76,6 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         return _run_path_of(request)[0]
 
     async def listing(request: Request) -> Response:
-        refused = guard.refused(request)
-        if refused is not None:
-            return refused
         filters = {k: request.query_params.get(k, "").strip() for k in ("status", "reason", "q")}
         if filters["status"] and filters["status"] not in STATUSES:
             return _failed(400, f"unknown status {filters['status']!r}; one of {', '.join(STATUSES)}", query)
@@ -141,27 +90,21 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         except UsageError as refused_search:
             return _failed(400, str(refused_search), query)
         waiting = await run_in_threadpool(waiting_count)
-        return served(HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=query,
+        return (HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=query,
                                              waiting=waiting)))
 
     async def inbox(request: Request) -> Response:
-        refused = guard.refused(request)
-        if refused is not None:
-            return refused
         try:
             page = max(0, int(request.query_params.get("page", "0")))
         except ValueError:
             return _failed(400, "page must be a number", query)
         rows, more = await run_in_threadpool(runs.find, status="waiting", offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         note = f"Answered {request.query_params.get('run', '')}." if request.query_params.get("done") == "answered" else ""
-        return served(HTMLResponse(inbox_page([(row, row.waiting) for row in rows], query,
+        return (HTMLResponse(inbox_page([(row, row.waiting) for row in rows], query,
                                               None if read_only else guard.csrf(request), note, page=page, more=more,
                                               count=await run_in_threadpool(waiting_count))))
 
     async def one(request: Request) -> Response:
-        refused = guard.refused(request)
-        if refused is not None:
-            return refused
         run_id = run_id_of(request)
         try:
             stored = await run_in_threadpool(runs.get, run_id)
@@ -183,7 +126,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
                      f"running: start one (forge worker --db {db} --loops MODULE, where MODULE makes the "
                      f"durable loop named {stored.loop!r}).")
-        return served(HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
+        return (HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
                                             token_query=query, note=note, seen=seen, following=following,
                                             waiting=await run_in_threadpool(waiting_count))))
 
@@ -196,19 +139,16 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
                                 status_code=303)
 
     async def loop_page(request: Request) -> Response:
-        refused = guard.refused(request)
-        if refused is not None:
-            return refused
         name = request.path_params["name"]
         found = await run_in_threadpool(runs.outcomes, name)
         machine = None if found else await run_in_threadpool(_machine_of_loop, runs, name)
-        return served(HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found, machine), len(found), query,
+        return (HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found, machine), len(found), query,
                                              await run_in_threadpool(waiting_count))))
 
     async def fork(request: Request) -> Response:
         refused, form = await guard.posted(request)
         if refused is not None:
-            return refused
+            return _failed(refused.status, refused.message)
         run_id = run_id_of(request)
         try:
             at = int(str(form.get("at", "")))
@@ -220,9 +160,6 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         return await gone_on(new, "forked")
 
     async def events(request: Request) -> Response:
-        refused = guard.refused(request)
-        if refused is not None:
-            return refused
         run_id = run_id_of(request)
         try:
             await run_in_threadpool(runs.get, run_id)
@@ -268,7 +205,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
     async def answer(request: Request) -> Response:
         refused, form = await guard.posted(request)
         if refused is not None:
-            return refused
+            return _failed(refused.status, refused.message)
         run_id = run_id_of(request)
         try:
             given = _answer_of(form)
@@ -281,7 +218,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         except AnswerRefused as error:
             stored = await run_in_threadpool(runs.get, run_id)
             if stored.waiting is None or stored.waiting.asked != given.question:  # the form is stale: say what is asked now
-                return served(HTMLResponse(stale_answer_page(stored, given.question, query), status_code=409))
+                return (HTMLResponse(stale_answer_page(stored, given.question, query), status_code=409))
             return _failed(400, f"not sent: {error}", query, run_id)
         except (ForgeError, ValueError) as error:
             return _failed(400, f"not sent: {error}", query, run_id)
@@ -292,7 +229,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
     async def cancel(request: Request) -> Response:
         refused, _ = await guard.posted(request)
         if refused is not None:
-            return refused
+            return _failed(refused.status, refused.message)
         run_id = run_id_of(request)
         try:
             await run_in_threadpool(runs.cancel, run_id)
@@ -310,9 +247,6 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         handlers = gets if request.method == "GET" else {} if read_only else posts
         handler = handlers.get(tail)
         if handler is None:
-            refused = guard.refused(request)
-            if refused is not None:
-                return refused
             allowed = [method for method, table in (("GET", gets), ("POST", {} if read_only else posts)) if tail in table]
             refusal = _failed(405 if allowed else 404, f"{request.method} is not served here" if allowed else
                               f"no page at {request.url.path}", query)
@@ -321,7 +255,7 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
             return refusal
         return await handler(request)
 
-    api = api_routes(runs, ApiGuard(token, guard.hosts, guard.csrf, COOKIE), read_only=read_only)
+    api = api_routes(runs, read_only=read_only)
     routes = [*api, Route("/", listing), Route("/inbox", inbox), Route("/loops/{name}", loop_page),
               Route("/runs/{rest:path}", run_route, methods=["GET", "POST"])]
     @contextlib.asynccontextmanager
@@ -336,7 +270,12 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         said = f"internal error ({type(exc).__name__}); the server's log has the details"
         return api_error(500, said) if request.url.path.startswith("/api/") else _failed(500, said, query)
 
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: failed})
+    def refuse(refusal: Refusal, api: bool) -> Response:
+        return api_error(refusal.status, refusal.message) if api else _failed(refusal.status, refusal.message)
+
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: failed})
+    app.add_middleware(Guarded, guard=guard, refuse=refuse)
+    return app
 
 
 _NOTES = {"answered": "Answered.", "cancelled": "Cancelled: the run stops at its next step.",
