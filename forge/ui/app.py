@@ -18,46 +18,24 @@ a team's own; a program authenticates there with `Authorization: Bearer TOKEN`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hashlib
-import json
 import os
 import threading
-import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import Response
 
-from forge.durable.answers import Answer, AnswerRefused, json_text, read_answer
 from forge.durable.runs import StoredRuns
-from forge.errors import ForgeError, RunNotFound, UsageError
-from forge.machine.fork import Patch
-from forge.policy import Ask, Finish, Intent
-from forge.ui.api import api_routes, run_path_parts
+from forge.ui.api import api_routes
 from forge.ui.api import error as api_error
 from forge.ui.guard import COOKIE, Guard, Guarded, Refusal
-from forge.ui.pages import STATUSES, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
+from forge.ui.routes import PAGE_SIZE, Pages, failed_page
 
 __all__ = ["COOKIE", "PAGE_SIZE", "create_app", "new_token"]
-
-PAGE_SIZE = 50
-FOLLOW_RENEWED_EVERY = 3.0
-"""Seconds between a live page's renewals of its `StoredRuns.follow` (each for 10 s)."""
-ANSWER_FOLLOWED_FOR = 120.0
-"""Seconds a page that sent an answer waits, on one connection, for the run to take it up
-(its browser connects again after that)."""
-
-
-def _failed(status: int, message: str, token_query: str = "", run_id: str | None = None) -> HTMLResponse:
-    """A refusal as the app's own page (`error_page`): what was wrong and what to do."""
-    return HTMLResponse(error_page(status, message, token_query, run_id), status_code=status)
 
 
 def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = False) -> Starlette:
@@ -67,197 +45,8 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
     runs = StoredRuns(db)
     query = urlencode({"token": token})
 
-    def waiting_count() -> int:
-        """How many runs wait for an answer (what the navigation shows; at most 500 counted)."""
-        return runs.waiting_count(500)
+    routes = [*api_routes(runs, read_only=read_only), *Pages(db, runs, guard, query, read_only).routes()]
 
-    def run_id_of(request: Request) -> str:
-        """The run id in the request's path (see `_run_path_of`)."""
-        return _run_path_of(request)[0]
-
-    async def listing(request: Request) -> Response:
-        filters = {k: request.query_params.get(k, "").strip() for k in ("status", "reason", "q")}
-        if filters["status"] and filters["status"] not in STATUSES:
-            return _failed(400, f"unknown status {filters['status']!r}; one of {', '.join(STATUSES)}", query)
-        try:
-            page = max(0, int(request.query_params.get("page", "0")))
-        except ValueError:
-            return _failed(400, "page must be a number", query)
-        try:
-            rows, more = await run_in_threadpool(runs.find, status=filters["status"] or None,
-                                                 reason=filters["reason"] or None, text=filters["q"] or None,
-                                                 offset=page * PAGE_SIZE, limit=PAGE_SIZE)
-        except UsageError as refused_search:
-            return _failed(400, str(refused_search), query)
-        waiting = await run_in_threadpool(waiting_count)
-        return (HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=query,
-                                             waiting=waiting)))
-
-    async def inbox(request: Request) -> Response:
-        try:
-            page = max(0, int(request.query_params.get("page", "0")))
-        except ValueError:
-            return _failed(400, "page must be a number", query)
-        rows, more = await run_in_threadpool(runs.find, status="waiting", offset=page * PAGE_SIZE, limit=PAGE_SIZE)
-        note = f"Answered {request.query_params.get('run', '')}." if request.query_params.get("done") == "answered" else ""
-        return (HTMLResponse(inbox_page([(row, row.waiting) for row in rows], query,
-                                              None if read_only else guard.csrf(request), note, page=page, more=more,
-                                              count=await run_in_threadpool(waiting_count))))
-
-    async def one(request: Request) -> Response:
-        run_id = run_id_of(request)
-        try:
-            stored = await run_in_threadpool(runs.get, run_id)
-        except RunNotFound as error:
-            return _failed(404, str(error), query)
-        seen = ""
-        answered = _answered(request)
-        following = answered if (stored.status == "waiting" and stored.waiting is not None and answered > 0
-                                 and stored.waiting.asked == answered) else 0  # answered, not yet taken up: follow it
-        if stored.status in ("queued", "running") or following:
-            await run_in_threadpool(runs.follow, run_id)
-            seen = await run_in_threadpool(_moment, runs, stored)
-        if stored.status == "running":
-            inspector = await run_in_threadpool(_live, runs, stored)
-        else:
-            inspector = await run_in_threadpool(_inspector, stored.records, False, stored.children)
-        note = _NOTES.get(request.query_params.get("done", ""), "")
-        if note and request.query_params.get("served") == "0":
-            note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
-                     f"running: start one (forge worker --db {db} --loops MODULE, where MODULE makes the "
-                     f"durable loop named {stored.loop!r}).")
-        return (HTMLResponse(run_page(stored, inspector, csrf=None if read_only else guard.csrf(request),
-                                            token_query=query, note=note, seen=seen, following=following,
-                                            waiting=await run_in_threadpool(waiting_count))))
-
-    async def gone_on(run_id: str, done: str, answered: int = 0) -> Response:
-        """To the page of a run just answered (question `answered`) or forked, saying whether
-        a worker is live to take it on."""
-        worker = await run_in_threadpool(runs.who_serves, run_id)
-        more = f"&answered={answered}" if answered else ""
-        return RedirectResponse(f"{run_path(run_id)}?{query}&done={done}&served={int(worker is not None)}{more}",
-                                status_code=303)
-
-    async def loop_page(request: Request) -> Response:
-        name = request.path_params["name"]
-        found = await run_in_threadpool(runs.outcomes, name)
-        machine = None if found else await run_in_threadpool(_machine_of_loop, runs, name)
-        return (HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found, machine), len(found), query,
-                                             await run_in_threadpool(waiting_count))))
-
-    async def fork(request: Request) -> Response:
-        refused, form = await guard.posted(request)
-        if refused is not None:
-            return _failed(refused.status, refused.message)
-        run_id = run_id_of(request)
-        try:
-            at = int(str(form.get("at", "")))
-            text = str(form.get("patch", "")).strip()
-            patch = Patch.from_json(json_text(text, "the patch")) if text else None
-            new = await run_in_threadpool(runs.fork, run_id, at, patch, None)
-        except (ForgeError, ValueError, LookupError) as error:
-            return _failed(400, f"not forked: {error}", query, run_id)
-        return await gone_on(new, "forked")
-
-    async def events(request: Request) -> Response:
-        run_id = run_id_of(request)
-        try:
-            await run_in_threadpool(runs.get, run_id)
-        except RunNotFound as error:  # a feed of nothing would make a browser reconnect forever
-            return _failed(404, str(error), query)
-
-        async def changes() -> Any:
-            """One message per change after `seen` (the digest a page was made at); without
-            `seen`, the first message is the run as it is now. With `answered=N` (a page that
-            answered question N), one message once the run no longer waits on it. A run that no longer runs ends
-            the stream; so does a database that cannot be read, with an `error` event (a
-            browser's EventSource then connects again by itself)."""
-            last, followed = request.query_params.get("seen") or "", 0.0
-            answered = _answered(request)  # a page that answered question N: told once it is no longer asked
-            until = time.monotonic() + ANSWER_FOLLOWED_FOR
-            while True:
-                try:
-                    if time.monotonic() - followed > FOLLOW_RENEWED_EVERY:
-                        await run_in_threadpool(runs.follow, run_id)
-                        followed = time.monotonic()
-                    stored = await run_in_threadpool(runs.get, run_id)
-                    now = "" if answered else await run_in_threadpool(_moment, runs, stored)
-                except (ForgeError, LookupError) as error:
-                    yield f"event: error\ndata: {json.dumps({'error': str(error)})}\n\n"
-                    return
-                if answered:  # its own digest moves as a followed run stores what it fired: not a change
-                    taken = stored.waiting is None or stored.waiting.asked != answered
-                    if taken:
-                        yield f"data: {json.dumps({'status': stored.status})}\n\n"
-                    if taken or time.monotonic() > until or await request.is_disconnected():
-                        return
-                    await asyncio.sleep(0.25)
-                    continue
-                if now != last:
-                    yield f"data: {json.dumps({'status': stored.status})}\n\n"
-                last = now
-                if stored.status not in ("queued", "running") or await request.is_disconnected():
-                    return
-                await asyncio.sleep(0.25)
-
-        return StreamingResponse(changes(), media_type="text/event-stream", headers={"cache-control": "no-store"})
-
-    async def answer(request: Request) -> Response:
-        refused, form = await guard.posted(request)
-        if refused is not None:
-            return _failed(refused.status, refused.message)
-        run_id = run_id_of(request)
-        try:
-            given = _answer_of(form)
-        except (AnswerRefused, ForgeError, ValueError) as error:
-            return _failed(400, f"not sent: {error}", query, run_id)
-        try:
-            await run_in_threadpool(runs.resume, run_id, given)  # refuses an answer to a question not asked now
-        except RunNotFound as error:
-            return _failed(404, str(error), query)
-        except AnswerRefused as error:
-            stored = await run_in_threadpool(runs.get, run_id)
-            if stored.waiting is None or stored.waiting.asked != given.question:  # the form is stale: say what is asked now
-                return (HTMLResponse(stale_answer_page(stored, given.question, query), status_code=409))
-            return _failed(400, f"not sent: {error}", query, run_id)
-        except (ForgeError, ValueError) as error:
-            return _failed(400, f"not sent: {error}", query, run_id)
-        if form.get("back") == "inbox":
-            return RedirectResponse(f"/inbox?{query}&{urlencode({'done': 'answered', 'run': run_id})}", status_code=303)
-        return await gone_on(run_id, "answered", given.question)
-
-    async def cancel(request: Request) -> Response:
-        refused, _ = await guard.posted(request)
-        if refused is not None:
-            return _failed(refused.status, refused.message)
-        run_id = run_id_of(request)
-        try:
-            await run_in_threadpool(runs.cancel, run_id)
-        except RunNotFound as error:
-            return _failed(404, str(error), query)
-        return RedirectResponse(f"{run_path(run_id)}?{query}&done=cancelled", status_code=303)
-
-    gets = {"": one, "events": events}
-    posts = {"answer": answer, "cancel": cancel, "fork": fork}
-
-    async def run_route(request: Request) -> Response:
-        """Every route under /runs/, chosen by the path as sent (`_run_path_of`): a run id
-        with a `/` in it (`%2F` in its links) is one id, whatever it ends with."""
-        _, tail = _run_path_of(request)
-        handlers = gets if request.method == "GET" else {} if read_only else posts
-        handler = handlers.get(tail)
-        if handler is None:
-            allowed = [method for method, table in (("GET", gets), ("POST", {} if read_only else posts)) if tail in table]
-            refusal = _failed(405 if allowed else 404, f"{request.method} is not served here" if allowed else
-                              f"no page at {request.url.path}", query)
-            if allowed:
-                refusal.headers["allow"] = ", ".join(allowed)
-            return refusal
-        return await handler(request)
-
-    api = api_routes(runs, read_only=read_only)
-    routes = [*api, Route("/", listing), Route("/inbox", inbox), Route("/loops/{name}", loop_page),
-              Route("/runs/{rest:path}", run_route, methods=["GET", "POST"])]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         threading.Thread(target=_quietly, args=(runs.note_new_runs,), name="forge-ui-search", daemon=True).start()
@@ -268,18 +57,14 @@ def create_app(db: str, token: str, *, hosts: Iterable[str], read_only: bool = F
         """What a request that raised is answered: JSON under /api (every answer of the API
         is), the error page elsewhere; the exception itself goes to the server's log."""
         said = f"internal error ({type(exc).__name__}); the server's log has the details"
-        return api_error(500, said) if request.url.path.startswith("/api/") else _failed(500, said, query)
+        return api_error(500, said) if request.url.path.startswith("/api/") else failed_page(500, said, query)
 
     def refuse(refusal: Refusal, api: bool) -> Response:
-        return api_error(refusal.status, refusal.message) if api else _failed(refusal.status, refusal.message)
+        return api_error(refusal.status, refusal.message) if api else failed_page(refusal.status, refusal.message)
 
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={Exception: failed})
     app.add_middleware(Guarded, guard=guard, refuse=refuse)
     return app
-
-
-_NOTES = {"answered": "Answered.", "cancelled": "Cancelled: the run stops at its next step.",
-          "forked": "Forked: this new run is queued for a forge worker serving its loop."}
 
 
 def _quietly(action: Any) -> None:
@@ -287,153 +72,6 @@ def _quietly(action: Any) -> None:
     it is next asked for, on a page."""
     with contextlib.suppress(Exception):
         action()
-
-
-def _many_runs_svg(found: list[tuple[list[Any], str | None]], machine: str | None = None) -> str:
-    """The many-runs diagram of `found` (records, outcome), as inline SVG, with a table of
-    its edges' figures beside it (readable at any width); with no finished run, the
-    definition `machine` (a run of the loop that has not finished names it) drawn plain;
-    or why there is none."""
-    from html import escape
-
-    from forge.diagram.dot import to_digraph
-    from forge.diagram.many import edge_stats, many_runs_digraph
-    from forge.inspect.page import inline_svg
-    from forge.machine.loader import load_definition
-
-    if found:
-        machine = next((r.machine for r in found[0][0] if r.machine), "single_agent")
-    if machine is None:
-        return '<p class="box">no run of this loop yet: its definition is drawn once a run of it starts</p>'
-    try:
-        definition = load_definition(machine)
-        if not found:
-            return ('<p class="box note">no finished run of this loop yet: its definition, with no figures</p>'
-                    + inline_svg(to_digraph(definition)))
-        stats, count = edge_stats(definition, found)
-        return inline_svg(many_runs_digraph(definition, stats, count)) + _edge_table(definition, stats)
-    except (ForgeError, FileNotFoundError, ValueError) as error:
-        return f'<p class="box">cannot draw the runs of {escape(machine)}: {escape(str(error))}</p>'
-
-
-def _machine_of_loop(runs: StoredRuns, name: str) -> str | None:
-    """The definition a loop's latest run that has fired a transition names, if any."""
-    rows, _ = runs.find(loop=name, limit=20)
-    for row in rows:
-        records = runs.get(row.run_id).records
-        machine = next((r.machine for r in records if r.machine), None)
-        if machine:
-            return machine
-    return None
-
-
-def _edge_table(definition: Any, stats: Any) -> str:
-    """Each edge the runs took, most taken first: what the diagram's labels say, as text."""
-    from html import escape
-
-    edges = {edge.index: edge for edge in definition.transitions}
-    for state in definition.states:
-        for edge in (None if state.terminal else definition.failure_edge(state.name), definition.answer_edge(state.name)):
-            if edge is not None:
-                edges.setdefault(edge.index, edge)
-    rows = []
-    for index, figures in sorted(stats.items(), key=lambda item: -item[1].runs):
-        edge = edges.get(index)
-        if edge is None:
-            continue
-        guard = f" [{escape(edge.guard)}]" if edge.guard else ""
-        rows.append(f"<tr><td>{escape(edge.source)} -{escape(edge.trigger)}-&gt; {escape(edge.dest)}{guard}</td>"
-                    f"<td>{figures.runs}</td><td>{figures.p50 * 1000:.1f} ms</td><td>{figures.p95 * 1000:.1f} ms</td>"
-                    f"<td>{figures.failed:.0%}</td></tr>")
-    return ('<table id="edges"><thead><tr><th>edge</th><th>runs</th><th>p50</th><th>p95</th><th>failed</th></tr>'
-            f"</thead><tbody>{''.join(rows)}</tbody></table>")
-
-
-def _run_path_of(request: Request) -> tuple[str, str]:
-    """The run id and what follows it in a path under /runs/ (`run_path_parts`)."""
-    return run_path_parts(request, "/runs/")
-
-
-def _answered(request: Request) -> int:
-    """The question a page says it answered (`?answered=N`, what an answer's redirect adds); 0: none."""
-    try:
-        return int(request.query_params.get("answered", "0"))
-    except ValueError:
-        return 0
-
-
-def _answer_of(form: Any) -> Answer:
-    """The Answer a posted form gives (`read_answer`, its fields as text), bound to the
-    question the form says it answers.
-
-    Raises:
-        AnswerRefused, ValueError: a kind forge does not know, a value that does not fit, or
-            a form that does not say which question it answers.
-    """
-    return read_answer(str(form.get("kind", "")), str(form.get("value", "")).strip(),
-                       str(form.get("arguments", "")).strip() or None, question=str(form.get("question", "")),
-                       as_text=True)
-
-
-def _inspector(records: list[Any], running: bool = False, children: Sequence[Any] = ()) -> str:
-    """The run inspector of `records` (a fragment; `running`: the run goes on past them), with
-    its `children` (child runs, `StoredChild`) nested, or why there is none."""
-    from html import escape
-
-    from forge.inspect import html
-
-    if not records:
-        return '<p class="box">no transition has fired yet</p>'
-    try:
-        return html(records, fragment=True, running=running, children=children)
-    except (ForgeError, FileNotFoundError, ValueError) as error:
-        return f'<p class="box">the inspector cannot draw this run: {escape(str(error))}</p>'
-
-
-def _live(runs: StoredRuns, stored: Any) -> str:
-    """A running run: the inspector over what it has fired so far (stored while the page
-    follows it; until then, what it published when it last waited), and its calls so far.
-    """
-    from html import escape
-
-    from forge.machine.trace import summary
-
-    so_far = runs.fired_so_far(stored.run_id)
-    records = so_far or list(stored.records)
-    try:
-        calls = runs.under_way(stored.run_id)
-    except ForgeError as error:
-        return f'<p class="box">{escape(str(error))}</p>' + _inspector(records, running=True)
-    def outcome(call: Any) -> str:
-        if call.error is not None:
-            return f"{type(call.error).__name__}: {call.error}"[:200]
-        value = call.value
-        if isinstance(value, Intent):  # a decision, as the inspector writes it
-            wanted = value.tool or "/".join(sorted(value.capabilities))
-            return f"call {wanted} {summary(dict(value.arguments), 180)}"
-        if isinstance(value, Finish):
-            return f"finish: {summary(value.answer, 180)}"
-        if isinstance(value, Ask):
-            return f"ask: {summary(value.question, 180)}"
-        return summary(value, 200)
-
-    rows = "".join(
-        f"<tr><td>{call.transition}</td><td>{call.step}</td><td>{escape(call.kind)}</td>"
-        f"<td>{escape(call.name)}</td><td>{escape(outcome(call))}</td></tr>" for call in calls)
-    return (_inspector(records, running=True) +
-            f'<section class="box" id="under-way"><h3>under way: {len(calls)} calls so far, '
-            f'{len(records)} transitions in the inspector above</h3>'
-            "<table><thead><tr><th>transition</th><th>step</th><th>call</th><th>name</th><th>outcome</th></tr>"
-            f"</thead><tbody>{rows}</tbody></table></section>")
-
-
-def _moment(runs: StoredRuns, stored: Any) -> str:
-    """A digest of what a run's page shows of it: its status and answers, and the calls and
-    transitions it has stored while under way. A page is given the digest it was made at,
-    and its events route tells it of the first change after that one, so no change between
-    making the page and listening for changes goes unseen."""
-    shown = (stored.status, stored.answers, *runs.database.so_far(stored.run_id))
-    return hashlib.sha256(repr(shown).encode()).hexdigest()[:16]
 
 
 def new_token() -> str:
