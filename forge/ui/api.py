@@ -40,7 +40,7 @@ from forge.machine.answers import Waiting
 from forge.machine.fork import Patch
 from forge.machine.trace import summary
 
-__all__ = ["API_PREFIX", "api_routes", "run_path_parts", "event_json", "row_json", "run_json", "waiting_json"]
+__all__ = ["API_PREFIX", "Api", "api_routes", "chosen", "run_path_parts", "event_json", "row_json", "run_json", "waiting_json"]
 
 API_PREFIX = "/api/runs"
 PAGE_SIZE = 50
@@ -125,10 +125,26 @@ def run_path_parts(request: Request, prefix: str) -> tuple[str, str]:
 
 
 def api_routes(runs: StoredRuns, *, read_only: bool) -> list[Route]:
-    """The API's routes over `runs` (see the module); an answer's body is read by
+    """The API's routes over `runs` (see the module); `read_only` serves no POST."""
+    return Api(runs, read_only).routes()
+
+
+class Api:
+    """The API's handlers over one runs database; an answer's body is read by
     `read_answer`, the reader of the page's form and of `forge runs resume` too."""
 
-    async def listing(request: Request) -> Response:
+    def __init__(self, runs: StoredRuns, read_only: bool) -> None:
+        self.runs = runs
+        self.gets: dict[str, Callable[..., Any]] = {"": self.one, "events": self.events}
+        self.posts: dict[str, Callable[..., Any]] = {} if read_only else {"answer": self.answer,
+                                                                          "cancel": self.cancel, "fork": self.fork}
+
+    def routes(self) -> list[Route]:
+        return [Route(API_PREFIX, self.listing),
+                Route(API_PREFIX + "/{rest:path}", self.run_route, methods=["GET", "POST"]),
+                Route("/api/{rest:path}", self.unknown, methods=["GET", "POST"])]
+
+    async def listing(self, request: Request) -> Response:
         from forge.ui.pages import STATUSES
 
         status, reason, text = (request.query_params.get(k, "").strip() for k in ("status", "reason", "q"))
@@ -139,23 +155,23 @@ def api_routes(runs: StoredRuns, *, read_only: bool) -> list[Route]:
         except ValueError:
             return error(400, "page must be a whole number")
         try:
-            rows, more = await run_in_threadpool(runs.find, status=status or None, reason=reason or None,
+            rows, more = await run_in_threadpool(self.runs.find, status=status or None, reason=reason or None,
                                                  text=text or None, offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         except UsageError as refused_search:
             return error(400, str(refused_search))
         return JSONResponse({"runs": [row_json(row) for row in rows], "page": page, "more": more})
 
-    async def one(request: Request, run_id: str) -> Response:
+    async def one(self, request: Request, run_id: str) -> Response:
         def read() -> dict[str, Any]:
-            stored = runs.get(run_id)
-            return run_json(stored, runs.recorded(run_id)[1])
+            stored = self.runs.get(run_id)
+            return run_json(stored, self.runs.recorded(run_id)[1])
 
         try:
             return JSONResponse(await run_in_threadpool(read))
         except RunNotFound as missing:
             return error(404, str(missing))
 
-    async def answer(request: Request, run_id: str) -> Response:
+    async def answer(self, request: Request, run_id: str) -> Response:
         try:
             body = await _body(request)
             given = read_answer(body.get("kind"), body.get("value"), body.get("arguments"),
@@ -163,12 +179,12 @@ def api_routes(runs: StoredRuns, *, read_only: bool) -> list[Route]:
         except (AnswerRefused, ForgeError, ValueError) as refusal:
             return error(400, f"not sent: {refusal}")
         try:
-            await run_in_threadpool(runs.resume, run_id, given)  # refuses an answer to a question not asked now
+            await run_in_threadpool(self.runs.resume, run_id, given)  # refuses an answer to a question not asked now
         except RunNotFound as missing:
             return error(404, str(missing))
         except AnswerRefused as refusal:
             try:
-                stored = await run_in_threadpool(runs.get, run_id)
+                stored = await run_in_threadpool(self.runs.get, run_id)
             except RunNotFound as missing:
                 return error(404, str(missing))
             if stored.waiting is None or stored.waiting.asked != given.question:  # stale: say what is asked now
@@ -176,59 +192,58 @@ def api_routes(runs: StoredRuns, *, read_only: bool) -> list[Route]:
             return error(400, f"not sent: {refusal}")
         except (ForgeError, ValueError) as refusal:
             return error(400, f"not sent: {refusal}")
-        worker = await run_in_threadpool(runs.who_serves, run_id)
+        worker = await run_in_threadpool(self.runs.who_serves, run_id)
         return JSONResponse({"run_id": run_id, "answered": True, "served": worker is not None})
 
-    async def cancel(request: Request, run_id: str) -> Response:
+    async def cancel(self, request: Request, run_id: str) -> Response:
         try:
-            await run_in_threadpool(runs.cancel, run_id)
+            await run_in_threadpool(self.runs.cancel, run_id)
         except RunNotFound as missing:
             return error(404, str(missing))
         return JSONResponse({"run_id": run_id, "cancelled": True})
 
-    async def fork(request: Request, run_id: str) -> Response:
+    async def fork(self, request: Request, run_id: str) -> Response:
         try:
             body = await _body(request)
             at = body.get("at")
             if not isinstance(at, int) or isinstance(at, bool) or at < 1:
                 return error(400, "not forked: 'at' must be a transition number, 1 or more")
             patch = Patch.from_json(body["patch"]) if body.get("patch") is not None else None
-            new = await run_in_threadpool(runs.fork, run_id, at, patch, body.get("run_id"))
+            new = await run_in_threadpool(self.runs.fork, run_id, at, patch, body.get("run_id"))
         except RunNotFound as missing:
             return error(404, str(missing))
         except (ForgeError, ValueError, LookupError) as refusal:
             return error(400, f"not forked: {refusal}")
         return JSONResponse({"run_id": new, "forked_from": run_id, "at": at}, status_code=201)
 
-    async def events(request: Request, run_id: str) -> Response:
+    async def events(self, request: Request, run_id: str) -> Response:
         try:
-            await run_in_threadpool(runs.get, run_id)
+            await run_in_threadpool(self.runs.get, run_id)
         except RunNotFound as missing:
             return error(404, str(missing))
-        return StreamingResponse(_feed(runs, run_id, request), media_type="text/event-stream",
+        return StreamingResponse(_feed(self.runs, run_id, request), media_type="text/event-stream",
                                  headers={"cache-control": "no-store"})
 
-    gets: dict[str, Callable[..., Any]] = {"": one, "events": events}
-    posts: dict[str, Callable[..., Any]] = {} if read_only else {"answer": answer, "cancel": cancel, "fork": fork}
-
-    async def run_route(request: Request) -> Response:
+    async def run_route(self, request: Request) -> Response:
         run_id, tail = run_path_parts(request, API_PREFIX + "/")
-        table = gets if request.method == "GET" else posts
-        handler = table.get(tail)
-        if handler is None:
-            allowed = [method for method, where in (("GET", gets), ("POST", posts)) if tail in where]
-            if allowed:
-                return JSONResponse({"error": f"{request.method} is not served here"}, status_code=405,
-                                    headers={"allow": ", ".join(allowed)})
-            return error(404, f"no such API route: {request.url.path}")
-        answered: Response = await handler(request, run_id)
-        return answered
-
-    async def unknown(request: Request) -> Response:
+        handler, allowed = chosen(self.gets, self.posts, request.method, tail)
+        if handler is not None:
+            answered: Response = await handler(request, run_id)
+            return answered
+        if allowed:
+            return JSONResponse({"error": f"{request.method} is not served here"}, status_code=405,
+                                headers={"allow": ", ".join(allowed)})
         return error(404, f"no such API route: {request.url.path}")
 
-    return [Route(API_PREFIX, listing), Route(API_PREFIX + "/{rest:path}", run_route, methods=["GET", "POST"]),
-            Route("/api/{rest:path}", unknown, methods=["GET", "POST"])]
+    async def unknown(self, request: Request) -> Response:
+        return error(404, f"no such API route: {request.url.path}")
+
+
+def chosen(gets: Mapping[str, Any], posts: Mapping[str, Any], method: str, tail: str) -> tuple[Any, list[str]]:
+    """The handler of `method` for the path's `tail` under a run (None where there is none),
+    and the methods that do have one there (for a 405's `Allow`)."""
+    handler = (gets if method == "GET" else posts).get(tail)
+    return handler, [] if handler is not None else [m for m, table in (("GET", gets), ("POST", posts)) if tail in table]
 
 
 async def _feed(runs: StoredRuns, run_id: str, request: Request) -> AsyncIterator[str]:

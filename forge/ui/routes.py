@@ -23,7 +23,7 @@ from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.fork import Patch
 from forge.policy import Ask, Finish, Intent
-from forge.ui.api import run_path_parts
+from forge.ui.api import chosen, run_path_parts
 from forge.ui.guard import Guard
 from forge.ui.pages import STATUSES, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
@@ -230,12 +230,10 @@ class Pages:
         """Every route under /runs/, chosen by the path as sent (`_run_path_of`): a run id
         with a `/` in it (`%2F` in its links) is one id, whatever it ends with."""
         _, tail = _run_path_of(request)
-        handlers = self.gets if request.method == "GET" else self.posts
-        handler = handlers.get(tail)
+        handler, allowed = chosen(self.gets, self.posts, request.method, tail)
         if handler is None:
-            allowed = [method for method, table in (("GET", self.gets), ("POST", self.posts)) if tail in table]
             refusal = failed_page(405 if allowed else 404, f"{request.method} is not served here" if allowed else
-                              f"no page at {request.url.path}", self.query)
+                                  f"no page at {request.url.path}", self.query)
             if allowed:
                 refusal.headers["allow"] = ", ".join(allowed)
             return refusal
