@@ -121,6 +121,16 @@ def test_overlay_labels_taken_edges_and_fades_the_rest():
     assert "ended in verified_success" in source
 
 
+def test_an_overlay_of_a_run_that_waits_says_it_waits_there_not_that_it_ended():
+    from forge import Ask
+
+    waiting = scripted_loop([tool("read")], [Ask("which file?")]).run("goal")
+    assert waiting.reason == "input_required"
+    source = diagram(trace=waiting).source
+    assert "run waits here" in source and "waits in input_required" in source
+    assert "run ended here" not in source
+
+
 def test_overlay_of_a_trace_from_another_machine_is_refused():
     record = known_run().trace[0]
     other = type(record)(1, 1, "select", "teleport", "verify", machine="single_agent")

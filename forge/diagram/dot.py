@@ -51,79 +51,17 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
     edge no run took is dimmed, one whose runs mostly failed is drawn red."""
     if against is not None and overlay is not None:
         return _compared(definition, overlay, against, diverged, names)
-    title = definition.title or definition.name
-    if overlay is not None:
-        where = _where(definition, overlay.position, overlay.finished)
-        title += f"{LINE_BREAK}run: {overlay.transitions} transitions, {where} {overlay.position}"
     steps: dict[int, list[int]] = {}
     for number, index in enumerate(counterexample, start=1):
         steps.setdefault(index, []).append(number)
     ends_in = next((t.dest for t in definition.transitions if t.index == counterexample[-1]), None) \
         if counterexample else None
-    if counterexample:
-        title += f"{LINE_BREAK}counterexample: {len(counterexample)} transitions, in red"
-    if many is not None:
-        title += f"{LINE_BREAK}{many[1]} runs"
-    graph = _started(definition, title, prefix)
+    graph = _started(definition, _title(definition, overlay, counterexample, many), prefix)
     for state in definition.states:
-        palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
-        attrs = {
-            "shape": "box", "style": "rounded,filled", "fillcolor": palette.fill, "color": palette.line,
-            "tooltip": state.doc or state.name,
-        }
-        label = state.name
-        if state.terminal:
-            attrs["peripheries"] = "2"
-            label = f"{state.name}{LINE_BREAK}({state.outcome})"
-        elif state.action:
-            label = f"{state.name}{LINE_BREAK}‹{state.action}›"
-        if overlay is not None:
-            if state.name not in overlay.visited:
-                attrs.update(fillcolor=FADED.fill, color=FADED.line, fontcolor="#9e9e9e")
-            else:
-                attrs["penwidth"] = "2.2"
-            if state.name == overlay.position:
-                attrs["penwidth"] = "3.5"
-                label += f"{LINE_BREAK}■ run ended here" if overlay.finished else f"{LINE_BREAK}▶ run is here"
-        if state.name == ends_in:
-            attrs.update(color=FAILED, penwidth="3.5")
-            label += f"{LINE_BREAK}✗ the property fails here"
-        if ids:
-            attrs["id"] = f"state-{state.name}"
+        label, attrs = _state_look(state, overlay, ends_in, ids)
         graph.node(prefix + state.name, label=label, **attrs)
-
     for transition in definition.transitions:
-        attrs = {"color": WORKING.line, "fontcolor": "#333333"}
-        count = None
-        if overlay is not None:
-            count = overlay.edge_counts.get(transition.index)
-            if count:
-                attrs.update(color=TAKEN, fontcolor=TAKEN, penwidth=f"{min(6.0, 1.5 + math.log10(count) * 1.5):.2f}")
-            else:
-                attrs.update(color=FADED.line, fontcolor="#9e9e9e", style="dashed")
-        dest_terminal = definition.state(transition.dest).terminal
-        if _is_back_edge(definition, transition.source, transition.dest):
-            attrs.update(tailport="e", headport="e", constraint="false")
-        elif not dest_terminal:
-            attrs["weight"] = "8"
-        label = edge_label(transition.trigger, shown_guard(transition.guard, transition.dest), count)
-        tools = overlay.edge_tools.get(transition.index) if overlay is not None else None
-        if tools:
-            label += LINE_BREAK + _tool_counts(tools)
-        if many is not None:
-            stat = many[0].get(transition.index)
-            label += LINE_BREAK + _stats_label(stat)
-            if stat is None:
-                attrs.update(color=FADED.line, fontcolor="#9e9e9e", style="dashed")
-            else:
-                colour = FAILED if stat.failed >= 0.5 else TAKEN
-                attrs.update(color=colour, fontcolor=colour,
-                             penwidth=f"{min(6.0, 1.2 + math.log10(stat.runs) * 1.5):.2f}")
-        if transition.index in steps:
-            attrs.update(color=FAILED, fontcolor=FAILED, penwidth="3")
-            label = f"{', '.join(map(str, steps[transition.index]))}. {label}"
-        if ids:
-            attrs["id"] = f"edge-{transition.index}"
+        label, attrs = _edge_look(definition, transition, overlay, many, steps, ids)
         graph.edge(prefix + transition.source, prefix + transition.dest, label=label, **attrs)
     for source, count in (overlay.failures if overlay is not None else {}).items():
         failure = definition.failure_edge(source)
@@ -133,6 +71,92 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
     if not prefix:
         _legend(graph, overlay is not None)
     return graph
+
+
+def _title(definition: MachineDefinition, overlay: RunOverlay | None, counterexample: Sequence[int],
+           many: tuple[Mapping[int, Any], int] | None) -> str:
+    title = definition.title or definition.name
+    if overlay is not None:
+        where = _where(definition, overlay.position, overlay.finished)
+        title += f"{LINE_BREAK}run: {overlay.transitions} transitions, {where} {overlay.position}"
+    if counterexample:
+        title += f"{LINE_BREAK}counterexample: {len(counterexample)} transitions, in red"
+    if many is not None:
+        title += f"{LINE_BREAK}{many[1]} runs"
+    return title
+
+
+def _state_look(state: Any, overlay: RunOverlay | None, ends_in: str | None, ids: bool) -> tuple[str, dict[str, str]]:
+    """A state's label and look: its outcome's colours, faded where a run never went,
+    marked where a run is, ended or waits, and where a counterexample ends."""
+    palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
+    attrs = {"shape": "box", "style": "rounded,filled", "fillcolor": palette.fill, "color": palette.line,
+             "tooltip": state.doc or state.name}
+    label = state.name
+    if state.terminal:
+        attrs["peripheries"] = "2"
+        label = f"{state.name}{LINE_BREAK}({state.outcome})"
+    elif state.action:
+        label = f"{state.name}{LINE_BREAK}‹{state.action}›"
+    if overlay is not None:
+        if state.name not in overlay.visited:
+            attrs.update(fillcolor=FADED.fill, color=FADED.line, fontcolor="#9e9e9e")
+        else:
+            attrs["penwidth"] = "2.2"
+        if state.name == overlay.position:
+            attrs["penwidth"] = "3.5"
+            label += LINE_BREAK + _here(state, overlay.finished)
+    if state.name == ends_in:
+        attrs.update(color=FAILED, penwidth="3.5")
+        label += f"{LINE_BREAK}✗ the property fails here"
+    if ids:
+        attrs["id"] = f"state-{state.name}"
+    return label, attrs
+
+
+def _here(state: Any, finished: bool) -> str:
+    """What the state a run is in says of it: it waits there for a person (a needs-input
+    state), ended there, or is there now."""
+    if finished and state.outcome == "needs_input":
+        return "⏸ run waits here"
+    return "■ run ended here" if finished else "▶ run is here"
+
+
+def _edge_look(definition: MachineDefinition, transition: Any, overlay: RunOverlay | None,
+               many: tuple[Mapping[int, Any], int] | None, steps: Mapping[int, list[int]],
+               ids: bool) -> tuple[str, dict[str, str]]:
+    """A transition's label and look: how often a run took it (and with which tools), or
+    many runs' counts and durations, or its place on a counterexample."""
+    attrs = {"color": WORKING.line, "fontcolor": "#333333"}
+    count = None
+    if overlay is not None:
+        count = overlay.edge_counts.get(transition.index)
+        if count:
+            attrs.update(color=TAKEN, fontcolor=TAKEN, penwidth=f"{min(6.0, 1.5 + math.log10(count) * 1.5):.2f}")
+        else:
+            attrs.update(color=FADED.line, fontcolor="#9e9e9e", style="dashed")
+    if _is_back_edge(definition, transition.source, transition.dest):
+        attrs.update(tailport="e", headport="e", constraint="false")
+    elif not definition.state(transition.dest).terminal:
+        attrs["weight"] = "8"
+    label = edge_label(transition.trigger, shown_guard(transition.guard, transition.dest), count)
+    tools = overlay.edge_tools.get(transition.index) if overlay is not None else None
+    if tools:
+        label += LINE_BREAK + _tool_counts(tools)
+    if many is not None:
+        stat = many[0].get(transition.index)
+        label += LINE_BREAK + _stats_label(stat)
+        if stat is None:
+            attrs.update(color=FADED.line, fontcolor="#9e9e9e", style="dashed")
+        else:
+            colour = FAILED if stat.failed >= 0.5 else TAKEN
+            attrs.update(color=colour, fontcolor=colour, penwidth=f"{min(6.0, 1.2 + math.log10(stat.runs) * 1.5):.2f}")
+    if transition.index in steps:
+        attrs.update(color=FAILED, fontcolor=FAILED, penwidth="3")
+        label = f"{', '.join(map(str, steps[transition.index]))}. {label}"
+    if ids:
+        attrs["id"] = f"edge-{transition.index}"
+    return label, attrs
 
 
 def _started(definition: MachineDefinition, title: str, prefix: str = "") -> graphviz.Digraph:
