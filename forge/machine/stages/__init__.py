@@ -1,5 +1,7 @@
-"""The built-in stages: the seven stage modules as the machine's actions and guards, one
-module per stage.
+"""The built-in stages: the machine's actions and guards, one module per stage (six: select,
+call one tool, call several together, record, request approval, verify and decide; beside
+them `fingerprint`, the request fingerprint the calls are keyed by), made of the seven
+stage contracts of `forge.agent`.
 
 Each stage module defines its action, written once as a generator of effects
 (`forge.machine.effects`) that runs unchanged under `run()` and `arun()`; its verdicts (a
