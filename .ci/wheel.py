@@ -6,7 +6,8 @@ pyproject.toml, installs it into a fresh virtual environment outside the checkou
 from a folder that holds no forge source: `forge --version`, an import of `forge` and of the
 modules that extra is for. The core's own environment runs `forge --help`; the `schema`
 one runs the README's Quickstart and checks what it prints; one environment with every
-extra (and pytest, which forge.testing plugs into) imports every module the wheel ships and runs `forge ui --help`.
+extra (and pytest, which forge.testing plugs into) imports every module the wheel ships, runs
+`forge ui --help` and the complete LLM agent of docs/llm-agents.md (its local chat server).
 Exits non-zero, naming the step, at the first failure.
 """
 
@@ -71,6 +72,13 @@ def quickstart() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
 
 
+def llm_agent() -> str:
+    """docs/llm-agents.md's complete agent, offline: the block under its first heading."""
+    text = (ROOT / "docs" / "llm-agents.md").read_text()
+    section = text.split("## A complete agent, offline", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+
+
 def main() -> int:
     extras = list(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     with tempfile.TemporaryDirectory(prefix="forge-wheel-") as scratch:
@@ -102,6 +110,9 @@ def main() -> int:
         every = ",".join(e for e in extras if e != "test")
         bin_ = environment(into, wheel, every, "pytest")  # forge.testing is a pytest plugin
         run(f"[{every}] forge ui --help", [str(bin_ / "forge"), "ui", "--help"], elsewhere, expect="--db")
+        (elsewhere / "llm_agent.py").write_text(llm_agent())
+        run(f"[{every}] docs/llm-agents.md's complete agent, offline", [str(bin_ / "python"), "llm_agent.py"],
+            elsewhere, expect="verified_success Report(warmest='Rome', told='ana')")
         importer = ("import importlib, sys\n"
                     f"for name in {shipped!r}:\n"
                     "    importlib.import_module(name)\n"

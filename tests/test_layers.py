@@ -9,7 +9,7 @@ from pathlib import Path
 FORGE = Path(__file__).resolve().parent.parent / "forge"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("forge.errors", "forge.files", "forge.user_code", "forge.bounded"),
+    ("forge.errors", "forge.files", "forge.user_code", "forge.bounded", "forge.chat_server"),
     ("forge.agent",),
     ("forge.policy", "forge.usage", "forge.tools", "forge.options", "forge.compaction", "forge.output",
      "forge.machine.definition",

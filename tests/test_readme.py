@@ -156,3 +156,22 @@ def test_the_documentation_site_builds_strictly(tmp_path):
                           env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "api" / "index.html").read_text().count("doc-heading") > 10
+
+
+def _block_under(page, heading):
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)[0]
+
+
+def test_the_complete_llm_agent_runs_alone_as_a_reader_copies_it(tmp_path):
+    """docs/llm-agents.md's first example is whole: it runs in a fresh interpreter, in an
+    empty folder, and prints what its comments say (issue 54, item 2)."""
+    body = _block_under("llm-agents.md", "## A complete agent, offline")
+    done = subprocess.run([sys.executable, "-c", body], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.splitlines()
+    for line in body.splitlines():
+        if line.lstrip().startswith("print(") and "  #" in line:
+            assert line.split("#", 1)[1].strip() in printed
+    assert printed[:3] == ["called weather", "called weather", "called send_note"]

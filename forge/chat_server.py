@@ -1,0 +1,157 @@
+"""A chat-completions endpoint on 127.0.0.1 that answers with scripted assistant messages:
+a model that says what you tell it to, for trying an LLM agent without a model or a key,
+and for testing one — the real `openai` client talks to it over HTTP, and it keeps every
+request body, so a test can check exactly what was sent.
+
+    from forge.chat_server import ChatServer, reply
+
+    script = [reply(None, ("call_1", "lookup", {"city": "Oslo"})), reply("It is 4 degrees.")]
+    with ChatServer(script) as server:
+        policy = ChatPolicy("any-model", base_url=server.url, api_key="not-needed")
+        ...
+
+It speaks OpenAI's chat-completions wire form, plain and streamed (`stream: true`), on a
+port of its own; a request after the script's last reply is answered with a 400 error
+naming how many replies it had (what `openai` raises as `BadRequestError`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["ChatServer", "reply"]
+
+
+def reply(content: str | None = None, *calls: tuple[str, str, Any]) -> dict[str, Any]:
+    """An assistant message: text, and tool calls given as (id, name, arguments), where
+    arguments that are not a str are sent as JSON."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": call_id, "type": "function",
+             "function": {"name": name, "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}
+            for call_id, name, arguments in calls
+        ]
+    return message
+
+
+class ChatServer:
+    """`with ChatServer([reply(...), ...]) as server:` then `server.url` (…/v1), `server.requests`.
+
+    `script` may also be a function of the request body returning the message. A message's
+    `_usage` (prompt_tokens, completion_tokens, and optionally prompt_tokens_details) is
+    the usage its response reports (default: 1 and 1). A request with `stream: true` is
+    answered as server-sent chunks, as OpenAI's endpoint streams: the text a word at a
+    time, each tool call's arguments in two pieces, then the finish reason and, when
+    `stream_options.include_usage`, the usage; `pause` seconds pass before each chunk, and
+    `sent` keeps when each was written (time.perf_counter())."""
+
+    def __init__(self, script: list[dict[str, Any]] | Callable[[dict[str, Any]], dict[str, Any]],
+                 pause: float = 0.0) -> None:
+        self.script = script
+        self.scripted = None if callable(script) else len(script)
+        """How many replies the script had (None: a function makes them)."""
+        self.pause = pause
+        self.sent: list[float] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests.append(body)
+                    message = server._next(body)
+                if message is None:
+                    self._refuse(f"the chat server's script has no reply left: it had {server.scripted} and this is "
+                                 f"request {len(server.requests)}")
+                    return
+                message = dict(message)
+                usage = message.pop("_usage", None) or {"prompt_tokens": 1, "completion_tokens": 1}
+                usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+                finish = "tool_calls" if message.get("tool_calls") else "stop"
+                if body.get("stream"):
+                    self._stream(body, message, usage, finish)
+                    return
+                payload = json.dumps({
+                    "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+                    "usage": usage,
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any],
+                        finish: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                base = {"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion.chunk", "created": 0,
+                        "model": body["model"]}
+
+                def send(choices: list[dict[str, Any]], **more: Any) -> None:
+                    time.sleep(server.pause)
+                    self.wfile.write(f"data: {json.dumps({**base, 'choices': choices, **more})}\n\n".encode())
+                    self.wfile.flush()
+                    server.sent.append(time.perf_counter())
+
+                send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+                for word in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
+                    send([{"index": 0, "delta": {"content": word}, "finish_reason": None}])
+                for index, call in enumerate(message.get("tool_calls") or ()):
+                    arguments = call["function"]["arguments"]
+                    half = len(arguments) // 2
+                    send([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                                                 "function": {"name": call["function"]["name"],
+                                                                              "arguments": arguments[:half]}}]},
+                           "finish_reason": None}])
+                    send([{"index": 0, "delta": {"tool_calls": [{"index": index,
+                                                                 "function": {"arguments": arguments[half:]}}]},
+                           "finish_reason": None}])
+                send([{"index": 0, "delta": {}, "finish_reason": finish}])
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    send([], usage=usage)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+            def _refuse(self, said: str) -> None:
+                payload = json.dumps({"error": {"message": said, "type": "invalid_request_error"}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    def _next(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        if callable(self.script):
+            return self.script(body)
+        return self.script.pop(0) if self.script else None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+
+    def __enter__(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
