@@ -175,3 +175,9 @@ def test_the_complete_llm_agent_runs_alone_as_a_reader_copies_it(tmp_path):
         if line.lstrip().startswith("print(") and "  #" in line:
             assert line.split("#", 1)[1].strip() in printed
     assert printed[:3] == ["called weather", "called weather", "called send_note"]
+
+
+def test_the_sites_home_page_links_every_page():
+    home = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([a-z-]+\.md)", home))
+    assert {page.name for page in SITE} - {"index.md"} <= linked
