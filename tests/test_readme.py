@@ -156,6 +156,8 @@ def test_the_documentation_site_builds_strictly(tmp_path):
                           env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "api" / "index.html").read_text().count("doc-heading") > 10
+    assert 'href="../code.css"' in (tmp_path / "site" / "llm-agents" / "index.html").read_text()  # long lines wrap
+    assert "pre-wrap" in (tmp_path / "site" / "code.css").read_text()
 
 
 def _block_under(page, heading):
