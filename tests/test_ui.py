@@ -907,3 +907,38 @@ def test_the_search_takes_percent_and_underscore_as_text(make, ui):
     assert 'data-run="percent-1"' in page and 'data-run="percent-2"' not in page
     _, none, _ = request(ui["port"], "GET", "/?" + urlencode({"q": "pay_5"}))
     assert 'data-run="percent-' not in none
+
+
+CONTRAST = """
+function rgb(text) { var m = text.match(/[\\d.]+/g).map(Number); return m.length > 3 && m[3] === 0 ? null : m.slice(0, 3); }
+function lum(c) { var v = c.map(function (x) { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
+  return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; }
+function background(el) {
+  for (; el; el = el.parentElement) { var c = rgb(getComputedStyle(el).backgroundColor); if (c) return c; }
+  return [255, 255, 255]; }
+return Array.from(document.querySelectorAll(arguments[0])).map(function (b) {
+  var a = lum(rgb(getComputedStyle(b).color)), z = lum(background(b));
+  return [b.textContent.trim(), (Math.max(a, z) + 0.05) / (Math.min(a, z) + 0.05)]; });
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_in_chromium_the_inspectors_controls_are_readable_in_either_colour_scheme(make, ui, scheme):
+    """Their text against their background at least 4.5:1 (WCAG AA): they were white on white
+    on forge ui's pages, whose own buttons are white text on blue (issue 54, item 4)."""
+    need_chromium()
+    from browser import open_browser
+
+    make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True)).run("read me", run_id=f"buttons-{scheme}")
+    driver = open_browser(1280, 900)
+    try:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                               {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/buttons-{scheme}?token={TOKEN}")
+        page_wait(driver).until(lambda d: d.execute_script(
+            "var r = document.querySelector('.forge-inspector'); return r && r.dataset.ready"))
+        shown = driver.execute_script(CONTRAST, ".fi-controls button, .fi-zoom button, .fi-controls select, .fi-row")
+    finally:
+        driver.quit()
+    assert len(shown) >= 4
+    assert [name for name, ratio in shown if ratio < 4.5] == []
