@@ -942,3 +942,36 @@ def test_in_chromium_the_inspectors_controls_are_readable_in_either_colour_schem
         driver.quit()
     assert len(shown) >= 4
     assert [name for name, ratio in shown if ratio < 4.5] == []
+
+
+OPENED = """
+var view = document.querySelector('.fi-view'), svg = view.querySelector('svg');
+var frame = view.getBoundingClientRect(), here = svg.querySelector('.fi-current').getBoundingClientRect();
+var sizes = Array.from(svg.querySelectorAll('g.node text, g.edge text')).map(function (t) {
+  return t.getBoundingClientRect().height; }).filter(function (h) { return h > 0; });
+return {smallest: Math.min.apply(null, sizes), inView: here.left >= frame.left && here.right <= frame.right
+        && here.top >= frame.top && here.bottom <= frame.bottom};
+"""
+
+
+@pytest.mark.parametrize("run_id", ["opened-waiting", "opened-finished"])
+def test_in_chromium_a_runs_diagram_opens_readable_with_where_the_run_is_in_view(make, ui, run_id):
+    """At 1280 px, every label of the diagram at least 10 px tall when the page opens (a wide
+    machine fitted to its box had 5 px text), and the state the run is in shown, not cut off
+    (issue 54, item 4)."""
+    need_chromium()
+    from browser import open_browser
+
+    if run_id == "opened-waiting":
+        make(approval_loop()).run("pay bob", run_id=run_id)
+    else:
+        make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True)).run("done", run_id=run_id)
+    driver = open_browser(1280, 900)
+    try:
+        driver.get(f"http://127.0.0.1:{ui['port']}/runs/{run_id}?token={TOKEN}")
+        page_wait(driver).until(lambda d: d.execute_script(
+            "var r = document.querySelector('.forge-inspector'); return r && r.dataset.ready"))
+        opened = driver.execute_script(OPENED)
+    finally:
+        driver.quit()
+    assert opened["smallest"] >= 10 and opened["inView"], opened
