@@ -328,3 +328,57 @@ def test_a_served_runs_transient_tool_error_waits_its_backoff_and_is_retried(asy
         result = loop.run("rope", run_id="served", performer=performer)
     assert result.answer == "measured" and tries == ["rope", "rope"]
     assert len(waits) == 1 and 0 < waits[0] <= 0.5  # the backoff (with jitter), waited through the loop's own sleep
+
+
+# --- a durable loop served tells its progress as a loop in memory does ------------------------
+
+
+def _progress_of(server, tool, arguments, replies=()):
+    """Call `tool` with a client that asks for progress (and answers `replies` in turn):
+    the result and the progress it was told, as (number, message)."""
+    import anyio
+    import mcp
+    from mcp import types
+
+    told, asked = [], []
+
+    async def progress(done, total, message):
+        told.append((done, message))
+
+    async def answer(context, params):
+        asked.append(params)
+        action, content = replies[len(asked) - 1]
+        return types.ElicitResult(action=action, content=content)
+
+    async def session():
+        async with mcp.Client(server, read_timeout_seconds=60,
+                              elicitation_callback=answer if replies else None) as client:
+            return await client.call_tool(tool, arguments, progress_callback=progress)
+
+    return anyio.run(session), told
+
+
+def test_a_served_durable_run_tells_each_transition_as_progress_as_one_in_memory_does(make):
+    from forge.serve import mcp_server, served_durables, served_tools
+
+    plain = AgentLoop([measure], measuring_then_asking, finished)
+    durable = make(AgentLoop([measure], measuring_then_asking, finished))
+    result, told = _progress_of(mcp_server(served_tools({"measuring": durable}), "test",
+                                           served_durables({"measuring": durable})), "measuring", {"goal": "hedge"})
+    _, in_memory = _progress_of(mcp_server(served_tools({"measuring": plain}), "test"), "measuring", {"goal": "hedge"})
+    assert not result.is_error and result.content[0].text == "hedge is 3 m long; cut at hedge"
+    assert told == in_memory and [number for number, _ in told] == list(range(1, 8))  # its 7 transitions
+    assert told[0] == (1, "select -choose-> execute")
+
+
+def test_a_served_durable_runs_progress_is_numbered_on_across_its_question(make):
+    from forge.serve import mcp_server, served_durables, served_tools
+
+    durable = make(careful)
+    server = mcp_server(served_tools({"careful": durable}), "test", served_durables({"careful": durable}))
+    result, told = _progress_of(server, "careful", {"goal": "hedge"}, [("accept", {"approve": True})])
+    assert not result.is_error and CALLS == ["cut hedge"]
+    numbers = [number for number, _ in told]
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) > 6
+    assert any("approval_required" in message for _, message in told)  # the wait, then what came after it
+    assert told[-1][1].endswith("-> verified_success")

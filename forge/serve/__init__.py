@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from forge.errors import UsageError
@@ -154,31 +154,86 @@ async def _durably(types: Any, context: Any, params: Any, tool: Any, durable: An
 
     from forge.durable.answers import Answer
 
+    session = context.session
     retried = _retried(params)
     if retried is not None:
         body, reply = opened(retried[0], tool.name), retried[1]
         waiting = Waiting.from_json(body["waiting"])
         answer = Answer.from_json(answer_of(waiting, reply)).to(waiting)
-        result = await anyio.to_thread.run_sync(durable.resume, body["durable"], answer)
+        told = _Told(session, durable, body["durable"], int(body.get("told", 0)))
+        result = await told.during(durable.resume, body["durable"], answer)
     else:
-        result = await anyio.to_thread.run_sync(durable.run, goal)
-    session = context.session
+        run_id = await anyio.to_thread.run_sync(durable.start, goal)
+        told = _Told(session, durable, run_id)
+        result = await told.during(durable.wait, run_id)
     while result.status == "waiting" and result.waiting is not None:
         waiting = result.waiting
         if not _elicits(session):
+            commands = " or ".join(waiting.commands(result.run_id, durable.db))
             return _error(types, f"the durable run {result.run_id} waits in {waiting.state}: {waiting.asks} "
-                                 f"(answer it where its runs are kept: forge runs answer {result.run_id} … --db "
-                                 f"{durable.db})")
+                                 f"(answer it where its runs are kept: {commands})")
         if not session.can_send_request:
-            return _input_required(types, waiting, sealed({"durable": result.run_id, "waiting": waiting.to_json()},
-                                                          tool.name))
+            return _input_required(types, waiting, sealed({"durable": result.run_id, "waiting": waiting.to_json(),
+                                                           "told": told.count}, tool.name))
         answer = Answer.from_json(await _elicited(context, waiting)).to(waiting)
-        result = await anyio.to_thread.run_sync(durable.resume, result.run_id, answer)
+        result = await told.during(durable.resume, result.run_id, answer)
     if result.status == "finished" and result.outcome == "success":
         return _answered(types, tool, result.answer)
     why = result.error or result.summary or ""
     return _error(types, f"the durable run {result.run_id} ended in {result.reason or result.status}"
                   + (f": {why}" if why else ""))
+
+
+class _Told:
+    """The progress a served durable run tells its client: each transition the run stores,
+    numbered on across the call's rounds (`count` told so far), with its `source -trigger->
+    dest` — as a loop served in memory tells each one as it fires. The run is asked to store
+    its transitions as it goes (`StoredRuns.follow`) while a call waits for it."""
+
+    EVERY = 0.1
+    """Seconds between looks at what the run has stored."""
+
+    def __init__(self, session: Any, durable: Any, run_id: str, count: int = 0) -> None:
+        self.session, self.durable, self.run_id, self.count = session, durable, run_id, count
+
+    async def during(self, waiting: Callable[..., Any], *arguments: Any) -> Any:
+        """`waiting(*arguments)` (a call that blocks until the run finishes or waits) in a worker
+        thread, telling the client each transition stored meanwhile, and all of them once
+        it returned; what it returned (or raised)."""
+        import anyio
+
+        outcome: list[Any] = []
+
+        async def work() -> None:
+            try:
+                outcome.append((True, await anyio.to_thread.run_sync(waiting, *arguments)))
+            except Exception as error:  # raised below, in the caller's task
+                outcome.append((False, error))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(work)
+            followed = -1.0
+            while True:
+                over = bool(outcome)
+                if not over and anyio.current_time() - followed > 3.0:
+                    await anyio.to_thread.run_sync(self.durable.runs.follow, self.run_id)
+                    followed = anyio.current_time()
+                await self._tell()
+                if over:
+                    break
+                await anyio.sleep(self.EVERY)
+        done, value = outcome[0]
+        if not done:
+            raise value
+        return value
+
+    async def _tell(self) -> None:
+        import anyio
+
+        records = (await anyio.to_thread.run_sync(self.durable.runs.get, self.run_id)).records
+        for record in records[self.count:]:
+            self.count += 1
+            await self.session.report_progress(self.count, None, f"{record.source} -{record.trigger}-> {record.dest}")
 
 
 def _retried(params: Any) -> tuple[str, Any] | None:
