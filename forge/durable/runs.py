@@ -591,6 +591,10 @@ class StoredRuns:
     def _answered(self, run_id: str, answer: Answer) -> DurableResult:
         result, event, first, now = self._reading(run_id)
         if result.status != "waiting" or result.waiting is None:
+            if answer.question and result.answers >= answer.question:  # the run took that question's answer and went on
+                raise AnswerRefused(f"that answer was for question {answer.question}; the run no longer waits for it "
+                                    f"(it has had {result.answers} answer{'s' if result.answers != 1 else ''} and is "
+                                    f"{result.status})")
             raise AnswerRefused(f"run {run_id!r} is {result.status}, not waiting for an answer")
         bound = answer if answer.question else answer.to(result.waiting)
         bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
