@@ -60,86 +60,13 @@ class ChatServer:
         self.pause = pause
         self.sent: list[float] = []
         self.requests: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server._lock:
-                    server.requests.append(body)
-                    message = server._next(body)
-                if message is None:
-                    self._refuse(f"the chat server's script has no reply left: it had {server.scripted} and this is "
-                                 f"request {len(server.requests)}")
-                    return
-                message = dict(message)
-                usage = message.pop("_usage", None) or {"prompt_tokens": 1, "completion_tokens": 1}
-                usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
-                finish = "tool_calls" if message.get("tool_calls") else "stop"
-                if body.get("stream"):
-                    self._stream(body, message, usage, finish)
-                    return
-                payload = json.dumps({
-                    "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 0,
-                    "model": body["model"],
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                    "usage": usage,
-                }).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any],
-                        finish: str) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.end_headers()
-                base = {"id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion.chunk", "created": 0,
-                        "model": body["model"]}
-
-                def send(choices: list[dict[str, Any]], **more: Any) -> None:
-                    time.sleep(server.pause)
-                    self.wfile.write(f"data: {json.dumps({**base, 'choices': choices, **more})}\n\n".encode())
-                    self.wfile.flush()
-                    server.sent.append(time.perf_counter())
-
-                send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
-                for word in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
-                    send([{"index": 0, "delta": {"content": word}, "finish_reason": None}])
-                for index, call in enumerate(message.get("tool_calls") or ()):
-                    arguments = call["function"]["arguments"]
-                    half = len(arguments) // 2
-                    send([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
-                                                                 "function": {"name": call["function"]["name"],
-                                                                              "arguments": arguments[:half]}}]},
-                           "finish_reason": None}])
-                    send([{"index": 0, "delta": {"tool_calls": [{"index": index,
-                                                                 "function": {"arguments": arguments[half:]}}]},
-                           "finish_reason": None}])
-                send([{"index": 0, "delta": {}, "finish_reason": finish}])
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    send([], usage=usage)
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-
-            def _refuse(self, said: str) -> None:
-                payload = json.dumps({"error": {"message": said, "type": "invalid_request_error"}}).encode()
-                self.send_response(400)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.lock = threading.Lock()
+        handler = type("Handler", (_Handler,), {"chat": self})
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 
-    def _next(self, body: dict[str, Any]) -> dict[str, Any] | None:
+    def next_reply(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The script's next reply to `body`; None when it has none left."""
         if callable(self.script):
             return self.script(body)
         return self.script.pop(0) if self.script else None
@@ -155,3 +82,81 @@ class ChatServer:
     def __exit__(self, *exc: object) -> None:
         self._http.shutdown()
         self._http.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One request to a `ChatServer` (its `chat`): the script's next reply, plain or streamed."""
+
+    chat: ChatServer
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        with self.chat.lock:
+            self.chat.requests.append(body)
+            message = self.chat.next_reply(body)
+        if message is None:
+            self._refuse(f"the chat server's script has no reply left: it had {self.chat.scripted} and this is "
+                         f"request {len(self.chat.requests)}")
+            return
+        message = dict(message)
+        usage = message.pop("_usage", None) or {"prompt_tokens": 1, "completion_tokens": 1}
+        usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if body.get("stream"):
+            self._stream(body, message, usage, finish)
+            return
+        payload = json.dumps({
+            "id": f"chatcmpl-{len(self.chat.requests)}", "object": "chat.completion", "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+            "usage": usage,
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any],
+                finish: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        base = {"id": f"chatcmpl-{len(self.chat.requests)}", "object": "chat.completion.chunk", "created": 0,
+                "model": body["model"]}
+
+        def send(choices: list[dict[str, Any]], **more: Any) -> None:
+            time.sleep(self.chat.pause)
+            self.wfile.write(f"data: {json.dumps({**base, 'choices': choices, **more})}\n\n".encode())
+            self.wfile.flush()
+            self.chat.sent.append(time.perf_counter())
+
+        send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        for word in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
+            send([{"index": 0, "delta": {"content": word}, "finish_reason": None}])
+        for index, call in enumerate(message.get("tool_calls") or ()):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            send([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                                         "function": {"name": call["function"]["name"],
+                                                                      "arguments": arguments[:half]}}]},
+                   "finish_reason": None}])
+            send([{"index": 0, "delta": {"tool_calls": [{"index": index,
+                                                         "function": {"arguments": arguments[half:]}}]},
+                   "finish_reason": None}])
+        send([{"index": 0, "delta": {}, "finish_reason": finish}])
+        if (body.get("stream_options") or {}).get("include_usage"):
+            send([], usage=usage)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _refuse(self, said: str) -> None:
+        payload = json.dumps({"error": {"message": said, "type": "invalid_request_error"}}).encode()
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
