@@ -183,3 +183,23 @@ def test_the_sites_home_page_links_every_page():
     home = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
     linked = set(re.findall(r"\]\(([a-z-]+\.md)", home))
     assert {page.name for page in SITE} - {"index.md"} <= linked
+
+
+def _yaml_blocks(page):
+    return re.findall(r"^```yaml\n(.*?)^```", (ROOT / "docs" / page).read_text(encoding="utf-8"), re.S | re.M)
+
+
+def test_the_evals_page_shows_the_example_dataset_whole():
+    assert (ROOT / "examples" / "evals" / "workspace.yaml").read_text(encoding="utf-8") in _yaml_blocks("evals.md")
+
+
+def test_every_scorers_yaml_form_on_the_evals_page_loads_as_that_scorer(tmp_path):
+    pytest.importorskip("pydantic_evals")
+    from forge.evals.dataset import load_dataset
+    from forge.evals.scorers import SCORERS
+
+    shown = next(block for block in _yaml_blocks("evals.md") if block.startswith("name: every-scorer"))
+    (tmp_path / "every.yaml").write_text(shown)
+    loaded = load_dataset(tmp_path / "every.yaml")
+    used = {type(evaluator).__name__ for evaluator in loaded.cases[0].evaluators}
+    assert used == {scorer.__name__ for scorer in SCORERS}  # each of forge's scorers, in a form that loads
