@@ -1,6 +1,6 @@
 """How lean a run is: trace memory against observations, per-step time early and late in a
-long run, import time against transitions, and `forge diagram` against bare `dot`, each
-printed as a ratio of two things measured side by side in this one run.
+long run, import time against transitions (and each extra's against the library it wraps),
+and `forge diagram` against bare `dot`, each printed as a ratio of two things measured side by side in this one run.
 
     python benchmarks/lean.py [--quick]
 """
@@ -91,6 +91,19 @@ def import_time(statement: str, repeats: int) -> float:
     return min(runs)
 
 
+def extra_import_ratio(ours: str, theirs: str, repeats: int) -> str | None:
+    """`import forge.durable` against `import dbos` alone (and the like): what an extra costs
+    beyond the library it wraps (issue 54: at most 3x). None when that library is not installed."""
+    try:
+        theirs_time = import_time(f"import {theirs}", repeats)
+    except subprocess.CalledProcessError:
+        print(f"import {ours} against import {theirs}: skipped ({theirs} is not installed)")
+        return None
+    ours_time = import_time(f"import {ours}", repeats)
+    return (f"import {ours} {ours_time * 1e3:6.1f} ms against import {theirs} {theirs_time * 1e3:6.1f} ms: "
+            f"ratio {ours_time / theirs_time:5.2f}x {against(ours_time / theirs_time, 3)}")
+
+
 def command_time(command: list[str], repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -133,6 +146,10 @@ def main() -> None:
     print(f"the first AgentLoop built (its engine imported then) {first_loop * 1e3:6.1f} ms against the first "
           f"transitions Machine {machine * 1e3:6.1f} ms: ratio {first_loop / machine:5.2f}x "
           f"{against(first_loop / machine, 8)}")
+    for ours, theirs in (("forge.durable", "dbos"), ("forge.llm", "openai")):
+        extra = extra_import_ratio(ours, theirs, repeats)
+        if extra is not None:
+            print(extra)
 
     dot = shutil.which("dot")
     forge_cli = Path(sys.executable).with_name("forge")
