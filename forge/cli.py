@@ -473,7 +473,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 def _print_waiting(waiting: Any, run_id: str, db: str | None) -> None:
     """What a waiting run waits for, and the commands that answer it."""
-    print(f"waiting in {waiting.state}: {waiting.question}", flush=True)
+    print(f"waiting in {waiting.state}: {waiting.asks}", flush=True)
     for command in waiting.commands(run_id, db):
         print(f"  answer: {command}", flush=True)
 

@@ -213,7 +213,8 @@ def test_forge_runs_lists_shows_and_answers_a_waiting_run_from_another_process(m
     listed = forge("runs", "list", "--db", str(db))
     assert listed.returncode == 0 and "cli-wait" in listed.stdout
     shown = forge("runs", "show", "cli-wait", "--db", str(db))
-    assert "waiting in clarification_required: which tool should run?" in shown.stdout
+    assert "waiting in clarification_required: which tool should run: fast or slow?" in shown.stdout
+    assert "Answer." not in shown.stdout  # words and commands, not Python (issue 54, item 5)
     refused = forge("runs", "resume", "cli-wait", "--db", str(db), "--tool", "nope")
     assert refused.returncode == 1 and "no tool named 'nope'" in refused.stderr and "Traceback" not in refused.stderr
     answered = forge("runs", "resume", "cli-wait", "--db", str(db), "--tool", "fast")

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "forge.machine.answers",
      "forge.machine.columns", "forge.machine.recorded", "forge.machine.wire",
      "forge.machine.abstract", "forge.machine.outcome",
-     "forge.machine.trace", "forge.machine.details"),
+     "forge.machine.trace", "forge.machine.details", "forge.machine.tally"),
     ("forge.machine.performers", "forge.result", "forge.observe", "forge.narrate", "forge.events"),
     ("forge.machine.catalog", "forge.machine.run", "forge.child", "forge.machine.redaction", "forge.machine.cassette",
      "forge.machine.asking",

@@ -20,6 +20,7 @@ import uvicorn
 from durable_agent import calls_made
 
 from forge import AgentLoop, Ask, Finish, Intent, tool
+from forge.durable import Answer
 from forge.ui.app import create_app
 
 TOKEN = "t0ken-for-tests"
@@ -197,6 +198,38 @@ def test_a_waiting_runs_page_asks_in_words_with_the_fingerprint_short_and_no_pyt
     assert where < 0, page[where - 200:where + 80]
     assert "ended in approval_required" not in page
     assert "waits in approval_required for an answer" in page
+
+
+def looker_then_sender(goal, state):
+    done = len(state.observations)
+    if done < 2:
+        return Intent.call("slow", n=1)
+    return Intent.call("send", to="bob", amount=500) if done == 2 else Finish(state.observations[-1].payload)
+
+
+def test_a_waiting_run_counts_the_same_steps_in_the_list_and_on_its_page_and_says_the_step_it_waits_in(make, ui):
+    make(AgentLoop([slow, send], looker_then_sender, lambda o: o.tool_name == "finish", definition="approval",
+                   approver=lambda request: None)).run("look twice, then pay bob", run_id="steps-alike")
+    _, listed, _ = request(ui["port"], "GET", "/?q=steps-alike")
+    row = listed[listed.index('data-run="steps-alike"'):]
+    assert row.split("</td>")[4] == "<td>2"  # two steps taken: the two looks
+    _, page, _ = request(ui["port"], "GET", "/runs/steps-alike")
+    assert '"steps":2,' in page and "waits in approval_required for an answer, in step 3" in page
+
+
+def test_the_list_shows_a_runs_time_working_and_waiting_for_a_person_apart(make, ui):
+    durable = make(approval_loop())
+    durable.run("pay bob", run_id="timed")
+    _, listed, _ = request(ui["port"], "GET", "/?q=timed")
+    cell = listed[listed.index('data-run="timed"'):].split("</td>")[6]
+    assert " working · waits since " in cell and "waiting" not in cell.split(" · ")[0]
+    time.sleep(1.2)
+    durable.resume("timed", Answer.approve(durable.status("timed").waiting.fingerprint))
+    durable.wait("timed", timeout=30, answers=1)
+    _, listed, _ = request(ui["port"], "GET", "/?q=timed")
+    cell = listed[listed.index('data-run="timed"'):].split("</td>")[6]
+    working, waiting = cell.removeprefix("<td>").split(", ")
+    assert working.endswith(" working") and waiting.endswith(" s waiting") and float(waiting.split()[0]) >= 1.2
 
 
 def test_the_inbox_shows_each_waiting_call_with_its_arguments_and_the_answers_that_fit(make, ui):

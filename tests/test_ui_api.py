@@ -49,7 +49,7 @@ def test_the_api_lists_runs_with_their_status_and_what_they_wait_for(make, ui):
     assert status == 200
     row = next(row for row in body["runs"] if row["run_id"] == "api-list")
     assert (row["status"], row["reason"], row["goal"]) == ("waiting", "approval_required", "pay bob")
-    assert row["question"].startswith("approve send")
+    assert row["question"] == 'may it call send({"to": "bob", "amount": 500})?'  # words, no Python (issue 54 item 5)
     assert all(each["status"] == "waiting" for each in body["runs"]) and body["more"] is False
 
 
@@ -61,6 +61,9 @@ def test_a_run_is_given_with_its_trace_journal_and_the_question_it_waits_on(make
     assert body["waiting"]["fingerprint"] == durable.status("api-one").waiting.fingerprint
     assert body["waiting"]["arguments"] == {"to": "bob", "amount": 500}
     assert [record["dest"] for record in body["trace"]][-1] == "approval_required"
+    fingerprint = body["waiting"]["fingerprint"]
+    assert body["waiting"]["answers"] == [{"kind": "approve", "value": fingerprint},
+                                          {"kind": "reject", "value": fingerprint}]
     assert [entry["kind"] for entry in body["journal"]][:1] == ["policy"]
 
 

@@ -30,5 +30,5 @@ def claim_answer(database: Any, run_id: str, waiting: Waiting, answer: Answer | 
 
     text = None if answer is None else json.dumps(answer.to_json(), separators=(",", ":"))
     if not database.answer(run_id, waiting.asked, text if text is not None else CANCELLED):
-        raise AnswerRefused(f"run {run_id!r} has been answered already on that question ({waiting.question}); "
+        raise AnswerRefused(f"run {run_id!r} has been answered already on that question ({waiting.asks}); "
                             "it is no longer waiting for it")

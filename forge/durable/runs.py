@@ -50,6 +50,7 @@ from forge.durable.workflow import (
 from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import ForkPlan, Patch
 from forge.machine.journal import JournalEntry
+from forge.machine.tally import Timing
 from forge.machine.trace import TransitionRecord
 
 if TYPE_CHECKING:
@@ -86,9 +87,12 @@ class RunRow:
     tokens: int = 0
     updated_at: float | None = None
     question: str | None = None
-    """What it waits for, when it waits (`Waiting.question`): what an inbox lists."""
+    """What it waits for, when it waits, in words (`Waiting.asks`): what an inbox lists."""
     waiting: Waiting | None = field(default=None, compare=False, repr=False)
     """What it waits for, whole (what an inbox's answer forms are made from)."""
+    timing: Timing | None = None
+    """Its time working and waiting for a person, up to its last change (`forge.machine.tally`);
+    None for a run that has published none yet (queued, running) or stored before it was kept."""
 
     @property
     def seconds(self) -> float | None:
@@ -104,6 +108,14 @@ workflow's: a run a worker left waiting once goes on in workflows of its own, `_
 
 _CHAINED_LISTED = ("queued", "running", "waiting", "cancelled", "error")
 """The statuses `find` lists from the runs in them alone (`_find_with_chained`)."""
+
+
+def _timing_of(event: Mapping[str, Any]) -> Timing | None:
+    """The time working and waiting a run's event publishes (`working_s`, `waiting_s`)."""
+    working, waiting = event.get("working_s"), event.get("waiting_s")
+    if not isinstance(working, int | float) or not isinstance(waiting, int | float):
+        return None
+    return Timing(float(working), float(waiting))
 
 
 def _arguments(workflow: Any) -> list[Any]:
@@ -281,7 +293,8 @@ class StoredRuns:
             updated = now.updated_at / 1000 if now.updated_at else updated
             rows.append(RunRow(status.workflow_id, str(now.status), loop, goal, created, ours.status,
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
-                               updated, ours.waiting.question if ours.waiting is not None else None, ours.waiting))
+                               updated, ours.waiting.asks if ours.waiting is not None else None, ours.waiting,
+                               _timing_of(event)))
         return rows, len(found) if ids is None else len(ids)
 
     def under_way(self, run_id: str) -> builtins.list[JournalEntry]:

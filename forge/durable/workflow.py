@@ -49,6 +49,7 @@ from forge.durable.performer import DurablePerformer, ProcessStopping, StoredCal
 from forge.durable.result import StoredChild
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
+from forge.machine.tally import Timing, timing
 from forge.machine.trace import error_text
 from forge.machine.wire import decode, encode
 from forge.tools import Tool
@@ -315,6 +316,7 @@ class _Workflow:
         self.performer: DurablePerformer | None = None
         self.answers = 0
         self.tokens = 0
+        self.timing: Timing | None = None
         self.children: list[dict[str, Any]] = []
 
     def run(self) -> dict[str, Any]:
@@ -404,6 +406,8 @@ class _Workflow:
         """What the run says of itself now (the DBOS event `run`, or `forge_status`)."""
         event = {"status": status, "loop": self.durable.name, "goal": self.goal, "trace": self.trace,
                  "answers": self.answers, "tokens": self.tokens, **more}
+        if self.timing is not None:  # what lists show without reading the trace
+            event["working_s"], event["waiting_s"] = round(self.timing.working, 3), round(self.timing.waiting, 3)
         if self.children:
             event["children"] = self.children
         if self.forked_from is not None:
@@ -439,9 +443,10 @@ class _Workflow:
         return None if state is None else decode(state, self.durable.loop.codec)
 
     def _took(self, result: LoopResult) -> None:
-        """Keep what the run's event publishes of `result`: its trace, its tokens and its
-        child runs' traces (`StoredChild`)."""
+        """Keep what the run's event publishes of `result`: its trace, its tokens, its time
+        working and waiting, and its child runs' traces (`StoredChild`)."""
         self.trace = [record.to_json() for record in result.trace]
+        self.timing = timing(self.durable.loop.definition, result.trace)
         self.tokens = result.usage.total_tokens
         self.children = [StoredChild.of(child).to_json() for child in result.children]
 

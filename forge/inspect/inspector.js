@@ -48,7 +48,7 @@ function forgeInspector(root, data) {
     el("p", {class: "fi-end-summary", text: end.summary}),
     el("p", {class: "fi-meta", text: [data.machine, "run " + (data.run_id || "(no id)"), data.started || "",
       records.length + (records.length === 1 ? " transition" : " transitions"),
-      data.steps + (data.steps === 1 ? " step" : " steps")].filter(Boolean).join(" · ")})
+      data.steps + (data.steps === 1 ? " step" : " steps"), data.took || ""].filter(Boolean).join(" · ")})
   ]);
   const zoomIn = el("button", {type: "button", class: "fi-zoom-in", title: "zoom in (+)", text: "+"});
   const zoomOut = el("button", {type: "button", class: "fi-zoom-out", title: "zoom out (-)", text: "−"});

@@ -25,6 +25,7 @@ from forge.files import write_atomically
 from forge.machine.definition import MachineDefinition
 from forge.machine.details import repeated_call
 from forge.machine.loader import load_definition
+from forge.machine.tally import steps_taken, timing
 from forge.machine.trace import TransitionRecord, capped
 
 __all__ = ["definition_of", "html", "inline_svg", "page_data", "write"]
@@ -132,7 +133,8 @@ def page_data(definition: MachineDefinition, records: Sequence[TransitionRecord]
                 "summary": summary or (f"under way: {len(records)} transitions so far, the latest into {overlay.position}"
                                        if running else
                                        _summary(overlay.position, end.outcome, overlay.finished, last, records))},
-        "steps": max(r.step for r in records),
+        "steps": steps_taken(definition, records),
+        "took": str(timing(definition, records) or ""),
         "edges": edges.items, "guards": guards.items, "verdicts": verdicts.items, "details": details.items,
         "records": rows,
     }
@@ -164,7 +166,7 @@ def _summary(state: str, outcome: str | None, finished: bool, last: TransitionRe
              records: Sequence[TransitionRecord] = ()) -> str:
     if not finished:
         return f"the trace stops in {state}, before the run ended"
-    text = f"waits in {state} for an answer" if outcome == "needs_input" else \
+    text = f"waits in {state} for an answer, in step {last.step}" if outcome == "needs_input" else \
         f"ended in {state}" + (f" ({outcome})" if outcome else "")
     error = last.detail.get("error")
     if error:

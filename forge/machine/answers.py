@@ -77,7 +77,7 @@ class Waiting:
     def shown(self) -> dict[str, Any]:
         """What the run waits for as other programs are shown it (`forge ui`'s API, a
         stream's `waiting` event): `to_json`, and the question in words (`asks`)."""
-        return {**self.to_json(), "question": self.asks}
+        return {**self.to_json(), "question": self.asks, "answers": [dict(choice) for choice in self.choices()]}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Waiting:
@@ -140,15 +140,26 @@ class Waiting:
         import shlex
 
         base = f"forge runs resume {shlex.quote(run_id)}" + (f" --db {shlex.quote(db)}" if db else "")
-        flags: list[str] = []
+        to_fill = {"tool": "NAME", "add_tool": "NAME", "did_run": "JSON", "text": "REPLY", "run_again": ""}
+
+        def given(kind: str, value: Any) -> str:
+            shown = to_fill.get(kind, "VALUE") if value is None else shlex.quote(str(value))
+            return f"{base} --{kind.replace('_', '-')}" + (f" {shown}" if shown else "")
+
+        return tuple(given(choice["kind"], choice["value"]) for choice in self.choices())
+
+    def choices(self) -> tuple[Mapping[str, Any], ...]:
+        """The answers that fit, as programs are shown them: `{"kind", "value"}` each, the
+        value given where the question fixes it (the fingerprint to approve or reject, each
+        tied tool's name) and None where a person supplies it (a reply, a tool's name, what
+        the call returned), or where none is needed (`run_again`)."""
+        fixed: list[Mapping[str, Any]] = []
         for kind in self.answers:
             if kind == "tool" and self.tied:
-                flags += [f"--tool {shlex.quote(name)}" for name in self.tied]
+                fixed += [{"kind": "tool", "value": name} for name in self.tied]
             else:
-                flags.append({"approve": f"--approve {self.fingerprint}", "reject": f"--reject {self.fingerprint}",
-                              "tool": "--tool NAME", "add_tool": "--add-tool NAME", "did_run": "--did-run JSON",
-                              "run_again": "--run-again", "text": "--text REPLY"}.get(kind, f"--{kind}"))
-        return tuple(f"{base} {flag}" for flag in flags)
+                fixed.append({"kind": kind, "value": self.fingerprint if kind in ("approve", "reject") else None})
+        return tuple(fixed)
 
     @property
     def answers(self) -> tuple[str, ...]:

@@ -55,7 +55,8 @@ def row_json(row: RunRow) -> dict[str, Any]:
     """A line of the runs list, as the API gives it."""
     return {"run_id": row.run_id, "status": row.status, "loop": row.loop, "goal": row.goal, "reason": row.reason,
             "steps": row.steps, "tokens": row.tokens, "created_at": row.created_at, "updated_at": row.updated_at,
-            "question": row.question}
+            "question": row.question,
+            **({} if row.timing is None else {"working_s": row.timing.working, "waiting_s": row.timing.waiting})}
 
 
 def _plain(value: Any) -> Any:

@@ -15,6 +15,7 @@ from forge.durable.answers import Waiting
 from forge.durable.result import DurableResult
 from forge.durable.runs import RunRow
 from forge.files import valid_text
+from forge.machine.tally import seconds_text
 from forge.usage import USAGE_KEY, ModelCall
 
 __all__ = ["STATUSES", "inbox_page", "loop_html", "run_page", "run_path", "runs_page"]
@@ -105,6 +106,15 @@ def stale_answer_page(stored: DurableResult, answered: int, token_query: str) ->
                  "open the run's page</a></p></section>", token_query)
 
 
+def _duration(row: RunRow) -> str:
+    """A run's time as the list shows it: working and waiting for a person apart (`1.2 s
+    working, 3 min waiting`), and since when it waits; a run that has published no timing
+    (queued, running, or stored before forge kept one) its time from start to last change."""
+    if row.timing is None:
+        return "" if row.seconds is None else seconds_text(row.seconds)
+    return str(row.timing) + (f" · waits since {_when(row.updated_at)}" if row.status == "waiting" else "")
+
+
 def _when(at: float | None) -> str:
     return "" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -126,17 +136,16 @@ def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping
             '<button type="submit">filter</button></form>')
     lines = []
     for row in rows:
-        seconds = row.seconds
         lines.append(
             f'<tr data-run="{escape(row.run_id)}"><td><a href="{escape(run_path(row.run_id))}?{escape(token_query)}">'
             f"{escape(row.run_id)}</a></td><td>{escape(row.goal)}</td>"
             f'<td><a href="/loops/{escape(quote(row.loop, safe=""))}?{escape(token_query)}">{escape(row.loop)}</a></td>'
             f'<td class="status-{escape(row.status)}">{escape(row.status)}'
             f'{" · " + escape(row.reason) if row.reason else ""}</td><td>{row.steps}</td>'
-            f"<td>{_when(row.created_at)}</td><td>{'' if seconds is None else f'{seconds:.1f} s'}</td>"
+            f"<td>{_when(row.created_at)}</td><td>{escape(_duration(row))}</td>"
             f"<td>{row.tokens or ''}</td></tr>")
     table = ("<table><thead><tr><th>run</th><th>goal</th><th>loop</th><th>status</th><th>steps</th><th>started</th>"
-             f"<th>duration</th><th>tokens</th></tr></thead><tbody>{''.join(lines)}</tbody></table>")
+             f"<th>time</th><th>tokens</th></tr></thead><tbody>{''.join(lines)}</tbody></table>")
     if not rows:
         table = '<p class="box">no runs match</p>'
     pager = (f'<p>page {page + 1}'
