@@ -63,7 +63,9 @@ def test_the_models_events_carry_what_the_model_wrote():
 def test_a_waiting_event_shows_the_question_in_words():
     waiting = Waiting("approval_required", "pay", {"to": "bob"}, "fp1", asked=2)
     sent = events.WaitingOn(waiting).to_json()
-    assert sent == {"type": "waiting", "waiting": {**waiting.to_json(), "question": "may it call pay({\"to\": \"bob\"})?"}}
+    assert sent == {"type": "waiting", "waiting": {**waiting.to_json(), "question": "may it call pay({\"to\": \"bob\"})?",
+                                                   "answers": [{"kind": "approve", "value": "fp1"},
+                                                               {"kind": "reject", "value": "fp1"}]}}
 
 
 def test_the_api_streams_each_events_own_form():

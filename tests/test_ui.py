@@ -1008,3 +1008,34 @@ def test_in_chromium_a_runs_diagram_opens_readable_with_where_the_run_is_in_view
     finally:
         driver.quit()
     assert opened["smallest"] >= 10 and opened["inView"], opened
+
+
+LOOP_PAGE = """
+var box = document.getElementById('many-runs'), svg = box.querySelector('svg');
+var sizes = Array.from(svg.querySelectorAll('g.node text, g.edge text')).map(function (t) {
+  return t.getBoundingClientRect().height; }).filter(function (h) { return h > 0; });
+var overflow = getComputedStyle(box).overflowX;
+return {smallest: Math.min.apply(null, sizes), labels: sizes.length,
+        fits: svg.getBoundingClientRect().right <= box.getBoundingClientRect().right + 1,
+        scrolls: overflow === 'auto' || overflow === 'scroll'};
+"""
+
+
+def test_in_chromium_a_loops_diagram_is_readable_and_whole_at_1280_px(make, ui):
+    """The loop page's diagram: every label at least 10 px tall, and all of it in its box or
+    reachable by scrolling the box, never cut off (issue 54, item 4)."""
+    need_chromium()
+    from urllib.parse import quote
+
+    from browser import open_browser
+
+    durable = make(AgentLoop([send], lambda goal, state: Finish("ok"), lambda o: True))
+    durable.run("done", run_id="loop-page-1")
+    driver = open_browser(1280, 900)
+    try:
+        driver.get(f"http://127.0.0.1:{ui['port']}/loops/{quote(durable.name, safe='')}?token={TOKEN}")
+        page_wait(driver).until(lambda d: d.execute_script("return !!document.querySelector('#many-runs svg')"))
+        shown = driver.execute_script(LOOP_PAGE)
+    finally:
+        driver.quit()
+    assert shown["labels"] > 5 and shown["smallest"] >= 10 and (shown["fits"] or shown["scrolls"]), shown

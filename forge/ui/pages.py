@@ -50,6 +50,7 @@ button.secondary{color:#8cc0ff;border-color:#8cc0ff;background:transparent}butto
 header .count{background:#fff;color:#1f4e8c;border-radius:9px;padding:0 7px;font-size:12px;margin-left:4px}
 textarea{width:100%;font:13px monospace}
 .why{color:#52606d;font-size:13px}
+#many-runs{overflow:auto}
 """
 
 

@@ -265,11 +265,18 @@ def _many_runs_svg(found: list[tuple[list[Any], str | None]], machine: str | Non
         definition = load_definition(machine)
         if not found:
             return ('<p class="box note">no finished run of this loop yet: its definition, with no figures</p>'
-                    + inline_svg(to_digraph(definition)))
+                    + inline_svg(_full_size(to_digraph(definition))))
         stats, count = edge_stats(definition, found)
-        return inline_svg(many_runs_digraph(definition, stats, count)) + _edge_table(definition, stats)
+        return inline_svg(_full_size(many_runs_digraph(definition, stats, count))) + _edge_table(definition, stats)
     except (ForgeError, FileNotFoundError, ValueError) as error:
         return f'<p class="box">cannot draw the runs of {escape(machine)}: {escape(str(error))}</p>'
+
+
+def _full_size(graph: Any) -> Any:
+    """`graph` drawn at its own size, not shrunk to a page's 8.3 inches: on a screen its labels
+    stay readable (a wide machine shrunk had 6 px text) and its box scrolls instead."""
+    graph.graph_attr.pop("size", None)
+    return graph
 
 
 def _machine_of_loop(runs: StoredRuns, name: str) -> str | None:
