@@ -15,7 +15,8 @@ apt-get) is a note and its tests skip, saying why, except in CI (CI=true), where
 `python3 tasks.py screenshot` remakes the documentation's pictures in headless Chromium
 (installed with Debian's chromium and chromium-driver): docs/inspector.png, the run
 inspector, and docs/ui-*.png, forge ui's pages, which the UI's browser tests take as they
-run (FORGE_UI_SHOTS=docs).
+run (FORGE_UI_SHOTS=docs), and docs/counterexample.svg, the path `forge check` draws for a
+loop that skips an approval.
 """
 
 from __future__ import annotations
@@ -175,6 +176,9 @@ def main(argv: list[str]) -> int:
 
 def screenshots() -> int:
     inspector = subprocess.run([str(PYTHON), str(ROOT / "tests" / "browser.py")], cwd=ROOT).returncode
+    subprocess.run([str(BIN / "forge"), "check", "examples/skips_approval.toml", "--require",
+                    "approval-before-side-effect", "--diagram", "docs/counterexample.svg"], cwd=ROOT,
+                   stdout=subprocess.DEVNULL)  # exits 1: the counterexample is the picture
     pages = subprocess.run([str(PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_ui.py", "-k",
                             "not_blank or followed_live"], cwd=ROOT, env=dict(os.environ, FORGE_UI_SHOTS="docs"))
     return inspector or pages.returncode

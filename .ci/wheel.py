@@ -7,7 +7,9 @@ from a folder that holds no forge source: `forge --version`, an import of `forge
 modules that extra is for. The core's own environment runs `forge --help`; the `schema`
 one runs the README's Quickstart and checks what it prints; one environment with every
 extra (and pytest, which forge.testing plugs into) imports every module the wheel ships, runs
-`forge ui --help` and the complete LLM agent of docs/llm-agents.md (its local chat server).
+`forge ui --help`, and runs every page of the documentation site as a reader runs it, each
+in an empty folder of its own, each Python block alone (tests/reader.py): the complete LLM
+agent of docs/llm-agents.md with its local chat server, `forge examples` and every command.
 Exits non-zero, naming the step, at the first failure.
 """
 
@@ -72,11 +74,17 @@ def quickstart() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
 
 
-def llm_agent() -> str:
-    """docs/llm-agents.md's complete agent, offline: the block under its first heading."""
-    text = (ROOT / "docs" / "llm-agents.md").read_text()
-    section = text.split("## A complete agent, offline", 1)[1]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+def site(bin_: Path, scratch: Path, every: str) -> None:
+    """Every page of the documentation site, run as a reader runs it with this wheel."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from reader import SITE, run_page
+
+    for page in SITE:
+        failures = run_page(page, scratch / page.stem, bin_)
+        if failures:
+            print(f"wheel: FAILED [{every}] docs/{page.name} as a reader runs it", *failures, sep="\n", file=sys.stderr)
+            sys.exit(1)
+        print(f"wheel: ok  [{every}] docs/{page.name} as a reader runs it", flush=True)
 
 
 def main() -> int:
@@ -85,7 +93,9 @@ def main() -> int:
         into = Path(scratch)
         wheel = build(into)
         shipped = sorted(name[:-3].replace("/", ".").removesuffix(".__init__")
-                         for name in zipfile.ZipFile(wheel).namelist() if name.startswith("forge/") and name.endswith(".py") and not name.endswith("__main__.py"))
+                         for name in zipfile.ZipFile(wheel).namelist()
+                         if name.startswith("forge/") and name.endswith(".py") and not name.endswith("__main__.py")
+                         and not name.startswith("forge/examples/"))
         elsewhere = into / "elsewhere"
         elsewhere.mkdir()
         for extra in ["", *(e for e in extras if e != "test")]:
@@ -110,9 +120,7 @@ def main() -> int:
         every = ",".join(e for e in extras if e != "test")
         bin_ = environment(into, wheel, every, "pytest")  # forge.testing is a pytest plugin
         run(f"[{every}] forge ui --help", [str(bin_ / "forge"), "ui", "--help"], elsewhere, expect="--db")
-        (elsewhere / "llm_agent.py").write_text(llm_agent())
-        run(f"[{every}] docs/llm-agents.md's complete agent, offline", [str(bin_ / "python"), "llm_agent.py"],
-            elsewhere, expect="verified_success Report(warmest='Rome', told='ana')")
+        site(bin_, into / "site", every)
         importer = ("import importlib, sys\n"
                     f"for name in {shipped!r}:\n"
                     "    importlib.import_module(name)\n"

@@ -4,7 +4,7 @@
 `budget`, whose action is the user stage below. The approver answers for side-effecting
 calls; a transitions callback prints each call that enters the approve state.
 
-    .venv/bin/python examples/approvals_and_budget.py
+    python examples/approvals_and_budget.py
 """
 
 from __future__ import annotations

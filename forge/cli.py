@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from forge.errors import ForgeError, MissingFile, UsageError
@@ -741,6 +741,50 @@ def _demo_command(commands: Any) -> None:
     demo.set_defaults(handler=_demo)
 
 
+def _examples_command(commands: Any) -> None:
+    examples = commands.add_parser("examples", help="write the examples the documentation runs into a folder")
+    examples.add_argument("folder", nargs="?", default="examples", metavar="DIR",
+                          help="where to write them (default: examples)")
+    examples.add_argument("--force", action="store_true", help="overwrite files there that differ")
+    examples.set_defaults(handler=_examples)
+
+
+def _examples(args: argparse.Namespace) -> int:
+    """`forge examples [DIR]`: the example files forge ships (`forge.examples`, the
+    repository's examples/) written into DIR, so that every command of the documentation
+    runs from an installed wheel. Files already there with the same bytes are left; files
+    that differ are refused, all of them named and none written, unless `--force`."""
+    from importlib.resources import files
+    from pathlib import Path
+
+    from forge.files import write_atomically
+
+    target = Path(args.folder)
+    bundled = dict(_bundled_files(files("forge.examples")))
+    differing = sorted(name for name, data in bundled.items()
+                       if (target / name).is_file() and (target / name).read_bytes() != data)
+    if differing and not args.force:
+        raise UsageError(f"{target} already has {len(differing)} of the examples, changed: {', '.join(differing)} "
+                         "(--force overwrites them)")
+    for name, data in bundled.items():
+        write_atomically(target / name, data)
+    print(f"wrote {len(bundled)} example files into {target}/: "
+          + ", ".join(name for name in bundled if "/" not in name))
+    return 0
+
+
+def _bundled_files(folder: Any, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+    """Each example file under `folder` (an importlib Traversable): its path below it and its
+    bytes, in name order, without Python's caches."""
+    for entry in sorted(folder.iterdir(), key=lambda entry: entry.name):
+        if entry.name == "__pycache__" or entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            yield from _bundled_files(entry, f"{prefix}{entry.name}/")
+        elif entry.name.endswith((".py", ".toml", ".yaml", ".jsonl")):
+            yield f"{prefix}{entry.name}", entry.read_bytes()
+
+
 def _diagram_command(commands: Any) -> None:
     diagram = commands.add_parser("diagram", help="draw a loop definition, optionally with a run overlaid")
     diagram.add_argument("machine", nargs="?", metavar="MACHINE",
@@ -955,6 +999,7 @@ def _tools_command(commands: Any) -> None:
 COMMANDS: tuple[Callable[[Any], None], ...] = (
     _run_command,
     _demo_command,
+    _examples_command,
     _diagram_command,
     _diagrams_command,
     _debug_command,

@@ -10,7 +10,7 @@ from builders import intent, scripted_loop, tool
 from forge import write_trace
 from forge.debug.scenario import ScenarioError, load_scenario
 
-HELLO = str(Path(__file__).parent / "scenarios" / "hello.py")
+HELLO = str(Path(__file__).parents[1] / "examples" / "hello.py")
 PROMPT = r"\(forge (\w+) step (\d+)\) "
 
 
@@ -161,7 +161,7 @@ def test_an_unknown_scenario_names_the_options():
 
 
 def test_repl_mistakes_go_to_stderr_and_the_session_goes_on():
-    done = subprocess.run([sys.executable, "-m", "forge", "debug", "tests/scenarios/hello.py"],
+    done = subprocess.run([sys.executable, "-m", "forge", "debug", "examples/hello.py"],
                           input="jump\nstep\nquit\n", capture_output=True, text=True, timeout=60)
     assert done.returncode == 0
     assert "error: unknown command 'jump'" in done.stderr and "error:" not in done.stdout

@@ -14,7 +14,7 @@ from forge import Finish, Patch, write_trace
 from forge.machine.fork import PatchRefused
 from forge.scenario import load_scenario
 
-COUNTER = str(Path(__file__).parent / "scenarios" / "counter.py")
+COUNTER = str(Path(__file__).parents[1] / "examples" / "counter.py")
 PROMPT = r"\(forge (\w+) step (\d+)\) "
 
 

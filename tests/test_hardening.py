@@ -370,7 +370,7 @@ def test_forge_says_its_version():
 # 21. forge run, and exit codes that say how the run ended
 
 
-@pytest.mark.parametrize(("scenario", "code"), [("tests/scenarios/hello.py", 0), ("gap", 3), ("forbidden", 1)])
+@pytest.mark.parametrize(("scenario", "code"), [("examples/hello.py", 0), ("gap", 3), ("forbidden", 1)])
 def test_forge_run_runs_a_scenario_and_exits_by_its_outcome(tmp_path, scenario, code):
     trace = tmp_path / "run.jsonl"
     done = subprocess.run([sys.executable, "-m", "forge.cli", "run", scenario, "--trace", str(trace)],

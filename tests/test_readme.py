@@ -1,14 +1,13 @@
-"""The README and the documentation site cannot rot: every shell command and Python snippet
-of the README and of every page of `docs/` (in the site's order, `mkdocs.yml`) is executed
-here, and the site builds strictly.
+"""The README cannot rot: every shell command and Python snippet of the README and of the
+benchmarks' page is executed here, and the documentation site builds strictly (its pages
+are run as a reader runs them by tests/test_site.py).
 
 `sh` blocks run line by line from the root of a copy of the repository in a temporary folder
 (its `.venv` a link to this checkout's, and `.venv/bin/` read as the bin folder of the Python
 running the tests), so they write nothing into the checkout: the user's own `demo-run/`
 and the tracked files stay as they are; `python` blocks run in order in one namespace, in a fresh
-folder, and a `print(...)  # expected` line must print what its comment says; the `text`
-transcript must be lines the debugger really prints. The one command not run here is
-`python3 tasks.py test`: it is the command running this suite.
+folder, and a `print(...)  # expected` line must print what its comment says. The one
+command not run here is `python3 tasks.py test`: it is the command running this suite.
 """
 
 import os
@@ -20,11 +19,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from reader import SITE, blocks, said
 
 ROOT = Path(__file__).resolve().parents[1]
-SITE = [ROOT / "docs" / name for name in re.findall(r":\s*(\S+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)]
-PAGES = [ROOT / "README.md", *SITE, ROOT / "benchmarks" / "README.md"]
-"""What is run: the front page, the site in its order, and the benchmarks' own page."""
+PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
+"""What is run here: the front page and the benchmarks' own page (commands of the checkout)."""
 README = "\n".join(page.read_text(encoding="utf-8") for page in PAGES)
 BLOCKS = re.findall(r"^```(\w+)\n(.*?)^```", README, re.S | re.M)
 BIN = str(Path(sys.executable).parent)
@@ -100,11 +99,6 @@ def test_every_shell_command_in_the_readme_succeeds(checkout):
     for command, done in outputs.items():
         assert done.returncode == 0, f"{command!r} failed:\n{done.stdout}\n{done.stderr}"
         assert "Traceback" not in done.stderr, command
-    outputs = {command: done.stdout for command, done in outputs.items()}
-    debug = next(out for command, out in outputs.items() if "forge debug" in command)
-    transcript = next(body for lang, body in BLOCKS if lang == "text")
-    for line in transcript.splitlines():
-        assert line.rstrip() in debug, f"README transcript line not printed by the debugger: {line!r}"
 
 
 def test_every_python_snippet_in_the_readme_runs_and_prints_what_it_says(tmp_path, monkeypatch, capsys):
@@ -115,17 +109,14 @@ def test_every_python_snippet_in_the_readme_runs_and_prints_what_it_says(tmp_pat
             continue
         exec(compile(body, "README.md", "exec"), namespace)
         printed = capsys.readouterr().out.splitlines()
-        expected = [line.split("#", 1)[1].strip() for line in body.splitlines()
-                    if line.lstrip().startswith("print(") and "  #" in line]
         got = iter(printed)
-        for want in expected:
+        for want in said(body):
             assert any(line.strip() == want for line in got), f"README says {want!r}; printed {printed}"
-    assert (tmp_path / "run.jsonl").exists() and (tmp_path / "loop.dot").exists()
 
 
-def test_the_readme_excerpts_of_examples_are_in_the_example_files():
+def test_the_excerpts_of_examples_on_the_pages_are_in_the_example_files():
     examples = [path.read_text(encoding="utf-8") for path in sorted((ROOT / "examples").glob("*.py"))]
-    excerpts = [body for lang, body in BLOCKS if lang == "py"]
+    excerpts = [block.body for page in [ROOT / "README.md", *SITE] for block in blocks(page) if block.lang == "py"]
     assert excerpts
     for body in excerpts:  # each excerpt comes whole from one example file
         assert any(all(line.strip() in example for line in body.splitlines()) for example in examples), body
