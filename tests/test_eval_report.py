@@ -27,6 +27,26 @@ def test_a_long_difference_is_cut_to_sixty_characters_and_one_of_exactly_sixty_i
         f"turn 1, transition 1: answer {sixty} → {'l' * 59}…"
 
 
+def test_two_long_texts_that_differ_late_are_shown_around_where_they_differ():
+    """Not their common start twice (`…"conten… → …"conten…`, issue 54 item 6)."""
+    common = '{"role": "assistant", "content": "' + "x" * 100
+    before, after = common + 'the index lists 3 notes"}', common + 'the index lists 2 notes"}'
+    shown = str(Divergence(1, 16, (Difference(16, "detail.messages", before, after),)))
+    a, b = shown.split("detail.messages ", 1)[1].split(" → ")
+    assert (a, b) == ('…xxxxthe index lists 3 notes"}', '…xxxxthe index lists 2 notes"}')  # 20 shared before
+
+
+def test_a_difference_in_the_middle_of_two_long_texts_is_cut_to_sixty_at_both_ends():
+    shown = str(Divergence(1, 2, (Difference(2, "payload", "x" * 100 + "A" + "y" * 100, "x" * 100 + "B" + "y" * 100),)))
+    a, b = shown.split("payload ", 1)[1].split(" → ")
+    assert a == "…" + "x" * 20 + "A" + "y" * 37 + "…" and b == "…" + "x" * 20 + "B" + "y" * 37 + "…"
+
+
+def test_a_long_text_against_a_short_one_shows_the_short_one_whole_from_where_they_part():
+    shown = str(Divergence(1, 2, (Difference(2, "answer", "ok", "o" + "k" * 80),)))
+    assert shown == f"turn 1, transition 2: answer ok → o{'k' * 58}…"
+
+
 def test_a_changed_case_says_its_scores_end_states_divergence_and_each_regression():
     divergence = Divergence(1, 4, (Difference(4, "state", "verify", "select"),))
     change = CaseChange("refund", case("refund", 1.0), case("refund", 0.5, "fatal_error", "failure"), divergence,

@@ -483,6 +483,19 @@ def test_a_broken_agent_fails_no_regressions_naming_the_cases_and_diverging_tran
     assert results["cases"][0]["modes"] == ["departed at 16"]
 
 
+def test_a_case_that_cannot_run_offline_is_told_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Once, in forge's summary, not again in the report's own failures table (issue 54 item 6)."""
+    import shutil
+
+    cassettes = tmp_path / "cassettes"
+    shutil.copytree(EXAMPLE / "cassettes" / "workspace", cassettes)
+    shutil.rmtree(cassettes / "index")
+    code, out = forge_eval("--loop", f"{EXAMPLE / 'workspace_agent.py'}:make_loop", "--offline", "--cassettes",
+                           str(cassettes), "--min-score", "1", capsys=capsys)
+    assert code == 1 and "4 of 5 cases passed" in out
+    assert out.count("has no cassette") == 1, out
+
+
 def test_min_score_fails_the_command_when_the_score_is_below_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out = forge_eval("--loop", f"{EXAMPLE / 'workspace_agent.py'}:make_broken_loop", "--min-score", "0.9",
                            capsys=capsys)

@@ -64,7 +64,7 @@ class EvalCommand:
         comparison = compare(results, baseline) if baseline is not None else None
         if self.out is not None:
             results = write_results(results, self.out, comparison)
-        say(results.report.render(width=120).rstrip())
+        say(results.report.render(width=120, include_errors=False).rstrip())  # failures: once, in _failures
         say(_failures(results))
         if comparison is not None:
             say(str(comparison))

@@ -30,7 +30,7 @@ class Divergence:
     differences: tuple[Difference, ...]
 
     def __str__(self) -> str:
-        shown = "; ".join(f"{d.what} {_cut(d.a)} → {_cut(d.b)}" for d in self.differences[:_SHOWN])
+        shown = "; ".join(f"{d.what} {' → '.join(_around(d.a, d.b))}" for d in self.differences[:_SHOWN])
         more = f"; and {len(self.differences) - _SHOWN} more" if len(self.differences) > _SHOWN else ""
         return f"turn {self.turn}, transition {self.transition}: {shown}{more}"
 
@@ -47,8 +47,25 @@ def _telling(difference: Difference) -> int:
     return _TELLING.index(difference.what) if difference.what in _TELLING else len(_TELLING)
 
 
-def _cut(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _around(a: str, b: str, limit: int = 60) -> tuple[str, str]:
+    """`a` and `b` cut to `limit` characters each around where they first differ, with
+    `_CONTEXT` characters before it (an `…` marks a cut end): two long texts that differ late
+    show what changed, not their common start twice."""
+    if len(a) <= limit and len(b) <= limit:
+        return a, b
+    first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    start = max(0, first - _CONTEXT)
+    return _window(a, start, limit), _window(b, start, limit)
+
+
+_CONTEXT = 20
+"""How much of what two texts share a cut shows before their first difference."""
+
+
+def _window(text: str, start: int, limit: int) -> str:
+    head = "…" if start > 0 else ""
+    room = limit - len(head)
+    return head + (text[start:start + room] if len(text) - start <= room else text[start:start + room - 1] + "…")
 
 
 @dataclass(frozen=True, slots=True)
