@@ -15,8 +15,8 @@ apt-get) is a note and its tests skip, saying why, except in CI (CI=true), where
 `python3 tasks.py screenshot` remakes the documentation's pictures in headless Chromium
 (installed with Debian's chromium and chromium-driver): docs/inspector.png, the run
 inspector, and docs/ui-*.png, forge ui's pages, which the UI's browser tests take as they
-run (FORGE_UI_SHOTS=docs), and docs/counterexample.svg, the path `forge check` draws for a
-loop that skips an approval.
+run (FORGE_UI_SHOTS=docs), docs/counterexample.svg, the path `forge check` draws for a loop
+that skips an approval, and diagrams/ (the docs' loop diagrams), from machines/.
 """
 
 from __future__ import annotations
@@ -176,6 +176,7 @@ def main(argv: list[str]) -> int:
 
 def screenshots() -> int:
     inspector = subprocess.run([str(PYTHON), str(ROOT / "tests" / "browser.py")], cwd=ROOT).returncode
+    subprocess.run([str(BIN / "forge"), "diagrams"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
     subprocess.run([str(BIN / "forge"), "check", "examples/skips_approval.toml", "--require",
                     "approval-before-side-effect", "--diagram", "docs/counterexample.svg"], cwd=ROOT,
                    stdout=subprocess.DEVNULL)  # exits 1: the counterexample is the picture

@@ -113,7 +113,10 @@ def _duration(row: RunRow) -> str:
     (queued, running, or stored before forge kept one) its time from start to last change."""
     if row.timing is None:
         return "" if row.seconds is None else seconds_text(row.seconds)
-    return str(row.timing) + (f" · waits since {_when(row.updated_at)}" if row.status == "waiting" else "")
+    if row.status != "waiting":
+        return str(row.timing)
+    since, started = _when(row.updated_at), _when(row.created_at)
+    return f"{row.timing} · waits since {since[11:] if since[:10] == started[:10] else since}"  # its time, that day
 
 
 def _when(at: float | None) -> str:
