@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
     from forge.child import LoopCycle
     from forge.errors import ForgeError, RunNotFound, ToolSignal, UsageError, WrongType
+    from forge.guardrails import Fix, Guard, GuardTripped, Trip
     from forge.loop import AgentLoop
     from forge.machine.catalog import Stage
     from forge.machine.definition import DefinitionError, MachineDefinition
@@ -101,6 +102,10 @@ _WHERE: dict[str, str] = {
     "read_trace": "forge.machine.trace",
     "write_trace": "forge.machine.trace",
     "Finish": "forge.policy",
+    "Guard": "forge.guardrails",
+    "Fix": "forge.guardrails",
+    "Trip": "forge.guardrails",
+    "GuardTripped": "forge.guardrails",
     "Handoff": "forge.policy",
     "Ask": "forge.policy",
     "Usage": "forge.usage",
@@ -164,6 +169,11 @@ __all__ = [
     "Finish",
     "Handoff",
     "Ask",
+    # guardrails: checks of each call's arguments, each result and the answer
+    "Guard",
+    "Fix",
+    "Trip",
+    "GuardTripped",
     "Usage",
     "BudgetExhausted",
     "Policy",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from forge.debug.session import DebugSession
     from forge.durable.durability import Durable
     from forge.events import StreamEvent
+    from forge.guardrails import Guard
     from forge.machine.catalog import Stage, StageCatalog
     from forge.machine.definition import MachineDefinition
     from forge.machine.engine import AsyncLoopEngine, LoopEngine, TransitionCallbacks
@@ -78,7 +79,10 @@ class AgentLoop:
     the time, waiting and chance a run uses) and `hooks` (`Hooks`: observers told of every
     run, transition and tool attempt, after a `LoggingObserver` on the logger `forge`;
     transitions callbacks; `redact`, which sees every call's arguments and observation's
-    payload before the trace keeps them; the journal's `codec`). The flat names of an
+    payload before the trace keeps them; the journal's `codec`; `guards`, `forge.Guard`s that
+    check each call's arguments, each result and the answer in the guard
+    states of `machines/guarded.toml` or `guarded_approval.toml`: each passes, fixes the
+    value or trips). The flat names of an
     earlier forge (`repeat_limit=`, `observers=`, …) are taken with a DeprecationWarning.
     Every call a run makes to the world is in its `result.journal` (`forge.machine.journal`).
 
@@ -140,6 +144,11 @@ class AgentLoop:
     @property
     def stages(self) -> StageCatalog:
         return self.spec.stages
+
+    @property
+    def guards(self) -> tuple[Guard, ...]:
+        """The loop's guardrails (`forge.guardrails`), in the order they check."""
+        return self.spec.config.guards
 
     @property
     def callbacks(self) -> TransitionCallbacks:

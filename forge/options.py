@@ -104,7 +104,9 @@ class Hooks:
     run, transition and tool attempt (`forge.observe`); `callbacks` attaches ordinary
     transitions callbacks (`TransitionCallbacks`); `redact(tool, field, value)` sees every
     call's arguments and observation's payload before the trace keeps them; `codec` (a
-    `JournalCodec`) writes the values JSON cannot hold when a journal is written to a file.
+    `JournalCodec`) writes the values JSON cannot hold when a journal is written to a file;
+    `guards` (`forge.Guard`s, `forge.guardrails`) check each call's arguments, each result
+    and the answer in the guard states of the loop's definition.
 
     Raises:
         ValueError: a `redact` that is not callable, or a `codec` without encode and decode.
@@ -114,9 +116,12 @@ class Hooks:
     callbacks: Any = None
     redact: Callable[[str, str, Any], Any] | None = None
     codec: Any = None
+    guards: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "observers", tuple(self.observers))
+        if isinstance(self.guards, list):
+            object.__setattr__(self, "guards", tuple(self.guards))  # checked with the loop (forge.spec)
         if self.redact is not None and not callable(self.redact):
             raise UsageError("redact must be callable as redact(tool, field, value) -> value")
         codec = self.codec
@@ -128,7 +133,7 @@ class Hooks:
 GROUPS: Mapping[str, type] = {"limits": Limits, "retry": Retry, "clocks": Clocks, "hooks": Hooks}
 """Each grouped argument of AgentLoop and the value it takes."""
 
-_NEVER_FLAT = frozenset({"max_parallel"})  # came with the groups: never an AgentLoop keyword of its own
+_NEVER_FLAT = frozenset({"max_parallel", "guards"})  # came with the groups: never an AgentLoop keyword of its own
 FLAT_NAMES: Mapping[str, str] = {each.name: group for group, kind in GROUPS.items() for each in fields(kind)
                                  if each.name not in _NEVER_FLAT}
 """The group each flat name of an earlier forge now belongs to."""

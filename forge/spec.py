@@ -24,6 +24,7 @@ from forge.options import Grouped
 
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
+    from forge.guardrails import Guard
     from forge.machine.catalog import Stage, StageCatalog
     from forge.machine.definition import MachineDefinition
     from forge.machine.engine import LoopEngine, TransitionCallbacks
@@ -95,9 +96,12 @@ class LoopSpec:
         handed, unhanded = _checked_handoffs(loaded, handoffs)
         _prove(loaded, catalog, tools, handed)
         _check_edges(loaded, catalog, options, shape, approver)
-        config = _run_config(tools, policy, verify, max_steps, approver, options, loaded, catalog, shape, handed)
+        checked_guards = _checked_guards(options.hooks.guards, loaded, tools)
+        config = replace(_run_config(tools, policy, verify, max_steps, approver, options, loaded, catalog, shape, handed),
+                         guards=checked_guards)
         parts = (*((f"tool {t.name!r}", t.handler) for t in tools),
                  ("the policy", policy), ("verify", verify), ("the approver", approver),
+                 *((f"guard {guard.name!r}", guard.check) for guard in checked_guards),
                  *((f"stage {name!r}", getattr(spec.run, "user_action", None)) for name, spec in catalog.actions.items()))
         return cls(given, options, tools, catalog, callbacks, loaded, engine_for(loaded, catalog, callbacks),
                    _observers_of(options), config,
@@ -270,6 +274,44 @@ def _check_edges(definition: MachineDefinition, stages: StageCatalog, options: G
                          "approvals (it has no request_approval state), so no call would wait for it: pass "
                          "definition=\"approval\" (machines/approval.toml) or a definition of your own with a "
                          "request_approval state before its side effects")
+
+
+def _checked_guards(guards: Any, definition: MachineDefinition,
+                   tools: tuple[Tool, ...]) -> tuple[Guard, ...]:
+    """The loop's guards, checked: each a `Guard`, names distinct, tools the loop has, and a
+    definition with a state that checks them (`check_call`, and `check_result` for a guard
+    of results).
+
+    Raises:
+        UsageError: any of those is not so, naming it.
+    """
+    from forge.guardrails import Guard
+
+    if isinstance(guards, Guard) or not isinstance(guards, Iterable) or isinstance(guards, str | bytes):
+        raise UsageError(f"Hooks(guards=...) is a list of Guard, got {guards!r:.100}")
+    given = tuple(guards)
+    odd = [guard for guard in given if not isinstance(guard, Guard)]
+    if odd:
+        raise UsageError(f"guards are forge.Guard values, got {odd[0]!r:.100}")
+    names = [guard.name for guard in given]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UsageError(f"two guards are named {twice[0]!r}: a guard's name says which one tripped, so each is its own")
+    known = {tool.name for tool in tools}
+    for guard in given:
+        unknown = sorted((guard.tools or frozenset()) - known)
+        if unknown:
+            raise UsageError(f"guard {guard.name!r} covers {', '.join(unknown)}, which the loop has no tool called "
+                             f"(its tools: {', '.join(sorted(known))})")
+    actions = {state.action for state in definition.states}
+    for action, on in (("check_call", ("arguments", "answer")), ("check_result", ("result",))):
+        unchecked = [guard.name for guard in given if guard.on in on]
+        if unchecked and action not in actions:
+            raise UsageError(f"guard {unchecked[0]!r} checks a {'result' if action == 'check_result' else 'call or answer'}"
+                             f", but definition {definition.name!r} has no {action} state to check it in, so it would "
+                             "never run: pass definition=\"guarded\" (or \"guarded_approval\", with an approver), or a "
+                             f"definition of your own with a {action} state")
+    return given
 
 
 def _run_config(tools: tuple[Tool, ...], policy: Policy, verify: Callable[..., bool], max_steps: int,

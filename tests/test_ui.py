@@ -389,6 +389,14 @@ def test_a_refusal_for_a_missing_token_is_a_page_that_gives_no_token_away(ui):
     assert TOKEN not in page and "Open the URL" in page
 
 
+def text_of(driver, selector):
+    """The text of the element `selector` picks, read in one script: atomic against the
+    page being replaced as the run moves (an element found, then read, may belong to the
+    document just replaced); None while there is none."""
+    return driver.execute_script("var e = document.querySelector(arguments[0]); return e && e.textContent.trim()",
+                                 selector)
+
+
 def page_wait(driver, poll_frequency=0.5):
     """A wait on a page that reloads as its run moves: an element read as the page is
     replaced (stale) or before it is there is read again at the next poll."""
@@ -864,12 +872,12 @@ def test_in_chromium_a_running_run_is_followed_live_and_opens_where_it_is(make, 
     driver = open_browser(1280, 900)
     try:
         driver.get(f"http://127.0.0.1:{ui['port']}/runs/browser-live?token={TOKEN}")
-        position = lambda d: d.find_element(By.CSS_SELECTOR, ".fi-position").text  # noqa: E731
+        position = lambda d: text_of(d, ".fi-position")  # noqa: E731
         page_wait(driver).until(lambda d: position(d) == "5 / 5")  # the page reloads as transitions arrive
         assert driver.find_element(By.ID, "status").text == "running"
         driver.save_screenshot(str(shots / "ui-live.png"))
         RELEASE.set()
-        page_wait(driver).until(lambda d: d.find_element(By.ID, "status").text == "finished")
+        page_wait(driver).until(lambda d: text_of(d, "#status") == "finished")
         page_wait(driver).until(lambda d: position(d) == "1 / 11")  # a finished run opens at its first
         assert console_errors(driver) == []
     finally:
@@ -925,7 +933,7 @@ def test_in_chromium_a_page_the_user_typed_into_says_the_run_moved_on_instead_of
         assert patch.get_attribute("value") == '{"tool_result": "half typed'  # the same page: not reloaded
         assert driver.find_element(By.ID, "status").text == "running"
         driver.find_element(By.CSS_SELECTOR, "#moved a").click()
-        page_wait(driver).until(lambda d: d.find_element(By.ID, "status").text == "finished")
+        page_wait(driver).until(lambda d: text_of(d, "#status") == "finished")
         assert console_errors(driver) == []
     finally:
         RELEASE.set()

@@ -108,13 +108,15 @@ def check_loop(loop: Any, progress: Callable[[int], None] | None = None, require
     """`check_definition` for an `AgentLoop` (`forge check PATH.py:LOOP`): its definition,
     with its own stages, `max_steps`, `repeat_limit` and tools (whether any has a side effect)."""
     definition = loop.definition
+    unguarded = tuple(tool.name for tool in loop.tools
+                      if tool.side_effect and not any(guard.covers("arguments", tool.name) for guard in loop.guards))
     return _report(str(definition.path), definition, (), loop.stages, loop.max_steps, loop.repeat_limit, progress,
-                   require, any(tool.side_effect for tool in loop.tools))
+                   require, any(tool.side_effect for tool in loop.tools), unguarded)
 
 
 def _report(resolved: str, definition: MachineDefinition | None, problems: Iterable[Any], catalog: StageCatalog,
             max_steps: int, repeat_limit: int, progress: Callable[[int], None] | None, require: Iterable[str],
-            side_effects: bool | None) -> CheckReport:
+            side_effects: bool | None, unguarded: tuple[str, ...] | None = None) -> CheckReport:
     """The report on `definition` (None: it did not parse, `problems` say why)."""
     problems = tuple(problems)
     findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
@@ -123,7 +125,7 @@ def _report(resolved: str, definition: MachineDefinition | None, problems: Itera
     if definition is not None and not problems:
         found, boundedness = _analyse(definition, catalog, max_steps, repeat_limit, progress)
         findings.extend(found)
-        refuted = violations(definition, (*definition.requires, *require), catalog, side_effects)
+        refuted = violations(definition, (*definition.requires, *require), catalog, side_effects, unguarded)
         findings.extend(Finding(Severity.ERROR, "property", resolved, v.entry, f"{v.property}: {v.message}")
                         for v in refuted)
     return CheckReport(resolved, tuple(findings), boundedness, refuted, definition)

@@ -9,6 +9,12 @@ path of its graph (an explicit machine can be searched; a loop written as code c
   without `--tools`), any call may have one.
 - `wait-has-timeout`: every waiting state (a terminal state with `outcome = "needs_input"`)
   that a run can reach has a deadline: a `timeout` and its `timeout` edge.
+- `guarded-side-effects`: every path from the initial state to a state that calls a tool
+  passes a `check_call` state left by `guards_passed` after the `select_tool` that chose
+  the call: a guard of the loop checked its arguments. The `call_unguarded` edge is a way
+  around only for a side-effecting tool no guard covers (`unguarded`, the loop's: checked
+  as `forge check MODULE:LOOP`); a definition checked without its loop's guards may be
+  run with none, so that edge counts.
 - `no-unhandled-error`: every failure verdict of a state's action (`ActionSpec.failures`:
   the policy that raised, verify that raised or decided a fatal error, a user stage's
   declared `failures`) leaves by a transition guarded on that verdict, not only by an
@@ -50,21 +56,22 @@ class Violation:
 
 
 def violations(definition: MachineDefinition, required: Iterable[str], stages: StageCatalog = BUILTIN_STAGES,
-               side_effects: bool | None = None) -> tuple[Violation, ...]:
+               side_effects: bool | None = None, unguarded: Sequence[str] | None = None) -> tuple[Violation, ...]:
     """Every violation of the `required` properties. `side_effects` says whether any of the
-    loop's tools has a side effect (None: unknown, so any call may).
+    loop's tools has a side effect (None: unknown, so any call may); `unguarded` names the
+    side-effecting tools none of the loop's guards covers (None: unknown, so any may be).
 
     Raises:
         UsageError: a property name that is not one of `PROPERTIES`.
     """
     found: list[Violation] = []
     for name in dict.fromkeys(required):
-        found.extend(prove(definition, name, stages, side_effects))
+        found.extend(prove(definition, name, stages, side_effects, unguarded))
     return tuple(found)
 
 
 def prove(definition: MachineDefinition, name: str, stages: StageCatalog = BUILTIN_STAGES,
-          side_effects: bool | None = None) -> tuple[Violation, ...]:
+          side_effects: bool | None = None, unguarded: Sequence[str] | None = None) -> tuple[Violation, ...]:
     """The violations of property `name` (none: it holds). See `violations`.
 
     Raises:
@@ -72,6 +79,8 @@ def prove(definition: MachineDefinition, name: str, stages: StageCatalog = BUILT
     """
     if name == "approval-before-side-effect":
         return () if side_effects is False else _approvals(definition, stages)
+    if name == "guarded-side-effects":
+        return () if side_effects is False else _guarded(definition, stages, unguarded)
     if name == "wait-has-timeout":
         return _timeouts(definition)
     if name == "no-unhandled-error":
@@ -105,6 +114,43 @@ def _approvals(definition: MachineDefinition, stages: StageCatalog) -> tuple[Vio
                                        f"a side-effecting call reaches {t.dest!r} with no approval of it: put a "
                                        "request_approval state, left by approval_granted, on every path from "
                                        "select_tool to it", (*_path(came, node), t)))
+            following = (t.dest, now)
+            if following not in came:
+                came[following] = (node, t)
+                frontier.append(following)
+    return tuple(found)
+
+
+def _guarded(definition: MachineDefinition, stages: StageCatalog,
+             unguarded: Sequence[str] | None) -> tuple[Violation, ...]:
+    """A search over (state, whether the call chosen last passed a guard that covers it)."""
+    actions = {s.name: s.action for s in definition.states}
+    around = unguarded is None or bool(unguarded)  # a side-effecting call may leave check_call unguarded
+    start = (definition.initial, False)
+    came: dict[tuple[str, bool], tuple[tuple[str, bool], TransitionDef] | None] = {start: None}
+    frontier = deque([start])
+    found: list[Violation] = []
+    reported: set[str] = set()
+    while frontier:
+        node = frontier.popleft()
+        state, guarded = node
+        for t in definition.outgoing(state):
+            spec = stages.guards.get(t.guard) if t.guard else None
+            if spec is not None and spec.action == "check_call" and spec.verdict == "call_unguarded" and not around:
+                continue  # every side-effecting tool has a guard: such a call never leaves this way
+            now = guarded
+            if actions.get(state) == "select_tool":
+                now = False  # a new call is chosen
+            if spec is not None and spec.action == "check_call" and spec.verdict == "call_passed":
+                now = True
+            if actions.get(t.dest) == "call_tool" and not now and t.dest not in reported:
+                reported.add(t.dest)
+                which = (f"{', '.join(unguarded)} (no guard of the loop covers {'it' if len(unguarded) == 1 else 'them'})"
+                         if unguarded else "a side-effecting call")
+                found.append(Violation("guarded-side-effects", f"states.{t.dest}",
+                                       f"{which} reaches {t.dest!r} unguarded: give the loop a Guard of arguments "
+                                       "covering every side-effecting tool, and put a check_call state, left by "
+                                       "guards_passed, on every path from select_tool to it", (*_path(came, node), t)))
             following = (t.dest, now)
             if following not in came:
                 came[following] = (node, t)

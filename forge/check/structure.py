@@ -93,7 +93,7 @@ def structural_findings(definition: MachineDefinition, stages: StageCatalog = BU
             spec = stages.actions[state.action]
             untimed = spec.timed if state.timeout is None else frozenset()
             missing = sorted(spec.verdicts - spec.optional - untimed - handled)
-            optional = sorted(spec.optional - handled)
+            optional = sorted(spec.optional - spec.unwarned - handled)
             if optional and not unguarded:
                 guards = guards_on(stages, state.action, optional)
                 yield finding(Severity.WARNING, "unhandled-optional-verdict", entry,

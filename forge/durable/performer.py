@@ -252,7 +252,7 @@ class DurablePerformer(ReplayingPerformer):
             self._asked_at = effect.step
         elif effect.kind == "policy" and type(effect.identity) is DecidedAsCode and self._asked_at == effect.step:
             return value  # made again from the stored requests on recovery: stored with the step's next write
-        if effect.kind in ("model", "policy", "approver", "answer", "handoff"):
+        if effect.kind in ("model", "policy", "guard", "approver", "answer", "handoff"):
             if self.asks_later and (effect.kind == "answer" or (effect.kind == "approver" and value is None)):
                 return value  # stored with the question it leads to, or the step's next write (`asks_later`)
             if inspect.isawaitable(value):

@@ -56,6 +56,10 @@ class ActionSpec:
     timed: frozenset[str] = frozenset()
     """Verdicts only a state with a `timeout` returns (its deadline passed): such a state
     must handle them (by its timeout edge), any other never meets them."""
+    unwarned: frozenset[str] = frozenset()
+    """Optional verdicts a definition may leave out with nothing refused or failing: the
+    action then never returns them (a definition without `tools_batched` makes a policy's
+    calls one at a time), so `forge check` does not warn of them."""
 
     @property
     def abstract(self) -> AbstractModel:

@@ -65,10 +65,11 @@ OUTCOMES: frozenset[str] = frozenset({"success", "failure", "needs_input"})
 FAILURE_STATE = "fatal_error"
 """Every definition has this terminal state: where any failing hook ends a run."""
 
-PROPERTIES = ("approval-before-side-effect", "wait-has-timeout", "no-unhandled-error")
+PROPERTIES = ("approval-before-side-effect", "wait-has-timeout", "no-unhandled-error", "guarded-side-effects")
 """What `forge check --require` and a definition's `[checks] require` can ask to be proved:
 every side-effecting call approved on every path to it; every waiting state with a
-deadline; every failure verdict handled by an edge of its own."""
+deadline; every failure verdict handled by an edge of its own; every side-effecting call
+checked by a guard that covers its tool on every path to it."""
 
 TIMEOUT_TRIGGER = "timeout"
 """The trigger of a waiting state's deadline edge (see the module)."""

@@ -89,7 +89,7 @@ __all__ = [
     "shared_prefix",
 ]
 
-JOURNAL_KINDS = ("model", "policy", "tool", "verify", "approver", "wait", "answer", "handoff")
+JOURNAL_KINDS = ("model", "policy", "guard", "tool", "verify", "approver", "wait", "answer", "handoff")
 """The kinds of call a journal records, in the order a step usually makes them."""
 
 class DecidedAsCode(NamedTuple):

@@ -32,6 +32,7 @@ from forge.policy import Intent, Policy
 from forge.tools import Tool
 
 if TYPE_CHECKING:
+    from forge.guardrails import Guard
     from forge.machine.performers import Performer
     from forge.machine.trace import TransitionRecord
     from forge.output import Output
@@ -69,6 +70,9 @@ class RunConfig:
     can_batch: bool = False  # the definition has an edge for calls made together (tools_batched)
     asynchronous: frozenset[str] = frozenset()  # the tools whose handler is an `async def`
     timeouts: Mapping[str, float] = field(default_factory=dict)  # seconds an approval state waits for its approver
+    guards: tuple[Guard, ...] = ()  # the loop's guardrails, checked by check_call and check_result states
+    covering: dict[tuple[str, str | None], tuple[Guard, ...]] = field(default_factory=dict, compare=False)
+    """The guards that check each (what, tool): worked out once per loop, as `chosen` is."""
     policy_replays: str = field(init=False, default="code")  # how a replay treats the policy: "code", "model"
     # (a ModelPolicy) or "journal"; worked out once from the policy, not on every step
 

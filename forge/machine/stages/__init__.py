@@ -1,7 +1,8 @@
-"""The built-in stages: the machine's actions and guards, one module per stage (six: select,
-call one tool, call several together, record, request approval, verify and decide; beside
-them `fingerprint`, the request fingerprint the calls are keyed by), made of the seven
-stage contracts of `forge.agent`.
+"""The built-in stages: the machine's actions and guards, one module per stage (eight:
+select, call one tool, call several together, record, request approval, verify and decide,
+and the loop's guardrails on a call or answer and on a result; beside them `fingerprint`,
+the request fingerprint the calls are keyed by), made of the seven stage contracts of
+`forge.agent`.
 
 Each stage module defines its action, written once as a generator of effects
 (`forge.machine.effects`) that runs unchanged under `run()` and `arun()`; its verdicts (a
@@ -23,6 +24,8 @@ from forge.machine.catalog import ActionSpec, GuardSpec, StageCatalog
 from forge.machine.stages import (
     call_tool,
     call_tools,
+    check_call,
+    check_result,
     record_observation,
     request_approval,
     select_tool,
@@ -41,7 +44,8 @@ __all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "Approval"
            "CallOutcome", "NotFingerprintable", "Recording", "Selection", "Verification", "error_text",
            "request_fingerprint"]
 
-STAGES = (select_tool, call_tool, call_tools, request_approval, record_observation, verify_and_decide)
+STAGES = (select_tool, call_tool, call_tools, request_approval, check_call, check_result, record_observation,
+          verify_and_decide)
 
 ACTIONS: Mapping[str, ActionSpec] = {stage.SPEC.name: stage.SPEC for stage in STAGES}
 GUARDS: Mapping[str, GuardSpec] = {guard.name: guard for stage in STAGES for guard in stage.GUARDS}

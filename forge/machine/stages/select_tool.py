@@ -436,7 +436,7 @@ def _select_model(run: AbstractRun, controller: StopController) -> Iterator[tupl
 SPEC = ActionSpec("select_tool", _select_tool, frozenset(Selection),
                   "ask the policy for an intent (select_action picks the one tool that fits), its final answer "
                   "or its question to the user", _select_model, optional=OPTIONAL,
-                  failures=frozenset({Selection.POLICY_ERROR}))
+                  failures=frozenset({Selection.POLICY_ERROR}), unwarned=frozenset({Selection.BATCHED}))
 GUARDS = (
     GuardSpec("tool_selected", "select_tool", Selection.SELECTED),
     GuardSpec("policy_finished", "select_tool", Selection.FINISHED),
