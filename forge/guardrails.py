@@ -31,8 +31,9 @@ from forge.errors import ForgeError, UsageError, WrongType
 
 __all__ = ["GUARDED", "Fix", "Guard", "GuardTripped", "Trip"]
 
-GUARDED = ("arguments", "result", "answer")
-"""What a guard may check: a call's arguments, a call's result, the final answer."""
+GUARDED = ("input", "arguments", "result", "answer")
+"""What a guard may check: the run's input (its goal), a call's arguments, a call's result,
+the final answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,19 +54,21 @@ class Trip:
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """A check of `on` (`"arguments"`, `"result"` or `"answer"`) by `check(value)`; for
-    arguments and results, of the calls of `tools` only (None: every tool)."""
+    """A check of `on` (`"input"`, the run's goal; `"arguments"`, `"result"` or `"answer"`)
+    by `check(value)`; for arguments and results, of the calls of `tools` only (None: every
+    tool)."""
 
     name: str
     check: Callable[[Any], Any]
-    on: Literal["arguments", "result", "answer"] = "arguments"
+    on: Literal["input", "arguments", "result", "answer"] = "arguments"
     tools: frozenset[str] | None = None
     on_trip: Literal["stop", "replan"] = "stop"
     doc: str = field(default="", compare=False)
     called: str = field(default="", compare=False, repr=False)
     """What the guard is called in errors (`guard 'limit'`)."""
 
-    def __init__(self, name: str, check: Callable[[Any], Any], on: Literal["arguments", "result", "answer"] = "arguments",
+    def __init__(self, name: str, check: Callable[[Any], Any],
+                 on: Literal["input", "arguments", "result", "answer"] = "arguments",
                  *, tools: Iterable[str] | None = None, on_trip: Literal["stop", "replan"] = "stop", doc: str = "") -> None:
         if not isinstance(name, str) or not name.strip():
             raise UsageError(f"a guard's name is a non-blank string, got {name!r}")

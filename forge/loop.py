@@ -80,7 +80,7 @@ class AgentLoop:
     run, transition and tool attempt, after a `LoggingObserver` on the logger `forge`;
     transitions callbacks; `redact`, which sees every call's arguments and observation's
     payload before the trace keeps them; the journal's `codec`; `guards`, `forge.Guard`s that
-    check each call's arguments, each result and the answer in the guard
+    check the run's input, each call's arguments, each result and the answer in the guard
     states of `machines/guarded.toml` or `guarded_approval.toml`: each passes, fixes the
     value or trips). The flat names of an
     earlier forge (`repeat_limit=`, `observers=`, …) are taken with a DeprecationWarning.

@@ -105,8 +105,8 @@ class Hooks:
     transitions callbacks (`TransitionCallbacks`); `redact(tool, field, value)` sees every
     call's arguments and observation's payload before the trace keeps them; `codec` (a
     `JournalCodec`) writes the values JSON cannot hold when a journal is written to a file;
-    `guards` (`forge.Guard`s, `forge.guardrails`) check each call's arguments, each result
-    and the answer in the guard states of the loop's definition.
+    `guards` (`forge.Guard`s, `forge.guardrails`) check the run's input, each call's
+    arguments, each result and the answer in the guard states of the loop's definition.
 
     Raises:
         ValueError: a `redact` that is not callable, or a `codec` without encode and decode.

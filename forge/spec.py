@@ -304,11 +304,12 @@ def _checked_guards(guards: Any, definition: MachineDefinition,
             raise UsageError(f"guard {guard.name!r} covers {', '.join(unknown)}, which the loop has no tool called "
                              f"(its tools: {', '.join(sorted(known))})")
     actions = {state.action for state in definition.states}
-    for action, on in (("check_call", ("arguments", "answer")), ("check_result", ("result",))):
+    for action, on, what in (("check_call", ("arguments", "answer"), "call or answer"),
+                             ("check_result", ("result",), "result"), ("check_input", ("input",), "run's input")):
         unchecked = [guard.name for guard in given if guard.on in on]
         if unchecked and action not in actions:
-            raise UsageError(f"guard {unchecked[0]!r} checks a {'result' if action == 'check_result' else 'call or answer'}"
-                             f", but definition {definition.name!r} has no {action} state to check it in, so it would "
+            raise UsageError(f"guard {unchecked[0]!r} checks a {what}, but definition {definition.name!r} has no "
+                             f"{action} state to check it in, so it would "
                              "never run: pass definition=\"guarded\" (or \"guarded_approval\", with an approver), or a "
                              f"definition of your own with a {action} state")
     return given

@@ -1,6 +1,6 @@
-"""The built-in stages: the machine's actions and guards, one module per stage (eight:
+"""The built-in stages: the machine's actions and guards, one module per stage (nine:
 select, call one tool, call several together, record, request approval, verify and decide,
-and the loop's guardrails on a call or answer and on a result; beside them `fingerprint`,
+and the loop's guardrails on the input, on a call or answer and on a result; beside them `fingerprint`,
 the request fingerprint the calls are keyed by), made of the seven stage contracts of
 `forge.agent`.
 
@@ -25,6 +25,7 @@ from forge.machine.stages import (
     call_tool,
     call_tools,
     check_call,
+    check_input,
     check_result,
     record_observation,
     request_approval,
@@ -44,8 +45,8 @@ __all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "Approval"
            "CallOutcome", "NotFingerprintable", "Recording", "Selection", "Verification", "error_text",
            "request_fingerprint"]
 
-STAGES = (select_tool, call_tool, call_tools, request_approval, check_call, check_result, record_observation,
-          verify_and_decide)
+STAGES = (select_tool, call_tool, call_tools, request_approval, check_input, check_call, check_result,
+          record_observation, verify_and_decide)
 
 ACTIONS: Mapping[str, ActionSpec] = {stage.SPEC.name: stage.SPEC for stage in STAGES}
 GUARDS: Mapping[str, GuardSpec] = {guard.name: guard for stage in STAGES for guard in stage.GUARDS}
