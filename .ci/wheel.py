@@ -35,6 +35,7 @@ EXTRA_MODULES = {  # the modules each extra is what makes importable
     "durable": ["forge.durable", "forge.durable.worker"],
     "ui": ["forge.ui", "forge.ui.app"],
     "evals": ["forge.evals", "forge.evals.command"],
+    "code": ["forge.code_tool"],
 }
 
 

@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.debug", "forge.spec", "forge.running"),
     ("forge.durable", "forge.stream", "forge.replaying"),
     ("forge.loop",),
+    ("forge.code_tool",),
     ("forge.scenario", "forge.debug.scenario", "forge.demo", "forge.cover", "forge.testing",
      "forge.ui", "forge.evals", "forge.serve"),
     ("forge.cli", "forge.__main__", "forge"),
