@@ -270,19 +270,21 @@ def _pool() -> Any:
 
 
 def CodeTool(tools: Iterable[Any], *, limits: CodeLimits | None = None, name: str = "run_code",
-             approver: Callable[..., Any] | None = None, description: str = "") -> Any:
+             approver: Callable[..., Any] | None = None, guards: Iterable[Any] = (), description: str = "") -> Any:
     """A `Tool` (named `name`, taking `{"code": "..."}`) that runs a model-written program
     whose calls to `tools` are forge tool calls (see the module). `approver` approves each
     side effect the program makes, as the loop's own approver does (pass the same one;
     `lambda request: None` leaves it to a person, who answers as for any call); it is
-    required when a tool has a side effect. `limits` bounds each program.
+    required when a tool has a side effect. `guards` (`forge.Guard`s, the loop's own) check
+    each call the program makes, its arguments and its result, as they check the model's
+    (a refusal that replans is raised in the program). `limits` bounds each program.
 
     Raises:
         UsageError: no tools, two of one name, a side-effecting tool without an approver,
             or `pydantic-monty` not installed (`pip install 'forge-fsm[code]'`).
     """
     from forge.loop import AgentLoop
-    from forge.options import Limits
+    from forge.options import Hooks, Limits
 
     try:
         import pydantic_monty  # noqa: F401
@@ -300,9 +302,11 @@ def CodeTool(tools: Iterable[Any], *, limits: CodeLimits | None = None, name: st
                          "give CodeTool the approver that approves them (the loop's own, or lambda request: None "
                          "to leave each to a person)")
     policy = ProgramPolicy({tool.name: tool for tool in listed}, limits)
-    program = AgentLoop(listed, policy, _finished, max_steps=limits.calls + 1,
-                        definition="approval" if approver is not None else "single_agent", approver=approver,
-                        limits=Limits(repeat_limit=limits.calls + 1))
+    checks = tuple(guards)
+    definition = {(False, False): "single_agent", (True, False): "approval", (False, True): "guarded",
+                  (True, True): "guarded_approval"}[(approver is not None, bool(checks))]
+    program = AgentLoop(listed, policy, _finished, max_steps=limits.calls + 1, definition=definition,
+                        approver=approver, limits=Limits(repeat_limit=limits.calls + 1), hooks=Hooks(guards=checks))
     return program.as_tool(name, description or program_description(listed, limits), input=dict(CODE_SCHEMA))
 
 

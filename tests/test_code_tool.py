@@ -157,3 +157,31 @@ def test_a_program_made_again_from_its_recorded_calls_goes_on_as_the_live_one_wo
     done = durable.resume("code-wait", Answer.approve(waiting.waiting.fingerprint))
     assert (done.status, done.reason) == ("finished", "verified_success")
     assert (READS, SENT) == (["a.md"], [("bob", "alpha")])
+
+
+def test_a_code_tool_whose_calls_pass_the_loops_guards_is_a_guarded_side_effect_and_one_without_is_not():
+    from forge import Guard, Hooks
+    from forge.check import check_loop
+
+    guards = [Guard("sends", lambda arguments: None, tools=["send"])]
+
+    def agent(code):
+        return AgentLoop([send, code], lambda goal, state: Finish("x"), lambda observation: True,
+                         definition="guarded", hooks=Hooks(guards=guards))
+
+    covered = agent(CodeTool([read_note, send], guards=guards, approver=lambda request: True))
+    assert check_loop(covered, require=["guarded-side-effects"]).violations == ()
+    (violation,) = check_loop(agent(CodeTool([read_note, send], approver=lambda request: True)),
+                              require=["guarded-side-effects"]).violations
+    assert violation.message.startswith("run_code (no guard of the loop covers it)")
+
+
+def test_a_guard_given_to_the_code_tool_refuses_a_programs_call_which_the_program_hears_of():
+    from forge import Guard, Trip
+
+    no_bob = Guard("no_bob", lambda arguments: Trip("not bob") if arguments["to"] == "bob" else None,
+                   tools=["send"], on_trip="replan")
+    code = CodeTool([read_note, send], guards=[no_bob], approver=lambda request: True)
+    program = 'try:\n    send("bob", "hi")\nexcept RuntimeError as e:\n    print(e)\nsend("ana", "hi")'
+    result = running(program, code, definition="approval", approver=lambda request: True).run("send")
+    assert SENT == [("ana", "hi")] and "not bob" in result.answer["printed"]

@@ -36,6 +36,7 @@ __all__ = [
     "check_loop",
     "default_definitions",
     "soundness_errors",
+    "unguarded",
 ]
 
 
@@ -108,10 +109,24 @@ def check_loop(loop: Any, progress: Callable[[int], None] | None = None, require
     """`check_definition` for an `AgentLoop` (`forge check PATH.py:LOOP`): its definition,
     with its own stages, `max_steps`, `repeat_limit` and tools (whether any has a side effect)."""
     definition = loop.definition
-    unguarded = tuple(tool.name for tool in loop.tools
-                      if tool.side_effect and not any(guard.covers("arguments", tool.name) for guard in loop.guards))
     return _report(str(definition.path), definition, (), loop.stages, loop.max_steps, loop.repeat_limit, progress,
-                   require, any(tool.side_effect for tool in loop.tools), unguarded)
+                   require, any(tool.side_effect for tool in loop.tools), unguarded(loop))
+
+
+def unguarded(loop: Any) -> tuple[str, ...]:
+    """The side-effecting tools of `loop` none of its guards covers: a tool that runs a child
+    loop (`as_tool`, a `CodeTool`) is covered when every side effect inside it is guarded
+    there (its own tools covered, and its definition proven `guarded-side-effects`)."""
+    found = []
+    for tool in loop.tools:
+        if not tool.side_effect or any(guard.covers("arguments", tool.name) for guard in loop.guards):
+            continue
+        child = getattr(tool, "child", None)
+        if child is not None and not unguarded(child) and \
+                not violations(child.definition, ["guarded-side-effects"], child.stages, True, ()):
+            continue
+        found.append(tool.name)
+    return tuple(found)
 
 
 def _report(resolved: str, definition: MachineDefinition | None, problems: Iterable[Any], catalog: StageCatalog,
