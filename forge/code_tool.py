@@ -19,9 +19,11 @@ it runs.
 The program policy decides from the run's state, as a durable policy must: the program is
 made again from its text by answering its first calls from the observations the run has
 already recorded (a live program is resumed where it stopped instead, when its run goes
-on in this process). So a replay, a fork, a durable run recovering in another worker or
-going on after a person's approval days later, each takes the program to the same point
-without calling any tool again, and goes on from there.
+on in this process). So a replay or a fork takes the program to the same point without
+calling any tool again, and a durable run going on after a person's approval, days later
+in another worker, makes the program again (its calls before the wait made again, as a
+child run's are: they are stored with its parent's when it ends) and does the approved
+side effect once.
 
 Raises (when a `CodeTool` is made):
     UsageError: no tools, a tool twice, a side-effecting tool without an `approver`, bad

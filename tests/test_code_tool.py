@@ -185,3 +185,41 @@ def test_a_guard_given_to_the_code_tool_refuses_a_programs_call_which_the_progra
     program = 'try:\n    send("bob", "hi")\nexcept RuntimeError as e:\n    print(e)\nsend("ana", "hi")'
     result = running(program, code, definition="approval", approver=lambda request: True).run("send")
     assert SENT == [("ana", "hi")] and "not bob" in result.answer["printed"]
+
+
+@pytest.mark.slow
+def test_a_program_waiting_for_approval_survives_its_worker_killed_and_sends_once_after_the_answer(tmp_path):
+    """Issue 53's done-when, with real `forge worker` processes: the program's send waits for a
+    person; the worker is killed (SIGKILL) while the run waits; the answer goes to a new
+    worker, which makes the program again and sends once."""
+    import signal
+    from pathlib import Path
+
+    from test_worker_stop import start_worker, stop
+
+    from forge.durable import Answer
+    from forge.durable.runs import StoredRuns
+
+    loops = str(Path(__file__).with_name("code_worker_loops.py"))
+    db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
+    with StoredRuns(db, create=True) as runs:
+        runs.submit("code-sender", "send bob my note", "program-1")
+        first = start_worker(db, ledger, loops)
+        try:
+            asked = runs.wait("program-1", timeout=120)
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait(30)
+        assert asked.waiting.run == "program-1/run_code.1" and asked.waiting.tool == "send"
+        assert ledger.read_text().splitlines() == ["read todo.md"]
+        runs.resume("program-1", Answer.approve(asked.waiting.fingerprint))
+        second = start_worker(db, ledger, loops)
+        try:
+            done = runs.wait("program-1", timeout=120, answers=1)
+        finally:
+            stop(second, signal.SIGTERM)
+    assert (done.status, done.reason) == ("finished", "verified_success")
+    # a child run's calls are stored with its parent's when it ends, so the read before the
+    # wait is made again by the new worker (as for any child run); the send is made once
+    assert ledger.read_text().splitlines() == ["read todo.md", "read todo.md", "send bob buy milk"]
+    assert done.answer == {"value": "sent: buy milk", "printed": ""}
