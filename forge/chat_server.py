@@ -47,8 +47,9 @@ class ChatServer:
     `script` may also be a function of the request body returning the message. A message's
     `_usage` (prompt_tokens, completion_tokens, and optionally prompt_tokens_details) is
     the usage its response reports (default: 1 and 1). A request with `stream: true` is
-    answered as server-sent chunks, as OpenAI's endpoint streams: the text a word at a
-    time, each tool call's arguments in two pieces, then the finish reason and, when
+    answered as server-sent chunks, as OpenAI's endpoint streams: a message's own fields
+    (`reasoning_content`, text in two pieces), the text a word at a time, each tool call's
+    arguments in two pieces (its own fields, `extra_content`, with the first), then the finish reason and, when
     `stream_options.include_usage`, the usage; `pause` seconds pass before each chunk, and
     `sent` keeps when each was written (time.perf_counter())."""
 
@@ -132,14 +133,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.chat.sent.append(time.perf_counter())
 
         send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+        for key, value in message.items():  # a provider's own fields (reasoning_content …): text in two pieces
+            if key not in ("role", "content", "refusal", "tool_calls"):
+                pieces = [value[:len(value) // 2], value[len(value) // 2:]] if isinstance(value, str) else [value]
+                for piece in pieces:
+                    send([{"index": 0, "delta": {key: piece}, "finish_reason": None}])
         for word in re.findall(r"\S+\s*|\s+", message.get("content") or ""):
             send([{"index": 0, "delta": {"content": word}, "finish_reason": None}])
         for index, call in enumerate(message.get("tool_calls") or ()):
             arguments = call["function"]["arguments"]
             half = len(arguments) // 2
+            own = {key: value for key, value in call.items() if key not in ("id", "type", "function")}
             send([{"index": 0, "delta": {"tool_calls": [{"index": index, "id": call["id"], "type": "function",
                                                          "function": {"name": call["function"]["name"],
-                                                                      "arguments": arguments[:half]}}]},
+                                                                      "arguments": arguments[:half]}, **own}]},
                    "finish_reason": None}])
             send([{"index": 0, "delta": {"tool_calls": [{"index": index,
                                                          "function": {"arguments": arguments[half:]}}]},

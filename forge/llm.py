@@ -526,6 +526,7 @@ class _Assembled:
         self.text: list[str] = []
         self.refusal: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
+        self.extra: dict[str, Any] = {}
         self.chunks = 0
 
     def take(self, chunk: Any) -> None:
@@ -543,8 +544,10 @@ class _Assembled:
                 self.listener(TextDelta(delta.content))
             if getattr(delta, "refusal", None):
                 self.refusal.append(delta.refusal)
+            _gather(self.extra, _extras(delta))
             for piece in getattr(delta, "tool_calls", None) or ():
-                call = self.calls.setdefault(piece.index, {"id": None, "name": None, "arguments": []})
+                call = self.calls.setdefault(piece.index, {"id": None, "name": None, "arguments": [], "extra": {}})
+                _gather(call["extra"], _extras(piece))
                 function = getattr(piece, "function", None)
                 name = getattr(function, "name", None)
                 arguments = getattr(function, "arguments", None) or ""
@@ -564,12 +567,21 @@ class _Assembled:
         from types import SimpleNamespace
 
         calls = [SimpleNamespace(id=call["id"], function=SimpleNamespace(name=call["name"],
-                                                                          arguments="".join(call["arguments"])))
+                                                                          arguments="".join(call["arguments"])),
+                                 extra=call["extra"])
                  for _, call in sorted(self.calls.items())]
         message = SimpleNamespace(content="".join(self.text) or None, refusal="".join(self.refusal) or None,
-                                  tool_calls=calls or None)
+                                  tool_calls=calls or None, extra=self.extra)
         choice = SimpleNamespace(message=message, finish_reason=self.finish_reason)
         return SimpleNamespace(choices=[choice], usage=self.usage, model=self.model)
+
+
+def _gather(into: dict[str, Any], pieces: Mapping[str, Any]) -> None:
+    """Pieces of a streamed reply's own fields put together: text as it comes, one after
+    another (`reasoning_content`), anything else as last sent (a signature)."""
+    for key, piece in pieces.items():
+        into[key] = into.get(key, "") + piece if isinstance(piece, str) and isinstance(into.get(key, ""), str) \
+            else piece
 
 
 def _message_of(response: Any) -> Any:
@@ -656,16 +668,39 @@ def _pending_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _as_message(reply: Any) -> dict[str, Any]:
+    """The assistant's message as the journal keeps it and the next request sends it back:
+    as the provider sent it, fields forge does not know included (a reasoning model's
+    `reasoning_content`, Gemini's `extra_content.google.thought_signature` on a tool call),
+    since a provider may need them back to go on (Gemini answers a request without its
+    signature with a 4xx; a reasoning model loses its reasoning)."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
     if getattr(reply, "refusal", None):
         message["refusal"] = reply.refusal
+    message.update(_extras(reply))
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": call.id, "type": "function",
-             "function": {"name": call.function.name, "arguments": call.function.arguments}}
+             "function": {"name": call.function.name, "arguments": call.function.arguments, **_extras(call.function)},
+             **_extras(call)}
             for call in reply.tool_calls
         ]
     return message
+
+
+_NOT_SENT_BACK = frozenset({"role", "content", "refusal", "tool_calls", "function_call", "audio", "annotations",
+                            "id", "type", "function", "name", "arguments", "index"})
+"""Fields a reply has that forge writes itself, or that a request does not take back."""
+
+
+def _extras(value: Any) -> dict[str, Any]:
+    """The fields of a reply's part the openai client has no name for (pydantic's
+    `model_extra`; a streamed reply's, gathered as it came: `extra`), without empty ones."""
+    extra = getattr(value, "model_extra", None)
+    if not isinstance(extra, dict):
+        extra = getattr(value, "extra", None)
+    if not isinstance(extra, dict):
+        return {}
+    return {key: item for key, item in extra.items() if item is not None and key not in _NOT_SENT_BACK}
 
 
 def _content_of(observation: Observation) -> str:
