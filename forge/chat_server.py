@@ -46,7 +46,8 @@ class ChatServer:
 
     `script` may also be a function of the request body returning the message. A message's
     `_usage` (prompt_tokens, completion_tokens, and optionally prompt_tokens_details) is
-    the usage its response reports (default: 1 and 1). A request with `stream: true` is
+    the usage its response reports (default: 1 and 1); one with `_status` (500, 429, …) is
+    answered with that HTTP status and an error saying its `content`. A request with `stream: true` is
     answered as server-sent chunks, as OpenAI's endpoint streams: a message's own fields
     (`reasoning_content`, text in two pieces), the text a word at a time, each tool call's
     arguments in two pieces (its own fields, `extra_content`, with the first), then the finish reason and, when
@@ -100,6 +101,10 @@ class _Handler(BaseHTTPRequestHandler):
                          f"request {len(self.chat.requests)}")
             return
         message = dict(message)
+        status = message.pop("_status", None)
+        if status is not None:  # a scripted failure: the endpoint answers with this HTTP status
+            self._refuse(str(message.get("content") or f"scripted failure {status}"), int(status))
+            return
         usage = message.pop("_usage", None) or {"prompt_tokens": 1, "completion_tokens": 1}
         usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
@@ -157,9 +162,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
-    def _refuse(self, said: str) -> None:
-        payload = json.dumps({"error": {"message": said, "type": "invalid_request_error"}}).encode()
-        self.send_response(400)
+    def _refuse(self, said: str, status: int = 400) -> None:
+        kind = "invalid_request_error" if status < 500 else "server_error"
+        payload = json.dumps({"error": {"message": said, "type": kind}}).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()

@@ -67,7 +67,7 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
     raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install 'forge-fsm[llm]') "
                       "or pip install openai") from missing
 
-__all__ = ["ASK_TOOL", "ECHO_LIMIT", "FINAL_ANSWER", "ChatPolicy", "ModelError", "ModelRefused", "tool_definitions"]
+__all__ = ["ASK_TOOL", "ECHO_LIMIT", "FINAL_ANSWER", "ChatPolicy", "ModelError", "ModelRefused", "decided", "tool_definitions"]
 
 _Steps = Generator[Mapping[str, Any], Any, "Decision"]
 
@@ -217,22 +217,7 @@ class ChatPolicy:
     def __call__(self, goal: str, state: LoopState) -> Any:
         """The decision, sending the requests itself (as a `RecordedPolicy` is called); an
         `AgentLoop` sends them through its journal instead (`requests`, `send`)."""
-        if not can_await():  # run(), even in a thread whose event loop runs (Jupyter): the sync client
-            return complete(self._decide(goal, state))
-        return self._decide(goal, state)
-
-    async def _decide(self, goal: str, state: LoopState) -> Decision:
-        """Send each request `requests` makes, awaiting its answer when it is awaitable."""
-        steps = self.requests(goal, state)
-        reply = None
-        while True:
-            try:
-                request = steps.send(reply)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            reply = self.send(request)
-            if inspect.isawaitable(reply):
-                reply = await reply
+        return decided(self, goal, state)
 
     def send(self, request: Mapping[str, Any]) -> Any:
         """Send `request` to the endpoint: the reply as JSON, `{"message": {…}, "usage":
@@ -574,6 +559,28 @@ class _Assembled:
                                   tool_calls=calls or None, extra=self.extra)
         choice = SimpleNamespace(message=message, finish_reason=self.finish_reason)
         return SimpleNamespace(choices=[choice], usage=self.usage, model=self.model)
+
+
+def decided(policy: Any, goal: str, state: LoopState) -> Any:
+    """A model policy's decision made by sending its requests itself (its `requests` and
+    `send`), outside a loop's journal: awaitable where the caller can await."""
+    if not can_await():  # run(), even in a thread whose event loop runs (Jupyter): the sync client
+        return complete(_decide(policy, goal, state))
+    return _decide(policy, goal, state)
+
+
+async def _decide(policy: Any, goal: str, state: LoopState) -> Decision:
+    """Send each request `requests` makes, awaiting its answer when it is awaitable."""
+    steps = policy.requests(goal, state)
+    reply = None
+    while True:
+        try:
+            request = steps.send(reply)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        reply = policy.send(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
 
 
 def _gather(into: dict[str, Any], pieces: Mapping[str, Any]) -> None:

@@ -1,0 +1,105 @@
+"""Fallbacks between models (issue 51, item 3): a call the first model fails for a passing
+reason (a 5xx, a 429, a timeout, no connection) is asked of the next model; the journal
+keeps one model call whose reply says which model answered; a replay answers it from the
+journal; a failure that is not passing is not tried elsewhere."""
+
+import asyncio
+
+import openai
+import pytest
+
+from forge import AgentLoop, Finish, UsageError, tool
+from forge.chat_server import ChatServer, reply
+from forge.fallback import FallbackPolicy
+from forge.llm import ChatPolicy
+
+
+@tool
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return "4 °C, rain"
+
+
+def chat(name, server, retries=0):
+    return ChatPolicy(name, client=openai.OpenAI(base_url=server.url, api_key="unused", max_retries=retries))
+
+
+def loop_of(policy):
+    return AgentLoop([weather], policy, verify=lambda observation: isinstance(observation.payload, Finish))
+
+
+def failing(status):
+    return {"role": "assistant", "content": f"the primary is down ({status})", "_status": status}
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_a_call_the_first_model_fails_for_a_passing_reason_is_answered_by_the_next(status):
+    with ChatServer([failing(status)]) as primary, ChatServer([reply("Rain in Oslo.")]) as backup:
+        result = loop_of(FallbackPolicy([chat("big-model", primary), chat("small-model", backup)])).run("Oslo?")
+    assert (result.reason, result.answer) == ("verified_success", "Rain in Oslo.")
+    assert [request["model"] for request in primary.requests + backup.requests] == ["big-model", "small-model"]
+    (call,) = [entry for entry in result.journal if entry.kind == "model"]
+    assert call.value["usage"]["request_model"] == "small-model"  # the journal says which model answered
+    assert [each.request_model for each in result.usage.calls] == ["small-model"]
+
+
+def slowly(body):
+    import time
+
+    time.sleep(2.0)
+    return reply("late")
+
+
+def test_a_call_past_its_timeout_is_asked_of_the_next_model():
+    with ChatServer(slowly) as slow, ChatServer([reply("Rain.")]) as backup:
+        result = loop_of(FallbackPolicy([chat("slow-model", slow), chat("fast-model", backup)], timeout=0.5)).run("?")
+    assert result.answer == "Rain." and backup.requests[0]["model"] == "fast-model"
+
+
+def test_a_failure_that_is_not_passing_is_not_tried_elsewhere():
+    with ChatServer([failing(400)]) as primary, ChatServer([reply("never")]) as backup:
+        result = loop_of(FallbackPolicy([chat("big-model", primary), chat("small-model", backup)])).run("Oslo?")
+    assert result.reason == "fatal_error" and isinstance(result.error, openai.BadRequestError)
+    assert backup.requests == []
+
+
+def test_when_every_model_fails_the_last_ones_error_ends_the_run():
+    with ChatServer([failing(500)]) as first, ChatServer([failing(503)]) as second:
+        result = loop_of(FallbackPolicy([chat("a", first), chat("b", second)])).run("?")
+    assert result.reason == "fatal_error" and "503" in str(result.error)
+
+
+def test_a_call_that_succeeds_at_once_asks_only_the_first_model():
+    with ChatServer([reply("Rain.")]) as primary, ChatServer([]) as backup:
+        result = loop_of(FallbackPolicy([chat("a", primary), chat("b", backup)])).run("?")
+    assert result.answer == "Rain." and backup.requests == []
+
+
+def test_a_replay_answers_the_fallen_back_call_from_the_journal(tmp_path):
+    from forge import write_trace
+
+    with ChatServer([failing(500)]) as primary, ChatServer([reply("Rain in Oslo.")]) as backup:
+        loop = loop_of(FallbackPolicy([chat("big-model", primary), chat("small-model", backup)]))
+        result = loop.run("Oslo?")
+    write_trace(result.trace, tmp_path / "run.jsonl", journal=result.journal)
+    replayed = loop.replay(tmp_path / "run.jsonl")  # both servers gone: nothing is asked
+    assert (replayed.trace, replayed.answer) == (result.trace, "Rain in Oslo.")
+
+
+def test_fallbacks_work_under_arun():
+    async def run():
+        with ChatServer([failing(502)]) as primary, ChatServer([reply("Rain.")]) as backup:
+            return await loop_of(FallbackPolicy([chat("a", primary), chat("b", backup)])).arun("?")
+
+    assert asyncio.run(run()).answer == "Rain."
+
+
+@pytest.mark.parametrize(("models", "more", "said"), [
+    (["one"], {}, "give two or more, got 1"),
+    (["not", "policies"], {}, "model policies"),
+    (None, {"timeout": 0}, "seconds above 0"),
+])
+def test_a_bad_fallback_is_refused_naming_what_is_wrong(models, more, said):
+    given = models if models is not None else [ChatPolicy("a"), ChatPolicy("b")]
+    with pytest.raises(UsageError, match=said):
+        FallbackPolicy(given, **more)
