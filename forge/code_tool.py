@@ -163,31 +163,29 @@ class ProgramPolicy:
             return _failed(error, paused.printed)
 
     def _refused(self, snapshot: Any) -> BaseException | None:
-        """Why the program cannot make this call (raised in it), or None."""
+        """Why the program cannot make this call (an error raised in the program, as Python
+        would raise it), or None."""
         name = snapshot.function_name
         if name not in self.tools:
             return NameError(f"name {name!r} is not defined: the program may call {', '.join(sorted(self.tools))}")
-        try:
-            self._arguments(snapshot)
-        except TypeError as error:
-            return error
+        names = self._names(name)
+        if len(snapshot.args) > len(names):
+            return TypeError(f"{name}() takes {len(names)} arguments ({', '.join(names)}), "
+                             f"{len(snapshot.args)} were given")
+        twice = sorted(set(names[:len(snapshot.args)]) & set(snapshot.kwargs))
+        if twice:
+            return TypeError(f"{name}() got {twice[0]!r} twice")
         return None
 
     def _arguments(self, snapshot: Any) -> dict[str, Any]:
-        """The call's arguments by name: positional ones named in the tool's order.
+        """The call's arguments by name, positional ones named in the tool's order (a call
+        `_refused` let through)."""
+        names = self._names(snapshot.function_name)
+        return {**dict(zip(names, snapshot.args, strict=False)), **snapshot.kwargs}
 
-        Raises:
-            TypeError: more positional arguments than the tool has, or one given twice.
-        """
-        names = list((self.tools[snapshot.function_name].schema or {}).get("properties", {}))
-        if len(snapshot.args) > len(names):
-            raise TypeError(f"{snapshot.function_name}() takes {len(names)} arguments ({', '.join(names)}), "
-                            f"{len(snapshot.args)} were given")
-        arguments = dict(zip(names, snapshot.args, strict=False))
-        twice = sorted(set(arguments) & set(snapshot.kwargs))
-        if twice:
-            raise TypeError(f"{snapshot.function_name}() got {twice[0]!r} twice")
-        return {**arguments, **snapshot.kwargs}
+    def _names(self, tool: str) -> list[str]:
+        """The tool's parameters, in order."""
+        return list((self.tools[tool].schema or {}).get("properties", {}))
 
     @property
     def live(self) -> int:

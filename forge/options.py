@@ -33,7 +33,9 @@ __all__ = ["FLAT_NAMES", "GROUPS", "Clocks", "Grouped", "Hooks", "Limits", "Retr
 class Limits:
     """What bounds a run besides `max_steps`: `repeat_limit` stops a run whose last call has
     been made that many times (identical calls count, or with `repeat_by="tool"` any use of
-    the same tool); `token_budget` bounds the tokens of its model calls (`forge.usage`);
+    the same tool); `token_budget` bounds the tokens of its model calls (`forge.usage`),
+    `cost_budget` what they cost in US dollars, at the prices of `prices` (model name to
+    `forge.pricing.Price`) or else genai-prices' public ones (`forge.pricing`);
     `max_parallel` bounds how many calls without side effects that the policy asked for at
     once run at the same time (1: one after another, each a step of its own, as before).
 
@@ -46,6 +48,8 @@ class Limits:
     repeat_by: str = "call"
     token_budget: int | None = None
     max_parallel: int = 4
+    cost_budget: float | None = None
+    prices: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         check_count("repeat_limit", self.repeat_limit)
@@ -54,6 +58,17 @@ class Limits:
             raise UsageError(f"repeat_by must be 'call' or 'tool', got {self.repeat_by!r}")
         if self.token_budget is not None:
             check_count("token_budget", self.token_budget)
+        budget = self.cost_budget
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
+                                   or budget == float("inf")):
+            raise UsageError(f"cost_budget is a number of US dollars above 0, got {budget!r}")
+        if self.prices is not None:
+            from forge.pricing import Price
+
+            if not isinstance(self.prices, Mapping) or not all(
+                    isinstance(name, str) and isinstance(price, Price) for name, price in self.prices.items()):
+                raise UsageError("prices maps model names to forge.pricing.Price(input=, output=) in USD per million "
+                                 f"tokens, got {self.prices!r:.200}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +148,8 @@ class Hooks:
 GROUPS: Mapping[str, type] = {"limits": Limits, "retry": Retry, "clocks": Clocks, "hooks": Hooks}
 """Each grouped argument of AgentLoop and the value it takes."""
 
-_NEVER_FLAT = frozenset({"max_parallel", "guards"})  # came with the groups: never an AgentLoop keyword of its own
+_NEVER_FLAT = frozenset({"max_parallel", "guards", "cost_budget", "prices"})
+"""Came with the groups: never an AgentLoop keyword of its own."""
 FLAT_NAMES: Mapping[str, str] = {each.name: group for group, kind in GROUPS.items() for each in fields(kind)
                                  if each.name not in _NEVER_FLAT}
 """The group each flat name of an earlier forge now belongs to."""

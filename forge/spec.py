@@ -257,10 +257,11 @@ def _check_edges(definition: MachineDefinition, stages: StageCatalog, options: G
     answer's shape, an approver (and one that asks for approvals with no approver)."""
     from forge.machine.stages import Selection
 
-    if options.limits.token_budget is not None and not _handles(definition, stages, Selection.BUDGET_EXHAUSTED):
-        raise UsageError(f"definition {definition.name!r} has no budget_exhausted edge, so it cannot stop a run "
-                         "at its token_budget: add a transition from the policy's state guarded by "
-                         "token_budget_exhausted (as machines/single_agent.toml has)")
+    for budget in ("token_budget", "cost_budget"):
+        if getattr(options.limits, budget) is not None and not _handles(definition, stages, Selection.BUDGET_EXHAUSTED):
+            raise UsageError(f"definition {definition.name!r} has no budget_exhausted edge, so it cannot stop a run "
+                             f"at its {budget}: add a transition from the policy's state guarded by "
+                             "token_budget_exhausted (as machines/single_agent.toml has)")
     if shape is not None and not _handles(definition, stages, Selection.ANSWER_INVALID):
         raise UsageError(f"definition {definition.name!r} has no answer_invalid edge, so it cannot replan after "
                          "an answer that is not a valid output: add a transition from the policy's state guarded "
@@ -344,6 +345,8 @@ def _run_config(tools: tuple[Tool, ...], policy: Policy, verify: Callable[..., b
         redact=options.hooks.redact,
         machine=definition.name,
         token_budget=limits.token_budget,
+        cost_budget=limits.cost_budget,
+        prices=limits.prices,
         handoffs=types.MappingProxyType(handed),
         can_ask=_handles(definition, stages, Selection.ASKED),
         output=shape,

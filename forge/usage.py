@@ -118,13 +118,25 @@ class Usage:
         the next request holds again (0 before any call)."""
         return self.calls[-1].total_tokens if self.calls else 0
 
+    @property
+    def cost(self) -> float | None:
+        """What these calls cost in USD at public prices (`forge.pricing`: genai-prices'
+        offline table); None when a call's model is not in it (price it with
+        `forge.pricing.spending(usage, prices)`)."""
+        from forge.pricing import cost_of
+
+        costs = [cost_of(call) for call in self.calls]
+        return None if any(cost is None for cost in costs) else sum(cost for cost in costs if cost is not None)
+
     def __bool__(self) -> bool:
         return bool(self.calls)
 
     def __str__(self) -> str:
         cached = f", {self.cached_tokens} cached" if self.cached_tokens else ""
+        cost = self.cost if self.calls else None
         return (f"{self.total_tokens} tokens in {len(self.calls)} model call{'s' if len(self.calls) != 1 else ''} "
-                f"({self.prompt_tokens} prompt{cached}, {self.completion_tokens} completion)")
+                f"({self.prompt_tokens} prompt{cached}, {self.completion_tokens} completion)"
+                + (f", ${cost:.4f}" if cost is not None else ""))
 
 
 def usage_of(messages: Sequence[Mapping[str, Any]], turn_start: int = 0) -> Usage:

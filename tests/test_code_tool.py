@@ -223,3 +223,12 @@ def test_a_program_waiting_for_approval_survives_its_worker_killed_and_sends_onc
     # wait is made again by the new worker (as for any child run); the send is made once
     assert ledger.read_text().splitlines() == ["read todo.md", "read todo.md", "send bob buy milk"]
     assert done.answer == {"value": "sent: buy milk", "printed": ""}
+
+
+@pytest.mark.parametrize(("call", "said"), [
+    ('read_note("a.md", "b.md")', "read_note() takes 1 arguments (path), 2 were given"),
+    ('read_note("a.md", path="b.md")', "read_note() got 'path' twice"),
+])
+def test_a_call_with_arguments_python_would_refuse_raises_the_same_in_the_program(call, said):
+    result = running(f"try:\n    {call}\nexcept TypeError as error:\n    r = str(error)\nr").run("odd")
+    assert result.answer["value"] == said and READS == []

@@ -11,7 +11,8 @@ FORGE = Path(__file__).resolve().parent.parent / "forge"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.errors", "forge.files", "forge.user_code", "forge.bounded", "forge.chat_server"),
     ("forge.agent",),
-    ("forge.policy", "forge.usage", "forge.tools", "forge.options", "forge.compaction", "forge.output", "forge.guardrails",
+    ("forge.policy", "forge.usage", "forge.pricing", "forge.tools", "forge.options", "forge.compaction", "forge.output",
+     "forge.guardrails",
      "forge.machine.definition",
      "forge.machine.journal",
      "forge.machine.effects",

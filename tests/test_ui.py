@@ -163,6 +163,17 @@ def test_a_runs_page_shows_the_inspector_the_answer_and_the_conversation(make, u
     assert "hello &lt;b&gt;there&lt;/b&gt;" in page
 
 
+def test_a_runs_page_says_what_each_model_call_and_the_conversation_cost(make, ui):
+    def talker(goal, state):
+        state.messages.append({"role": "assistant", "content": "hello",
+                               "_usage": {"prompt_tokens": 20_000, "completion_tokens": 1_000, "model": "gpt-4o-mini"}})
+        return Finish("done")
+
+    make(AgentLoop([send], talker, lambda o: True)).run("say hello", run_id="priced-1")
+    _, page, _ = request(ui["port"], "GET", "/runs/priced-1")
+    assert "20000 prompt + 1000 completion tokens, $0.0036]" in page and "conversation · 21000 tokens · $0.0036" in page
+
+
 def test_a_runs_page_nests_each_child_run_under_the_transition_that_called_it(make, ui):
     from forge.user_code import import_file
 

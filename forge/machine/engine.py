@@ -527,6 +527,8 @@ class LoopEngine:
             run.goal = going_on.goal
             run.loop_state.turn_start = run.loop_state.step_count
         facts: FactChanges = {**going_on.facts}
+        if going_on.goal is not None:
+            facts["goal"] = None  # a new goal: its input guards check it afresh
         if going_on.approvals:
             facts["approvals"] = {**run.facts.approvals, **going_on.approvals}
         run.fold(facts, {})

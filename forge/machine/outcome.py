@@ -55,7 +55,7 @@ class FactChanges(TypedDict, total=False):
     batch: tuple[tuple[Intent, Action], ...]
     outcomes: tuple[tuple[str, Any], ...]
     plan: tuple[Intent, ...]
-    goal: str  # not a fact but the run's own goal: a guard of the input may fix it (`check_input`)
+    goal: str | None
 
 
 class CountChanges(TypedDict, total=False):

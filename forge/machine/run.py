@@ -63,6 +63,8 @@ class RunConfig:
     redact: Redact | None = None  # what the trace may keep of arguments and payloads
     machine: str = ""  # the definition's name
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
+    cost_budget: float | None = None  # … or more US dollars (`forge.pricing`)
+    prices: Mapping[str, Any] | None = None  # the loop's own prices, model name to `forge.pricing.Price`
     handoffs: Mapping[str, Any] = field(default_factory=dict)  # the loops a policy may hand off to, by name
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
     output: Output | None = None  # the shape a final answer must have (`forge.output`)
@@ -107,6 +109,7 @@ class RunFacts:
     batch: tuple[tuple[Intent, Action], ...] = ()  # calls to make together, until their outcomes are decided on
     outcomes: tuple[tuple[str, Any], ...] = ()  # the status and value (or failure) of each call of the batch
     plan: tuple[Intent, ...] = ()  # the calls a policy's list asked for that are still to be made, in order
+    goal: str | None = None  # the goal as a guard of the input fixed it: what the policy is given (else the run's)
 
     def copy(self) -> RunFacts:
         return replace(self)
@@ -241,12 +244,7 @@ class Run:
         these counts added to (each key a field of `RunFacts` or `RunCounts`, typed by the
         stage that says it, `forge.machine.outcome`)."""
         for name, value in facts.items():
-            try:
-                setattr(self.facts, name, value)
-            except AttributeError:  # not a fact: the run's goal, as a guard of its input fixed it
-                if name != "goal":
-                    raise
-                self.goal = str(value)
+            setattr(self.facts, name, value)
         current = self.counts
         for name, value in counts.items():
             setattr(current, name, getattr(current, name) + value)

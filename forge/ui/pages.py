@@ -165,7 +165,9 @@ def _token_of(token_query: str) -> str:
 def conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     """The conversation panel: every message sent and received, tool calls with their
     results, and what each model call cost."""
-    parts, total = [], 0
+    from forge.pricing import cost_of
+
+    parts, total, spent, priced = [], 0, 0.0, True
     for message in messages:
         role = str(message.get("role", "?"))
         text = message.get("content")
@@ -179,12 +181,17 @@ def conversation(messages: Iterable[Mapping[str, Any]]) -> str:
         if USAGE_KEY in message:
             call = ModelCall.from_json(message[USAGE_KEY])
             total += call.total_tokens
+            cost = cost_of(call)  # at public prices (genai-prices): a loop's own table is the loop's
+            spent, priced = spent + (cost or 0.0), priced and cost is not None
             body += (f"\n[{call.prompt_tokens} prompt + {call.completion_tokens} completion tokens"
-                     + (f", {call.cached_tokens} cached" if call.cached_tokens else "") + "]")
+                     + (f", {call.cached_tokens} cached" if call.cached_tokens else "")
+                     + (f", ${cost:.4f}" if cost is not None else "") + "]")
         parts.append(f'<div class="msg {escape(role)}"><b>{escape(role)}</b> {body}</div>')
     if not parts:
         return ""
-    return f'<section class="box" id="conversation"><h3>conversation · {total} tokens</h3>{"".join(parts)}</section>'
+    money = f" · ${spent:.4f}" if priced and total else ""
+    return (f'<section class="box" id="conversation"><h3>conversation · {total} tokens{money}</h3>'
+            f'{"".join(parts)}</section>')
 
 
 def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str, back: str = "") -> str:

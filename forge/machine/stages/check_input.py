@@ -29,7 +29,7 @@ class InputGuarding(StrEnum):
 
 
 def _check_input(run: Run) -> Steps[StageOutcome]:
-    goal = run.goal
+    goal = run.goal  # as given: a guard of the input checks it afresh each time the run starts or goes on
     value, checked, trip = yield from guarded(run, "input", None, goal)
     detail = {"guards": checked}
     if trip is not None:

@@ -125,7 +125,7 @@ def _request_approval(run: Run) -> Steps[StageOutcome]:
         return StageOutcome(Approval.REJECTED, {"tool": tool.name, "approval": "refused", "status": "retryable_error",
                                                 "error": error_text(error)},
                             facts={"status": "retryable_error", "payload": error})
-    request = ApprovalRequest(run.goal, facts.step, tool.name, intent.arguments, fingerprint)
+    request = ApprovalRequest(facts.goal or run.goal, facts.step, tool.name, intent.arguments, fingerprint)
     seconds = config.timeouts.get(run.state)
     approver = config.approver if seconds is None else _Within(config.approver, seconds)
     try:

@@ -137,6 +137,10 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         used = usage_of(state.messages)  # the whole conversation's, every turn: all its messages are this "turn"
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
+    if config.cost_budget is not None:  # … nor past its money budget (`forge.pricing`)
+        spent = _spent(run, config.cost_budget, step)
+        if spent is not None:
+            return spent
     batch: tuple[tuple[Intent, Action], ...] = ()
     rest: tuple[Intent, ...] = ()
     handed: str | None = None
@@ -251,7 +255,7 @@ def _handed_off(run: Run, step: int, handoff: Handoff) -> Steps[Finish]:
         allowed = ", ".join(sorted(run.config.handoffs)) or "none ([handoffs] to, and loop.with_handoffs(...))"
         raise UsageError(f"the policy handed the conversation to {handoff.to!r}, which this loop cannot hand off to; "
                          f"its handoffs are: {allowed}")
-    goal = handoff.note or run.goal
+    goal = handoff.note or run.facts.goal or run.goal
     answer = yield Call(hand_off, (target, handoff.to, goal, run.loop_state), f"the handoff to {handoff.to!r}",
                         "handoff", handoff.to, {"to": handoff.to, "goal": goal}, step=step)
     return Finish(answer)
@@ -325,7 +329,7 @@ def _decided(run: Run, step: int) -> Steps[Any]:
     replay; or, for a `ModelPolicy`, its code run with each request to the model a call."""
     if run.facts.pinned is not None:
         return run.facts.pinned
-    config, state, goal = run.config, run.loop_state, run.goal
+    config, state, goal = run.config, run.loop_state, run.facts.goal or run.goal
     performer = run.performer
     if config.policy_replays == "journal" or (performer is not None and performer.answers_decision()):
         return (yield Call(config.policy, (goal, state), "the policy", "policy", "policy", (goal, state.step_count),
@@ -373,6 +377,25 @@ def _out_of_budget(error: BudgetExhausted, step: int, detail: dict[str, Any], co
     detail.update(tokens_used=error.used, token_budget=error.budget, next_call_at_least=error.next_at_least)
     return StageOutcome(Selection.BUDGET_EXHAUSTED, detail, counts=counts,
                         facts={"step": step, "action": None, "error": error})
+
+
+def _spent(run: Run, budget: float, step: int) -> StageOutcome | None:
+    """The run's end when its next model call would certainly take it past its money
+    budget, or when a call's cost is unknown (a budget nothing prices holds nothing); None:
+    it may go on."""
+    from forge.pricing import CostBudgetExhausted, spending
+
+    spend = spending(usage_of(run.loop_state.messages), run.config.prices)
+    if spend.unpriced:
+        error = UsageError(f"the run has a cost_budget, but no price is known for {', '.join(spend.unpriced)}: give "
+                           "Limits(prices={name: forge.pricing.Price(input=..., output=...)}) in USD per million tokens")
+        return _policy_failed(error, step)
+    if spend.spent < budget and spend.spent + spend.next_at_least <= budget:
+        return None
+    exhausted = CostBudgetExhausted(spend.spent, budget, spend.next_at_least)
+    detail = {"cost_spent": round(spend.spent, 6), "cost_budget": budget,
+              "next_call_at_least_usd": round(spend.next_at_least, 6)}
+    return StageOutcome(Selection.BUDGET_EXHAUSTED, detail, facts={"step": step, "action": None, "error": exhausted})
 
 
 def chosen_tool(intent: Intent, specs: tuple[ToolSpec, ...]) -> str | None:
