@@ -89,73 +89,58 @@ def prove(definition: MachineDefinition, name: str, stages: StageCatalog = BUILT
 
 
 def _approvals(definition: MachineDefinition, stages: StageCatalog) -> tuple[Violation, ...]:
-    """A search over (state, whether the call chosen last is approved)."""
-    actions = {s.name: s.action for s in definition.states}
-    start = (definition.initial, False)
-    came: dict[tuple[str, bool], tuple[tuple[str, bool], TransitionDef] | None] = {start: None}
-    frontier = deque([start])
-    found: list[Violation] = []
-    reported: set[str] = set()
-    while frontier:
-        node = frontier.popleft()
-        state, approved = node
-        for t in definition.outgoing(state):
-            spec = stages.guards.get(t.guard) if t.guard else None
-            if spec is not None and spec.action == "request_approval" and spec.verdict == "not_needed":
-                continue  # never taken by a side-effecting call
-            now = approved
-            if actions.get(state) == "select_tool":
-                now = False  # a new call is chosen
-            if spec is not None and spec.action == "request_approval" and spec.verdict == "approved":
-                now = True
-            if actions.get(t.dest) == "call_tool" and not now and t.dest not in reported:
-                reported.add(t.dest)
-                found.append(Violation("approval-before-side-effect", f"states.{t.dest}",
-                                       f"a side-effecting call reaches {t.dest!r} with no approval of it: put a "
-                                       "request_approval state, left by approval_granted, on every path from "
-                                       "select_tool to it", (*_path(came, node), t)))
-            following = (t.dest, now)
-            if following not in came:
-                came[following] = (node, t)
-                frontier.append(following)
-    return tuple(found)
+    """Each call reached with no approval of it (a side-effecting call never leaves an
+    approval state as not needed)."""
+    return tuple(Violation("approval-before-side-effect", f"states.{dest}",
+                           f"a side-effecting call reaches {dest!r} with no approval of it: put a request_approval "
+                           "state, left by approval_granted, on every path from select_tool to it", path)
+                 for dest, path in _unchecked_calls(definition, stages, "request_approval", "approved", "not_needed"))
 
 
 def _guarded(definition: MachineDefinition, stages: StageCatalog,
              unguarded: Sequence[str] | None) -> tuple[Violation, ...]:
-    """A search over (state, whether the call chosen last passed a guard that covers it)."""
+    """Each call reached with no guard of its arguments passed: the `call_unguarded` edge is
+    a way past only when a side-effecting tool may have no guard (`unguarded`)."""
+    around = unguarded is None or bool(unguarded)
+    which = (f"{', '.join(unguarded)} (no guard of the loop covers {'it' if len(unguarded) == 1 else 'them'})"
+             if unguarded else "a side-effecting call")
+    return tuple(Violation("guarded-side-effects", f"states.{dest}",
+                           f"{which} reaches {dest!r} unguarded: give the loop a Guard of arguments covering every "
+                           "side-effecting tool, and put a check_call state, left by guards_passed, on every path "
+                           "from select_tool to it", path)
+                 for dest, path in _unchecked_calls(definition, stages, "check_call", "call_passed",
+                                                    None if around else "call_unguarded"))
+
+
+def _unchecked_calls(definition: MachineDefinition, stages: StageCatalog, action: str, passed: str,
+                     never: str | None) -> list[tuple[str, tuple[TransitionDef, ...]]]:
+    """Each state calling a tool that a path reaches with the call chosen last not having
+    left a state running `action` by its `passed` verdict since, and the shortest such path
+    from the initial state: a search over (state, whether the call passed). An edge on the
+    `never` verdict of `action` is one a side-effecting call never takes."""
     actions = {s.name: s.action for s in definition.states}
-    around = unguarded is None or bool(unguarded)  # a side-effecting call may leave check_call unguarded
     start = (definition.initial, False)
     came: dict[tuple[str, bool], tuple[tuple[str, bool], TransitionDef] | None] = {start: None}
     frontier = deque([start])
-    found: list[Violation] = []
-    reported: set[str] = set()
+    found: list[tuple[str, tuple[TransitionDef, ...]]] = []
     while frontier:
         node = frontier.popleft()
-        state, guarded = node
+        state, checked = node
         for t in definition.outgoing(state):
             spec = stages.guards.get(t.guard) if t.guard else None
-            if spec is not None and spec.action == "check_call" and spec.verdict == "call_unguarded" and not around:
-                continue  # every side-effecting tool has a guard: such a call never leaves this way
-            now = guarded
-            if actions.get(state) == "select_tool":
-                now = False  # a new call is chosen
-            if spec is not None and spec.action == "check_call" and spec.verdict == "call_passed":
+            ours = spec is not None and spec.action == action
+            if ours and spec is not None and spec.verdict == never:
+                continue
+            now = False if actions.get(state) == "select_tool" else checked  # a new call is chosen
+            if ours and spec is not None and spec.verdict == passed:
                 now = True
-            if actions.get(t.dest) == "call_tool" and not now and t.dest not in reported:
-                reported.add(t.dest)
-                which = (f"{', '.join(unguarded)} (no guard of the loop covers {'it' if len(unguarded) == 1 else 'them'})"
-                         if unguarded else "a side-effecting call")
-                found.append(Violation("guarded-side-effects", f"states.{t.dest}",
-                                       f"{which} reaches {t.dest!r} unguarded: give the loop a Guard of arguments "
-                                       "covering every side-effecting tool, and put a check_call state, left by "
-                                       "guards_passed, on every path from select_tool to it", (*_path(came, node), t)))
+            if actions.get(t.dest) == "call_tool" and not now and all(dest != t.dest for dest, _ in found):
+                found.append((t.dest, (*_path(came, node), t)))
             following = (t.dest, now)
             if following not in came:
                 came[following] = (node, t)
                 frontier.append(following)
-    return tuple(found)
+    return found
 
 
 def _timeouts(definition: MachineDefinition) -> tuple[Violation, ...]:
