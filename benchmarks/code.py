@@ -1,11 +1,14 @@
-"""What a tool call made by a program costs, against the same call made by the model
-directly, side by side in one run (issue 53: at most 1.5x).
+"""What a tool call made by a program costs, against the same call made directly, side by
+side in one run (issue 53: at most 1.5x).
 
-Both make N calls of one tool (`_handler`): the direct loop's policy asks for them one per
-step; the code loop's policy submits one program (`for i in range(N): t(path=...)`) to a
-`CodeTool`, whose child run makes the same N calls, each an ordinary forge tool call, the
-program paused in pydantic-monty's sandbox at each. The sandbox's pool is started before
-timing (its cost is once per process, printed apart).
+Both make N calls of one tool (`_handler`). The target line: a Python policy (no model at
+all, so forge's own cost is all there is) asks for the N calls one step each, against one
+program (`for i in range(N): t(path=...)`) that a `CodeTool` runs, whose child run makes the
+same N calls, each an ordinary forge tool call, the program paused in pydantic-monty's
+sandbox at each. For information, the same with a model: a `ChatPolicy` on a local
+chat-completions server (`forge.chat_server`) asking for the N calls one reply each, against
+one reply holding the program. The sandbox's pool is started before timing (once per
+process, printed apart).
 
     python benchmarks/code.py [--quick]
 """
@@ -16,11 +19,16 @@ import argparse
 import gc
 import statistics
 import time
+from dataclasses import replace
+from typing import Any
 
+import openai
 from targets import against
 
 from forge import AgentLoop, Finish, Intent, Limits, Tool
+from forge.chat_server import ChatServer, reply
 from forge.code_tool import CodeLimits, CodeTool
+from forge.llm import ChatPolicy
 
 
 def _handler(path: str) -> int:
@@ -41,12 +49,32 @@ def _direct(calls: int) -> AgentLoop:
 
 def _coded(calls: int) -> AgentLoop:
     code = CodeTool([TOOL], limits=CodeLimits(seconds=10, calls=calls))
-    program = f"total = 0\nfor i in range({calls}):\n    total = total + t(path='file' + str(i))\ntotal"
+    program = _program(calls)
 
     def policy(goal, state):
         return Intent.call("run_code", code=program) if not state.observations else Finish(state.observations[-1].payload)
 
     return AgentLoop([code], policy, lambda observation: observation.tool_name == "finish", max_steps=calls + 2)
+
+
+def _program(calls: int) -> str:
+    return f"total = 0\nfor i in range({calls}):\n    total = total + t(path='file' + str(i))\ntotal"
+
+
+def _modelled(calls: int, coded: bool) -> tuple[AgentLoop, Any]:
+    """A loop whose ChatPolicy asks a local server for the N calls (one reply each), or for
+    one program making them; the server, to start."""
+    if coded:
+        script = [reply(None, ("c0", "run_code", {"code": _program(calls)})), reply("done")]
+        tools = [CodeTool([TOOL], limits=CodeLimits(seconds=10, calls=calls))]
+    else:
+        script = [*(reply(None, (f"c{i}", "t", {"path": f"file{i}"})) for i in range(calls)), reply("done")]
+        tools = [TOOL]
+    server = ChatServer(lambda body: script[len(server.requests) - 1])
+    policy = ChatPolicy("any-model", client=openai.OpenAI(base_url="http://127.0.0.1:1/v1", api_key="unused"))
+    loop = AgentLoop(tools, policy, lambda observation: observation.tool_name == "finish", max_steps=calls + 2,
+                     limits=Limits(repeat_limit=calls + 2))
+    return loop, server
 
 
 def _per_call(loop: AgentLoop, calls: int) -> float:
@@ -71,14 +99,32 @@ def main() -> None:
     for _ in range(rounds):  # alternated, so drift on a shared machine falls on both alike
         for name, loop in sides.items():
             times[name].append(_per_call(loop, calls))
+    modelled = {name: _modelled(calls, name == "code") for name in ("direct", "code")}
+    for name, (loop, server) in modelled.items():
+        server.__enter__()
+        client = openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0)
+        modelled[name] = (AgentLoop.of(loop.spec.replaced(policy=replace(loop.spec.given["policy"], client=client))),
+                          server)
+        times[f"model {name}"] = []
+    try:
+        for _ in range(rounds):
+            for name, (loop, server) in modelled.items():
+                server.requests.clear()
+                times[f"model {name}"].append(_per_call(loop, calls))
+    finally:
+        for _, server in modelled.values():
+            server.__exit__()
     best = {name: min(values) for name, values in times.items()}
-    ratio = best["code"] / best["direct"]
-    print(f"a tool call made by a program {best['code'] * 1e6:7.1f} us against the same call made by the policy "
-          f"{best['direct'] * 1e6:7.1f} us ({calls} calls, best of {rounds}; medians "
-          f"{statistics.median(times['code']) * 1e6:.1f} and {statistics.median(times['direct']) * 1e6:.1f}): "
-          f"ratio {ratio:5.2f}x {against(ratio, 1.5)}")
+    strict = best["code"] / best["direct"]
+    print(f"a tool call made by a program {best['code'] * 1e6:7.1f} us against the same call asked by the policy "
+          f"directly {best['direct'] * 1e6:7.1f} us, no model (best of {rounds}; medians "
+          f"{statistics.median(times['code']) * 1e6:.1f} and {statistics.median(times['direct']) * 1e6:.1f}): ratio "
+          f"{strict:5.2f}x {against(strict, 1.5)}")
+    ratio = best["model code"] / best["model direct"]
+    print(f"(for information) with a model: a call made by a program {best['model code'] * 1e6:7.1f} us against one "
+          f"the model asks for in a reply of its own {best['model direct'] * 1e6:7.1f} us (over HTTP to a local chat "
+          f"server): {ratio:5.2f}x")
     print(f"the sandbox's pool and first program, once per process: {pool * 1e3:6.1f} ms (for information)")
-
 
 if __name__ == "__main__":
     main()

@@ -90,6 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
     """One request to a `ChatServer` (its `chat`): the script's next reply, plain or streamed."""
 
     chat: ChatServer
+    disable_nagle_algorithm = True  # headers and body go out at once: not 40 ms apart (delayed ACK)
+    protocol_version = "HTTP/1.1"  # the client keeps its connection: every response says its length
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -127,6 +129,8 @@ class _Handler(BaseHTTPRequestHandler):
                 finish: str) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")  # a stream's end is the connection's: it has no length
+        self.close_connection = True
         self.end_headers()
         base = {"id": f"chatcmpl-{len(self.chat.requests)}", "object": "chat.completion.chunk", "created": 0,
                 "model": body["model"]}

@@ -86,6 +86,7 @@ class ProgramPolicy:
 
     def __init__(self, tools: Mapping[str, Any], limits: CodeLimits) -> None:
         self.tools, self.limits = dict(tools), limits
+        self._parameters = {name: list((tool.schema or {}).get("properties", {})) for name, tool in self.tools.items()}
         self._live: OrderedDict[int, _Paused] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -185,7 +186,7 @@ class ProgramPolicy:
 
     def _names(self, tool: str) -> list[str]:
         """The tool's parameters, in order."""
-        return list((self.tools[tool].schema or {}).get("properties", {}))
+        return self._parameters[tool]
 
     @property
     def live(self) -> int:
@@ -235,6 +236,8 @@ def _answer(observation: Any) -> Any:
 
 def _plain(value: Any) -> Any:
     """`value` as plain data the sandbox and the journal both hold."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):
