@@ -38,3 +38,4 @@ def submitting(goal, state):
 sender = AgentLoop([code], submitting, lambda observation: observation.tool_name == "finish",
                    definition="approval", approver=lambda request: True).durable(
     name="code-sender", db=os.environ["FORGE_TEST_DB"])
+
