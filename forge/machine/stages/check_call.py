@@ -73,15 +73,17 @@ def covering(run: Run, on: str, tool: str | None) -> tuple[Guard, ...]:
     return found
 
 
-def tripped(trip: tuple[str, str, bool], tool: str | None, value: Any, detail: dict[str, Any]) -> StageOutcome:
-    """The outcome of a guard that refused `value`: the run ends in `guardrail_tripped`
-    (TRIPPED), or the refusal is recorded as the call's retryable observation (TOLD)."""
+def tripped(trip: tuple[str, str, bool], tool: str | None, value: Any, detail: dict[str, Any],
+            stopped: str = Guarding.TRIPPED, told: str | None = Guarding.TOLD) -> StageOutcome:
+    """The outcome of a guard that refused `value`, with the stage's own verdicts: the run
+    ends in `guardrail_tripped` (`stopped`), or the refusal is recorded as the call's
+    retryable observation (`told`; a stage with none always stops)."""
     guard, reason, stops = trip
     error = GuardTripped(guard, reason, tool)
     detail = {**detail, "guard": guard, "tripped": reason, "value": summary(value, VALUE_LIMIT)}
-    if stops:
-        return StageOutcome(Guarding.TRIPPED, detail, facts={"error": error})
-    return StageOutcome(Guarding.TOLD, {**detail, "status": "retryable_error"},
+    if stops or told is None:
+        return StageOutcome(stopped, detail, facts={"error": error})
+    return StageOutcome(told, {**detail, "status": "retryable_error"},
                         facts={"status": "retryable_error", "payload": error})
 
 

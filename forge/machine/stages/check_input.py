@@ -33,8 +33,7 @@ def _check_input(run: Run) -> Steps[StageOutcome]:
     value, checked, trip = yield from guarded(run, "input", None, goal)
     detail = {"guards": checked}
     if trip is not None:
-        stopped = tripped((trip[0], trip[1], True), None, goal, detail)
-        return StageOutcome(InputGuarding.TRIPPED, stopped.detail, facts=stopped.facts)
+        return tripped(trip, None, goal, detail, InputGuarding.TRIPPED, told=None)
     if value is goal:
         return StageOutcome(InputGuarding.INPUT_PASSED, detail)
     if not isinstance(value, str):
