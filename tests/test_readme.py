@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from reader import SITE, blocks, said
+from reader import SITE, blocks, commands, said
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", ROOT / "benchmarks" / "README.md"]
@@ -33,10 +33,7 @@ SELF = "python3 tasks.py test"
 def shell_lines(blocks=None):
     for lang, body in BLOCKS if blocks is None else blocks:
         if lang == "sh":
-            for line in body.splitlines():
-                command = re.split(r"\s{2,}#", line)[0].strip()
-                if command and not command.startswith("#"):
-                    yield command
+            yield from commands(body)
 
 
 SETUP = "python3 tasks.py demo"
