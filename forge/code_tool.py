@@ -21,9 +21,15 @@ made again from its text by answering its first calls from the observations the 
 already recorded (a live program is resumed where it stopped instead, when its run goes
 on in this process). So a replay or a fork takes the program to the same point without
 calling any tool again, and a durable run going on after a person's approval, days later
-in another worker, makes the program again (its calls before the wait made again, as a
-child run's are: they are stored with its parent's when it ends) and does the approved
-side effect once.
+in another worker, makes the program again (its calls before the wait answered from the
+child run's stored journal) and does the approved side effect once. For that the program
+runs the same each time: its `random` is seeded from its run's path and its text, and a
+call that is not the one recorded at its place (a program that branched on the clock, say)
+ends the program with an error saying so, instead of being answered with another call's
+outcome. (Why not store the sandbox's own snapshot of a paused program instead: Monty's
+snapshots are opaque bytes it asks to load only from a trusted producer of the same
+version, and a run that waits days may be taken on by a worker that was upgraded since;
+the program's text and its recorded calls are plain JSON any version reads.)
 
 Raises (when a `CodeTool` is made):
     UsageError: no tools, a tool twice, a side-effecting tool without an `approver`, bad
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -95,7 +102,7 @@ class ProgramPolicy:
         paused = self._take(id(state), observations)
         if paused is not None:
             return self._went_on(paused, state, _answer(observations[-1]))
-        return self._made_again(program_of(goal), state)
+        return self._made_again(program_of(goal), state, _run_under_way())
 
     def _take(self, key: int, observations: Any) -> _Paused | None:
         """The live program of this run, if it stopped at the call just observed."""
@@ -108,14 +115,20 @@ class ProgramPolicy:
             paused.close()
         return None
 
-    def _made_again(self, code: str, state: Any) -> Intent | Finish:
-        """The program from its start, its first calls answered from the observations."""
+    def _made_again(self, code: str, state: Any, run: Any) -> Intent | Finish:
+        """The program from its start, its first calls answered from the observations of
+        `run` (the child run under way; None outside one), each checked against the call
+        its run recorded at that place."""
         from pydantic_monty import CollectString, MontyError
 
-        session = _pool().checkout(limits=_limits_of(self.limits))
+        seed = _seed(run.trace.run_id if run is not None else "", code)
+        session = _pool().checkout(limits=_limits_of(self.limits), os_policy={"random_start": {"seed": seed}})
         session.__enter__()
         printed = CollectString()
         paused = _Paused(session, None, printed, 0, None)
+        if run is not None:
+            paused.recorded = [entry.value for entry in run.journal
+                               if entry.kind == "policy" and isinstance(entry.value, Intent)]
         try:
             paused.snapshot = session.feed_start(code, print_callback=printed)
         except MontyError as error:
@@ -147,6 +160,10 @@ class ProgramPolicy:
                     paused.snapshot = snapshot.resume({"exception": refused})
                     continue
                 if paused.answered < len(observations):  # made already: its outcome is recorded
+                    other = self._not_recorded(snapshot, paused)
+                    if other is not None:
+                        paused.close()
+                        return Finish({"error": other, "printed": str(paused.printed.output)})
                     paused.snapshot = snapshot.resume(_answer(observations[paused.answered]))
                     paused.answered += 1
                     continue
@@ -162,6 +179,19 @@ class ProgramPolicy:
         except MontyError as error:
             paused.close()
             return _failed(error, paused.printed)
+
+    def _not_recorded(self, snapshot: Any, paused: _Paused) -> str | None:
+        """Why the call the program makes again is not the one its run recorded at that
+        place (its tool, its arguments), or None when it is."""
+        if paused.answered >= len(paused.recorded):
+            return None
+        recorded = paused.recorded[paused.answered]
+        tool, arguments = snapshot.function_name, _plain(self._arguments(snapshot))
+        if (tool, arguments) == (recorded.tool, _plain(dict(recorded.arguments))):
+            return None
+        return (f"the program, made again to go on, made call {paused.answered + 1} as {tool}({arguments}), but "
+                f"its run recorded {recorded.tool}({dict(recorded.arguments)}) there: a program must make the same "
+                "calls each time it runs (not branch on the clock), so it was stopped there")
 
     def _refused(self, snapshot: Any) -> BaseException | None:
         """Why the program cannot make this call (an error raised in the program, as Python
@@ -219,10 +249,25 @@ class _Paused:
 
     def __init__(self, session: Any, snapshot: Any, printed: Any, answered: int, last: Any) -> None:
         self.session, self.snapshot, self.printed, self.answered, self.last = session, snapshot, printed, answered, last
+        self.recorded: list[Intent] = []  # made again: the calls its run recorded, in order
 
     def close(self) -> None:
         with contextlib.suppress(Exception):  # a worker that died already is replaced by the pool
             self.session.__exit__(None, None, None)
+
+
+def _seed(path: str, code: str) -> str:
+    """The seed of the `random` of the program `code` in the run at `path`: the same each time
+    the program is made again in that run, another in another run."""
+    return hashlib.sha256(f"{path}\n{code}".encode()).hexdigest()
+
+
+def _run_under_way() -> Any:
+    """The run whose policy is deciding (the code tool's child run), or None outside a run."""
+    from forge.child import CALLING
+
+    lineage = CALLING.get()
+    return lineage[-1] if lineage else None
 
 
 def _answer(observation: Any) -> Any:

@@ -1,12 +1,19 @@
 """The loop `forge worker --loops tests/code_worker_loops.py` runs in the code tool's worker
-test: a policy that submits one program, which reads a note and sends it (a side effect a
-person approves); each call logged to FORGE_TEST_LEDGER, one line each."""
+tests: a policy that submits one program, which reads a note and sends it (a side effect a
+person approves); each call logged to FORGE_TEST_LEDGER, one line each.
+
+With FORGE_TEST_DIE_AT set, the worker dies (`os._exit`, as a SIGKILL leaves it) at one
+moment of a run that waits for a person, once (a file beside the ledger says it has):
+"parking" after the run said it waits and before it parks, "parked" once it has parked and
+before its workflow ends. FORGE_TEST_SEND_SECONDS makes each send take that long."""
 
 import os
+import time
 from pathlib import Path
 
 from forge import AgentLoop, Finish, Intent, tool
 from forge.code_tool import CodeTool
+from forge.durable.database import RunsDatabase
 
 LEDGER = Path(os.environ["FORGE_TEST_LEDGER"])
 PROGRAM = 'note = read_note("todo.md")\nsend("bob", note)\n"sent: " + note'
@@ -23,6 +30,7 @@ def read_note(path: str) -> str:
 @tool(side_effect=True)
 def send(to: str, text: str) -> str:
     """Send a message."""
+    time.sleep(float(os.environ.get("FORGE_TEST_SEND_SECONDS", "0")))  # long enough for a second execution to come
     with LEDGER.open("a") as ledger:
         ledger.write(f"send {to} {text}\n")
     return f"sent to {to}"
@@ -39,3 +47,21 @@ sender = AgentLoop([code], submitting, lambda observation: observation.tool_name
                    definition="approval", approver=lambda request: True).durable(
     name="code-sender", db=os.environ["FORGE_TEST_DB"])
 
+
+def _dying_at(moment: str) -> None:
+    died = LEDGER.with_name(LEDGER.name + ".died")
+    chain = RunsDatabase.chain
+
+    def chain_then_die(self, run_id, status, question=None, created_at=None):
+        if status == "waiting" and not died.exists():
+            if moment == "parked":
+                chain(self, run_id, status, question, created_at)
+            died.write_text(moment)
+            os._exit(9)
+        chain(self, run_id, status, question, created_at)
+
+    RunsDatabase.chain = chain_then_die
+
+
+if os.environ.get("FORGE_TEST_DIE_AT"):
+    _dying_at(os.environ["FORGE_TEST_DIE_AT"])

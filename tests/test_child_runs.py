@@ -639,6 +639,19 @@ def test_a_durable_childs_side_effects_run_under_keys_made_from_the_parents_call
     assert f"`{keys[0]}`" in " ".join(docs.split())  # the docs give the key a child's handler receives
 
 
+def test_a_durable_childs_calls_are_stored_under_its_path_as_its_own_run_makes_them(make):
+    """A child of a durable run keeps a journal as its parent does, under its path: a child
+    cut short by a crash, or taken on by another worker after an answer, replays them."""
+    from forge.durable.performer import StoredCalls
+
+    durable = make(AgentLoop([researcher().as_tool("research")], asking("otters"), finished))
+    assert durable.run("write", run_id="kept").status == "finished"
+    alone = researcher().run("otters")
+    stored = StoredCalls(durable.database, "kept/research.1").calls
+    assert [(call.kind, call.name, call.value) for call in stored] == \
+        [(call.kind, call.name, call.value) for call in alone.journal]
+
+
 def test_child_runs_nest_no_deeper_than_max_depth_even_when_the_cycle_check_misses(monkeypatch):
     """The depth bound stands apart from the cycle check: with a cycle check that never
     sees the loop in its own lineage, a loop calling itself fails at MAX_DEPTH naming the

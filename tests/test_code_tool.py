@@ -159,6 +159,55 @@ def test_a_program_made_again_from_its_recorded_calls_goes_on_as_the_live_one_wo
     assert (READS, SENT) == (["a.md"], [("bob", "alpha")])
 
 
+RANDOM_SEND = 'import random\nn = str(random.randint(1, 10 ** 9))\nsend("bob", n)\nn'
+
+
+def _paused_then_forgotten(make, run_id):
+    """A durable run of RANDOM_SEND waiting for the send's approval, its live program
+    forgotten (as in a new worker); the durable loop, what it waits for, and the call."""
+    code = CodeTool([read_note, send], approver=lambda request: None)
+    durable = make(running(RANDOM_SEND, code, definition="approval", approver=lambda request: True))
+    waiting = durable.run("send bob a number", run_id=run_id)
+    code.child.spec.config.policy.forget()
+    return durable, waiting, waiting.waiting.arguments
+
+
+def test_a_program_drawing_random_numbers_makes_the_same_calls_when_made_again(make):
+    """Its `random` is seeded from its run's path and text: made again after the approval,
+    it asks the call it asked before, and goes on."""
+    from forge.durable import Answer
+
+    durable, waiting, arguments = _paused_then_forgotten(make, "lucky")
+    done = durable.resume("lucky", Answer.approve(waiting.waiting.fingerprint))
+    drawn = arguments["text"]
+    assert [("bob", drawn)] == SENT
+    assert done.answer == {"value": drawn, "printed": ""}
+
+
+def test_a_program_that_makes_another_call_when_made_again_is_stopped_not_answered_with_the_recorded_one(
+        make, monkeypatch):
+    """Made again, the program's first call is not the one recorded (here its random numbers
+    differ, as a program branching on the clock would): it ends with an error naming both
+    calls, rather than taking the recorded call's outcome as its own."""
+    import forge.code_tool
+    from forge.durable import Answer
+
+    durable, waiting, arguments = _paused_then_forgotten(make, "unlucky")
+    monkeypatch.setattr(forge.code_tool, "_seed", lambda path, code: "another")
+    done = durable.resume("unlucky", Answer.approve(waiting.waiting.fingerprint))
+    drawn = arguments["text"]
+    assert [("bob", drawn)] == SENT  # the approved call, done once
+    said = done.answer["error"]
+    assert said.startswith("the program, made again to go on, made call 1 as send({'to': 'bob', 'text': '")
+    assert f"recorded send({arguments}) there" in said and "not branch on the clock" in said
+
+
+def test_programs_in_two_runs_draw_different_random_numbers():
+    first = running("import random\nrandom.randint(1, 10 ** 9)").run("draw", run_id="one")
+    second = running("import random\nrandom.randint(1, 10 ** 9)").run("draw", run_id="two")
+    assert first.answer["value"] != second.answer["value"]
+
+
 def test_a_code_tool_whose_calls_pass_the_loops_guards_is_a_guarded_side_effect_and_one_without_is_not():
     from forge import Guard, Hooks
     from forge.check import check_loop
@@ -187,15 +236,15 @@ def test_a_guard_given_to_the_code_tool_refuses_a_programs_call_which_the_progra
     assert SENT == [("ana", "hi")] and "not bob" in result.answer["printed"]
 
 
-@pytest.mark.slow
-def test_a_program_waiting_for_approval_survives_its_worker_killed_and_sends_once_after_the_answer(tmp_path):
-    """Issue 53's done-when, with real `forge worker` processes: the program's send waits for a
-    person; the worker is killed (SIGKILL) while the run waits, parked; the answer goes to a
-    new worker, which makes the program again and sends once."""
+def _program_sent_once_after(tmp_path, killed, monkeypatch=None, die_at: str = "") -> None:
+    """Issue 53's done-when, with real `forge worker` processes: the program reads a note and
+    its send waits for a person; the first worker dies (`killed(worker, runs)`); the answer
+    goes to a second worker. The read is replayed from the child's stored calls and the send
+    is made exactly once, after the answer."""
     import signal
     from pathlib import Path
 
-    from test_worker_stop import eventually, start_worker, stop
+    from test_worker_stop import start_worker, stop
 
     from forge.durable import Answer
     from forge.durable.runs import StoredRuns
@@ -204,14 +253,18 @@ def test_a_program_waiting_for_approval_survives_its_worker_killed_and_sends_onc
     db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
     with StoredRuns(db, create=True) as runs:
         runs.submit("code-sender", "send bob my note", "program-1")
+        if monkeypatch is not None:
+            monkeypatch.setenv("FORGE_TEST_DIE_AT", die_at)
         first = start_worker(db, ledger, loops)
         try:
             asked = runs.wait("program-1", timeout=120)
-            eventually(lambda: str(runs.client.list_workflows(workflow_ids=["program-1"], load_input=False)[0].status)
-                       == "SUCCESS")  # parked: its workflow has ended, the run waits holding no worker
+            killed(first, runs)
         finally:
-            first.send_signal(signal.SIGKILL)
+            first.kill()
             first.wait(30)
+        if monkeypatch is not None:
+            monkeypatch.delenv("FORGE_TEST_DIE_AT")
+            monkeypatch.setenv("FORGE_TEST_SEND_SECONDS", "4")  # past the dead worker's recovery (~2.5 s)
         assert asked.waiting.run == "program-1/run_code.1" and asked.waiting.tool == "send"
         assert ledger.read_text().splitlines() == ["read todo.md"]
         runs.resume("program-1", Answer.approve(asked.waiting.fingerprint))
@@ -221,12 +274,35 @@ def test_a_program_waiting_for_approval_survives_its_worker_killed_and_sends_onc
         finally:
             stop(second, signal.SIGTERM)
     assert (done.status, done.reason) == ("finished", "verified_success")
-    # a child run's calls are stored with its parent's when it ends, so the read before the
-    # wait is made again by the new worker (as for any child run); the send is made once
-    lines = ledger.read_text().splitlines()
-    assert lines.count("send bob buy milk") == 1 and set(lines) == {"read todo.md", "send bob buy milk"}, lines
-    assert lines[-1] == "send bob buy milk"
+    assert ledger.read_text().splitlines() == ["read todo.md", "send bob buy milk"], ledger.read_text()
     assert done.answer == {"value": "sent: buy milk", "printed": ""}
+
+
+@pytest.mark.slow
+def test_a_program_waiting_for_approval_survives_its_worker_killed_and_sends_once_after_the_answer(tmp_path):
+    """The worker is SIGKILLed once the run has parked (its workflow ended, holding no worker)."""
+    from test_worker_stop import eventually
+
+    def parked_then_killed(worker, runs):
+        eventually(lambda: str(runs.client.list_workflows(workflow_ids=["program-1"], load_input=False)[0].status)
+                   == "SUCCESS")
+        worker.kill()
+
+    _program_sent_once_after(tmp_path, parked_then_killed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment", ["parking", "parked"])
+def test_a_worker_dying_as_a_program_parks_for_approval_leaves_one_execution_to_send_once(tmp_path, monkeypatch,
+                                                                                        moment):
+    """The worker dies as the run parks: after it said it waits and before it parked
+    ("parking"), or once parked and before its workflow ended ("parked"). The answer comes
+    while the dead worker's workflow is pending; the second worker recovers that workflow,
+    and only one of it and the workflow the answer starts goes on: the send is made once."""
+    def died(worker, runs):
+        assert worker.wait(60) == 9
+
+    _program_sent_once_after(tmp_path, died, monkeypatch, moment)
 
 
 @pytest.mark.parametrize(("call", "said"), [

@@ -473,6 +473,15 @@ class RunsDatabase:
                     created_at=created_at if created_at is not None else time.time())
                     .on_conflict_do_update(index_elements=["run_id"], set_=values))
 
+    @_through_outages("reading where a run parked")
+    def parked_at(self, run_id: str) -> int | None:
+        """The question `run_id` last parked on (`chain` with a question), None when it never
+        parked: a run's parking is said here before its workflow ends, so an answer and the
+        parking workflow each see the other's write (`forge.durable.workflow`)."""
+        with self.engine.connect() as connection:
+            row = connection.execute(sa.select(self.chains.c.question).where(self.chains.c.run_id == run_id)).first()
+        return None if row is None or row[0] is None else int(row[0])
+
     def count_chained(self, status: str) -> int:
         """How many runs a worker left waiting once forge last noted in `status` (its index)."""
         with self.engine.connect() as connection:

@@ -34,6 +34,7 @@ import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any
 
 from forge.durable.database import RunsDatabase
@@ -41,10 +42,10 @@ from forge.durable.serializer import from_row, row
 from forge.errors import UsageError
 from forge.machine.effects import Call
 from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, SharedRequests
-from forge.machine.performers import AskingParent, Performer, Position, ReplayingPerformer
+from forge.machine.performers import Performer, Position, ReplayingPerformer
 from forge.tools import Tool
 
-__all__ = ["DurablePerformer", "InDoubt", "KeyedChild", "ProcessStopping", "StoredCalls", "idempotency_key"]
+__all__ = ["DurableChild", "DurablePerformer", "InDoubt", "ProcessStopping", "StoredCalls", "idempotency_key"]
 
 _KEY: ContextVar[str | None] = ContextVar("forge_durable_key", default=None)
 
@@ -158,8 +159,9 @@ class DurablePerformer(ReplayingPerformer):
     `seeded` is how many of the stored calls the fork was seeded with.
     """
 
-    __slots__ = ("_added", "_asked_at", "_flush_settled", "_kept", "_pending", "asker", "asks_later", "configure",
-                 "in_doubt", "run_id", "seeded", "shown", "status_later", "stopping", "stored", "tools")
+    __slots__ = ("_added", "_asked_at", "_children", "_flush_settled", "_kept", "_pending", "asker", "asks_later",
+                 "configure",
+                 "in_doubt", "key_prefix", "run_id", "seeded", "shown", "status_later", "stopping", "stored", "tools")
 
     def __init__(self, stored: StoredCalls, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
                  sleep: Callable[[float], Any], in_doubt: InDoubt | None = None, ask: Ask | None = None,
@@ -169,10 +171,12 @@ class DurablePerformer(ReplayingPerformer):
         self.stopping = stopping or threading.Event()
         self.sleep = sleep
         self.stored, self.run_id, self.tools = stored, run_id, tools
+        self.key_prefix = run_id  # a tool call's key is `KEY_PREFIX/STEP/TOOL` (`idempotency_key()`)
         self.in_doubt, self.asker, self.configure, self.seeded = in_doubt, ask, configure, seeded
         self._added: tuple[str, ...] = ()
         self._kept = len(stored.calls)  # journal entries already in the database
         self._pending: list[tuple[Any, ...]] = []
+        self._children: list[DurableChild] = []  # the child runs of the tool call under way, stored with it
         self._flush_settled = False  # under arun: store the call that is awaited once it settles
         self._asked_at: int | None = None  # the step of the last request to a model
         self.shown = 0  # transitions fired before the latest live call began: what a follower may read
@@ -195,6 +199,8 @@ class DurablePerformer(ReplayingPerformer):
     def flush(self, status: str | None = None) -> None:
         """Store the calls settled since the last write, with `status` (or one left to go
         with the next write, `status_later`): one commit; none when nothing is new."""
+        for child in self._children:  # what a child settled after its last write (its last verify)
+            child.flush()
         items: list[JournalEntry | tuple[Any, ...]] = [*self._pending, *self.journal[self._kept:]]
         kept = max(self._kept, len(self.journal))  # while it replays, the journal is behind what is stored
         status = status if status is not None else self.status_later
@@ -224,9 +230,16 @@ class DurablePerformer(ReplayingPerformer):
         return self.asker(waiting, self._run())
 
     def child_performer(self, path: str) -> Callable[[Journal, Any], Performer] | None:
-        """A child run's performer asks this run's person and keys its tool calls by this
-        call's key (`KeyedChild`)."""
-        return lambda journal, run: KeyedChild(journal, run, self, path, _KEY.get() or path)
+        """A child run's performer keeps its calls as this one does, under the child's path,
+        asks this run's person, and keys its tool calls by this call's key (`DurableChild`)."""
+        key = _KEY.get() or path
+
+        def made(journal: Journal, run: Any) -> DurableChild:
+            child = DurableChild(journal, run, self, path, key)
+            self._children.append(child)
+            return child
+
+        return made
 
     def with_tool(self, config: Any, name: str) -> Any:
         if self.configure is None:
@@ -280,11 +293,12 @@ class DurablePerformer(ReplayingPerformer):
             self.flush()
 
     def _tool(self, effect: Call) -> Any:
+        self._children.clear()  # the last call's: stored with it
         transition, step = self.where()
         run: Any = self._run()
         intent = getattr(run, "intent", None)
         key = intent.idempotency_key if intent is not None and intent.idempotency_key else \
-            f"{self.run_id}/{step}/{effect.name}"
+            f"{self.key_prefix}/{step}/{effect.name}"
         tool = self.tools.get(effect.name)
         if tool is not None and tool.on_crash == "ask":
             if self.stored.in_flight == (transition, step, effect.name) and self.in_doubt is not None:
@@ -383,31 +397,30 @@ class _TogetherCall(ReplayingPerformer):
         self._parent.stored.append([("together", self._transition, self._index, entry) for entry in fresh])
 
 
-class KeyedChild(AskingParent):
-    """The performer of a durable run's child run (`AgentLoop.as_tool`): as `AskingParent`
-    (the child's questions reach the durable run's person), and each tool call of the child
-    runs under an idempotency key of its own (`idempotency_key()`), made from the key of the
-    call that runs the child: `CALL_KEY/STEP/TOOL` (or the intent's own key). A child running
-    when the process died runs again on recovery, and makes the same calls under the same
-    keys, so a handler that passes its key on is not done twice."""
+class DurableChild(DurablePerformer):
+    """The performer of a durable run's child run (`AgentLoop.as_tool`, a `CodeTool`'s
+    program): the child's journal is kept as its parent's is, as each call settles, under
+    the child's path (`RUN/TOOL.N`), so a child cut short by a crash, or parked for a
+    person's answer and taken on by another worker, replays the calls it made and goes on
+    live where they end: a read before the wait is not made again. Its questions reach the
+    parent's person, naming the child (`Waiting.run`), its calls stored first. Each tool call
+    of the child runs under an idempotency key of its own (`idempotency_key()`), made from
+    the key of the call that runs the child: `CALL_KEY/STEP/TOOL` (or the intent's own key).
+    """
 
-    __slots__ = ("_key",)
+    __slots__ = ("_parent",)
 
-    def __init__(self, journal: Journal, run: Any, parent: Performer, path: str, key: str) -> None:
-        super().__init__(journal, run, parent, path)
-        self._key = key
+    def __init__(self, journal: Journal, run: Any, parent: DurablePerformer, path: str, key: str) -> None:
+        super().__init__(StoredCalls(parent.database, path, codec=parent.stored.codec), journal, run, run_id=path,
+                         tools=run.config.tools, sleep=run.config.sleep, stopping=parent.stopping)
+        self._parent, self.key_prefix = parent, key
 
-    def call(self, effect: Call) -> Any:
-        if effect.kind != "tool":
-            return super().call(effect)
-        run: Any = self._run()
-        intent = getattr(run, "intent", None)
-        key = intent.idempotency_key if intent is not None and intent.idempotency_key else \
-            f"{self._key}/{self.where()[1]}/{effect.name}"
-        return _under_key(key, lambda: super(KeyedChild, self).call(effect))
+    def asks(self) -> bool:
+        return True
 
-    def child_performer(self, path: str) -> Callable[[Journal, Any], Performer] | None:
-        return lambda journal, run: KeyedChild(journal, run, self, path, _KEY.get() or path)
+    def ask(self, waiting: Any) -> Any:
+        self.flush()  # what led to the question, stored before the run parks or waits
+        return self._parent.ask(waiting if waiting.run is not None else replace(waiting, run=self.run_id))
 
 
 async def _after(pending: Any, value: Any) -> Any:

@@ -613,8 +613,8 @@ class StoredRuns:
         bound.check(result.waiting, set(event.get("tools", ())), set(event.get("extra_tools", ())))
         claim_answer(self.database, run_id, result.waiting, bound)
         waits_by = _waits_by(first, now)
-        if waits_by == "parks":
-            self._take_on(run_id, first, str(now.name), result.waiting.asked)
+        if waits_by == "parks" and self.database.parked_at(run_id) == result.waiting.asked:
+            self._take_on(run_id, first, str(now.name), result.waiting.asked)  # (not parked yet: it takes the answer itself)
         elif waits_by == "recv":
             self.client.send(run_id, bound.to_json(), ANSWER_TOPIC)
         return result

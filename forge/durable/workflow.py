@@ -294,7 +294,7 @@ def _queue() -> Any:
 
 _Op = tuple[Any, ...]
 """What the workflow's flow asks its driver to do: ("publish", event), ("state", LoopState),
-("deadline", seconds), ("recv", timeout), ("park", waiting), ("poll", seconds), ("run",)."""
+("deadline", seconds), ("recv", timeout), ("park", waiting, handed_over), ("poll", seconds), ("run",)."""
 
 
 class _Workflow:
@@ -360,11 +360,11 @@ class _Workflow:
             elif kind == "deadline":
                 reply = _deadline(op[1])
             elif kind == "park":
-                resume = self._park(op[1])
+                resume = self._park(op[1], op[2])
                 if resume is not None:
-                    named, delayed = self._parking(op[1])
+                    named, delayed = self._parking(op[1], resume[1])
                     with named, delayed:
-                        _queue().enqueue(forge_resume, *resume)
+                        _queue().enqueue(forge_resume, *resume[0])
                 reply = None
             elif kind == "poll":
                 time.sleep(op[1])
@@ -388,11 +388,11 @@ class _Workflow:
             elif kind == "deadline":
                 reply = await _adeadline(op[1])
             elif kind == "park":
-                resume = self._park(op[1])
+                resume = self._park(op[1], op[2])
                 if resume is not None:
-                    named, delayed = self._parking(op[1])
+                    named, delayed = self._parking(op[1], resume[1])
                     with named, delayed:
-                        await _queue().enqueue_async(forge_aresume, *resume)
+                        await _queue().enqueue_async(forge_aresume, *resume[0])
                 reply = None
             elif kind == "poll":
                 import asyncio
@@ -581,15 +581,32 @@ class _Workflow:
         that started it), None when its deadline passed; with none, the run publishes what
         it waits for and parks (`Parked`: its workflow ends, and the answer starts the next).
         Started by the question's deadline with no answer yet, the run claims the question
-        for the deadline: an answer that comes after it is refused."""
-        taken, answer = self._stored_answer(waiting, tools, deadline_passed=waiting.asked == self.resumed)
-        if not taken:
-            event = yield from self._publish("waiting", waiting=waiting.to_json(), tools=sorted(tools),
-                                             extra_tools=sorted(self.durable.extra_tools), **more)
-            yield ("park", waiting)
-            raise Parked(event)
-        yield from self._publish("running")
-        return answer
+        for the deadline: an answer that comes after it is refused.
+
+        One workflow of a run goes on after each question, however a worker dies: a
+        workflow recovered after it parked on this question (`_handed_over`) ends again at
+        it, the workflow the answer starts taking the run on; one that died before parking
+        takes the answer itself (the answer queues no workflow for a run not parked yet).
+        """
+        handed_over = self._handed_over(waiting.asked)
+        if not handed_over:
+            taken, answer = self._stored_answer(waiting, tools, deadline_passed=waiting.asked == self.resumed)
+            if taken:
+                yield from self._publish("running")
+                return answer
+        event = yield from self._publish("waiting", waiting=waiting.to_json(), tools=sorted(tools),
+                                         extra_tools=sorted(self.durable.extra_tools), **more)
+        yield ("park", waiting, handed_over)
+        raise Parked(event)
+
+    def _handed_over(self, question: int) -> bool:
+        """Whether this workflow parked the run on `question` before (it is being recovered):
+        the question is then the next workflow's. A continuation's own question and the
+        ones before it never are."""
+        if question <= (self.resumed or 0):
+            return False
+        parked = self.durable.database.parked_at(self.run_id)
+        return parked is not None and parked >= question
 
     def _stored_answer(self, waiting: Waiting, tools: set[str], deadline_passed: bool) -> tuple[bool, Answer | None]:
         """Whether `waiting` has its answer in `forge_answers`, and the answer (None: its
@@ -645,22 +662,32 @@ class _Workflow:
             HOST.waiting.pop(self.run_id, None)
             ended.set()
 
-    def _park(self, waiting: Waiting) -> tuple[Any, ...] | None:
+    def _park(self, waiting: Waiting, handed_over: bool) -> tuple[tuple[Any, ...], float] | None:
         """Leave the run waiting with no workflow under way: its calls so far stored, noted
-        as parked (`forge_chain`, listed by when it first parked). Returns
-        the arguments of the workflow that takes it on, for the driver to queue to start at
-        the question's deadline (an answer before starts it at once); None without one."""
-        if self.performer is not None:
-            self.performer.flush()
-        self.durable.database.chain(self.run_id, "waiting", waiting.asked)
-        if waiting.deadline is None:
+        as parked (`forge_chain`, listed by when it first parked; not again when this
+        workflow parked it before, `handed_over`). Returns the arguments of the workflow
+        that takes it on and in how many seconds it starts, for the driver to queue: at
+        once when the question has its answer already (an answer stored before the run
+        said it parked queued nothing), else at the question's deadline (an answer before
+        starts it at once); None with neither. Queued twice, it starts once (its id is the
+        question's)."""
+        database = self.durable.database
+        if not handed_over:
+            if self.performer is not None:
+                self.performer.flush()
+            database.chain(self.run_id, "waiting", waiting.asked)
+        answered, text = database.answer_of(self.run_id, waiting.asked)
+        if answered and not handed_over:
+            database.chain(self.run_id, "cancelled" if text == CANCELLED else "queued")
+        if not answered and waiting.deadline is None:
             return None
-        return (self.durable.name, self.goal, self.forked_from, self.conversation or None, self.run_id, waiting.asked)
+        arguments = (self.durable.name, self.goal, self.forked_from, self.conversation or None, self.run_id,
+                     waiting.asked)
+        return arguments, 0.0 if answered else max(0.0, (waiting.deadline or 0.0) - time.time())
 
-    def _parking(self, waiting: Waiting) -> Any:
+    def _parking(self, waiting: Waiting, delay: float) -> Any:
         """DBOS's options for the workflow `_park` queues: its id, its delay."""
-        return SetWorkflowID(continuation_id(self.run_id, waiting.asked)), \
-            SetEnqueueOptions(delay_seconds=max(0.0, (waiting.deadline or 0.0) - time.time()))
+        return SetWorkflowID(continuation_id(self.run_id, waiting.asked)), SetEnqueueOptions(delay_seconds=delay)
 
     def _receive(self, waiting: Waiting, tools: set[str]) -> Generator[_Op, Any, Answer | None]:
         deadline = waiting.deadline
