@@ -12,7 +12,11 @@ request body, so a test can check exactly what was sent.
 
 It speaks OpenAI's chat-completions wire form, plain and streamed (`stream: true`), on a
 port of its own; a request after the script's last reply is answered with a 400 error
-naming how many replies it had (what `openai` raises as `BadRequestError`).
+naming how many replies it had (what `openai` raises as `BadRequestError`). It speaks
+Anthropic's Messages wire form too, at `/v1/messages` (`server.base` is the base URL the
+`anthropic` client takes): the same scripted messages, as content blocks (a message's
+`_blocks`, when it has them, sent as they are: a thinking block and its signature, say),
+plain and streamed as Anthropic's documented events.
 """
 
 from __future__ import annotations
@@ -75,7 +79,12 @@ class ChatServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+        return f"{self.base}/v1"
+
+    @property
+    def base(self) -> str:
+        """The server's base URL, without the API's version (what `anthropic.Anthropic` takes)."""
+        return f"http://127.0.0.1:{self._http.server_address[1]}"
 
     def __enter__(self) -> ChatServer:
         self._thread.start()
@@ -108,6 +117,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(str(message.get("content") or f"scripted failure {status}"), int(status))
             return
         usage = message.pop("_usage", None) or {"prompt_tokens": 1, "completion_tokens": 1}
+        if self.path.endswith("/messages"):
+            self._messages(body, message, usage)
+            return
         usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         if body.get("stream"):
@@ -127,11 +139,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any],
                 finish: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")  # a stream's end is the connection's: it has no length
-        self.close_connection = True
-        self.end_headers()
+        self._event_stream()
         base = {"id": f"chatcmpl-{len(self.chat.requests)}", "object": "chat.completion.chunk", "created": 0,
                 "model": body["model"]}
 
@@ -166,9 +174,55 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
+    def _messages(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any]) -> None:
+        """Answer in Anthropic's Messages form: the reply whole, or streamed as its events."""
+        blocks = message.pop("_blocks", None) or _blocks_of(message)
+        cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        counted = {"input_tokens": usage["prompt_tokens"] - cached, "output_tokens": usage["completion_tokens"],
+                   "cache_read_input_tokens": cached, "cache_creation_input_tokens": 0}
+        stop = "tool_use" if any(block["type"] == "tool_use" for block in blocks) else "end_turn"
+        reply = {"id": f"msg_{len(self.chat.requests)}", "type": "message", "role": "assistant",
+                 "model": body["model"], "content": blocks, "stop_reason": stop, "stop_sequence": None,
+                 "usage": counted}
+        if not body.get("stream"):
+            payload = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        self._event_stream()
+
+        def send(event: dict[str, Any]) -> None:
+            time.sleep(self.chat.pause)
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self.wfile.flush()
+            self.chat.sent.append(time.perf_counter())
+
+        send({"type": "message_start", "message": {**reply, "content": [], "stop_reason": None,
+                                                   "usage": {**counted, "output_tokens": 1}}})
+        for index, block in enumerate(blocks):
+            for event in _block_events(block):
+                send({**event, "index": index})
+        send({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+              "usage": {"output_tokens": counted["output_tokens"]}})
+        send({"type": "message_stop"})
+
+    def _event_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")  # a stream's end is the connection's: it has no length
+        self.close_connection = True
+        self.end_headers()
+
     def _refuse(self, said: str, status: int = 400) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"
-        payload = json.dumps({"error": {"message": said, "type": kind}}).encode()
+        if self.path.endswith("/messages"):
+            kind = "invalid_request_error" if status < 500 else "api_error"
+            payload = json.dumps({"type": "error", "error": {"type": kind, "message": said}}).encode()
+        else:
+            payload = json.dumps({"error": {"message": said, "type": kind}}).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -177,3 +231,37 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+def _blocks_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A scripted chat-form message as Messages content blocks: its text, then its calls."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": message["content"]}] if message.get("content") else []
+    for call in message.get("tool_calls") or ():
+        arguments = call["function"]["arguments"]
+        blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"],
+                       "input": json.loads(arguments) if arguments.strip() else {}})
+    return blocks
+
+
+def _block_events(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """A content block streamed as Anthropic streams it: its start (its text, thinking and
+    input empty), its pieces (text a word at a time; thinking and its signature; the
+    input's JSON in two pieces), its stop."""
+    kind = block["type"]
+    if kind == "text":
+        pieces = [{"type": "text_delta", "text": word} for word in re.findall(r"\S+\s*|\s+", block["text"])]
+        start = {**block, "text": ""}
+    elif kind == "tool_use":
+        arguments = json.dumps(block.get("input") or {})
+        half = len(arguments) // 2
+        pieces = [{"type": "input_json_delta", "partial_json": part} for part in (arguments[:half], arguments[half:])]
+        start = {**block, "input": {}}
+    elif kind == "thinking":
+        pieces = [{"type": "thinking_delta", "thinking": block.get("thinking", "")},
+                  {"type": "signature_delta", "signature": block.get("signature", "")}]
+        start = {**block, "thinking": "", "signature": ""}
+    else:
+        pieces, start = [], block
+    return [{"type": "content_block_start", "content_block": start},
+            *({"type": "content_block_delta", "delta": piece} for piece in pieces),
+            {"type": "content_block_stop"}]

@@ -3,8 +3,11 @@ out, the endpoint could not be reached, it was rate-limited or answered 5xx, aft
 client's own retries) is asked of the next model instead, and so on (issue 51, item 3).
 
 A `FallbackPolicy` is a model policy (`forge.policy.ModelPolicy`) over other ones (each a
-`ChatPolicy`, on endpoints of their own): the first builds every request, and the request
-is sent to each in turn, with its own model name, until one answers. The loop journals it
+`ChatPolicy` or a native one such as `AnthropicPolicy`, on endpoints of their own): the first
+builds every request, and the request is sent to each in turn, with its own model name,
+until one answers; a model whose provider's wire form is another's gets the request turned
+into its form through the chat form (`as_chat`, `from_chat`), so Claude can stand in for
+an OpenAI model and the other way round. The loop journals it
 as one model call whose request is the first model's and whose reply says which model
 answered (`usage.request_model`), so `result.usage`, the trace, OpenTelemetry and
 `forge ui` show it, and a replay, a fork or a cassette answers it from the journal exactly.
@@ -20,6 +23,7 @@ Raises (when a `FallbackPolicy` is made):
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,12 +37,19 @@ __all__ = ["FallbackPolicy", "passing"]
 
 def passing(error: BaseException) -> bool:
     """Whether the model call failed for a passing reason, worth asking another model:
-    a timeout, no connection, a 429 or a 5xx (what is left after the client's retries)."""
-    import openai
-
-    if isinstance(error, openai.APITimeoutError | openai.APIConnectionError | TimeoutError):
+    a timeout, no connection, a 429 or a 5xx (what is left after the client's retries), as
+    any of the providers' SDKs in use raises it."""
+    if isinstance(error, TimeoutError):
         return True
-    return isinstance(error, openai.APIStatusError) and (error.status_code == 429 or error.status_code >= 500)
+    for name in ("openai", "anthropic"):
+        sdk = sys.modules.get(name)
+        if sdk is None:
+            continue  # not imported: none of its errors can have been raised
+        if isinstance(error, sdk.APITimeoutError | sdk.APIConnectionError):
+            return True
+        if isinstance(error, sdk.APIStatusError):
+            return bool(error.status_code == 429 or error.status_code >= 500)
+    return False
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,9 @@ class FallbackPolicy:
     def _for(self, number: int, model: Any, request: Mapping[str, Any]) -> dict[str, Any]:
         """`request` as `model` is sent it: its own model's name, and the timeout."""
         sent = dict(request)
+        primary = self.models[0]
+        if number and getattr(model, "WIRE", "chat") != getattr(primary, "WIRE", "chat"):
+            sent = model.from_chat(primary.as_chat(request))
         if number:
             sent["model"] = getattr(model, "model", sent.get("model"))
         if self.timeout is not None:

@@ -37,7 +37,7 @@ import re
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from forge.agent.observations import LoopState, Observation
 from forge.bounded import TooLarge, loads
@@ -60,12 +60,6 @@ from forge.output import AnswerInvalid, Output
 from forge.policy import ASK, FINISH, Ask, Decision, Finish, Intent
 from forge.tools import Tool
 from forge.usage import USAGE_KEY, ModelCall, check_budget, usage_of
-
-try:
-    import openai
-except ImportError as missing:  # pragma: no cover - exercised only without the extra
-    raise ImportError("forge.llm needs the openai client: install forge with its llm extra (pip install 'forge-fsm[llm]') "
-                      "or pip install openai") from missing
 
 __all__ = ["ASK_TOOL", "ECHO_LIMIT", "FINAL_ANSWER", "ChatPolicy", "ModelError", "ModelRefused", "decided", "tool_definitions"]
 
@@ -229,6 +223,7 @@ class ChatPolicy:
         """
         if can_await():
             return self._aask(request)
+        openai = _openai()
         started, clock = time.time(), time.perf_counter()
         listener = sink()
         try:
@@ -247,6 +242,7 @@ class ChatPolicy:
         return self._reply(response, started, time.perf_counter() - clock)
 
     async def _aask(self, request: Mapping[str, Any]) -> Any:
+        openai = _openai()
         started, clock = time.time(), time.perf_counter()
         listener = sink()
         try:
@@ -271,12 +267,12 @@ class ChatPolicy:
 
     def _sync_client(self) -> Any:
         if self.client is None:
-            object.__setattr__(self, "client", openai.OpenAI())
+            object.__setattr__(self, "client", _openai().OpenAI())
         return self.client
 
     def _async_client(self) -> Any:
         if self.async_client is None:
-            made = openai.AsyncOpenAI() if self.client is None else _async_twin(self.client)
+            made = _openai().AsyncOpenAI() if self.client is None else _async_twin(self.client)
             object.__setattr__(self, "async_client", made)
         return self.async_client
 
@@ -363,13 +359,17 @@ class ChatPolicy:
                                                             "messages": count}}
         if self.context.strategy == "summarise":
             earlier = [{"role": "system", "content": marker.get("content")}] if marker is not None else []
-            reply = yield summary_request(self.model, [*earlier, *messages[already:upto]], self.options)
+            reply = yield self._summary_request([*earlier, *messages[already:upto]])
             note["content"] = f"Summary of the conversation so far: {reply['message'].get('content') or ''}"
             note[USAGE_KEY] = reply["usage"]
         else:
             note["content"] = trim_note(count)
         messages.append(note)
         return True
+
+    def _summary_request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request asking the model to summarise `messages` (`forge.compaction`)."""
+        return self.from_chat(summary_request(self.model, messages, self.options))
 
     def _answer_of(self, content: str) -> Any:
         """A final message's content as the answer: with structured output, the JSON it is
@@ -384,13 +384,28 @@ class ChatPolicy:
     def _asks_by_tool(self) -> bool:
         return self.output is not None and not self.structured_output
 
+    WIRE: ClassVar[str] = "chat"
+    """The wire form of this policy's requests (a native policy's is its provider's): a
+    `FallbackPolicy` turns a request into another model's form through the chat form
+    (`as_chat`, `from_chat`) when their forms differ."""
+
+    def as_chat(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """`request` (one of this policy's) in the chat-completions form."""
+        return dict(request)
+
+    def from_chat(self, chat: Mapping[str, Any]) -> dict[str, Any]:
+        """A chat-completions request in this policy's wire form, its messages' own `_` keys
+        left out (what this endpoint is sent)."""
+        return {**chat, "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in chat["messages"]]}
+
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.from_chat(self._chat_request(messages))
+
+    def _chat_request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request for `messages` in the chat-completions form, each message with its own
+        `_` keys (a native policy's reply kept as its provider sent it)."""
         sent = compacted_messages(messages, self.context.keep_task) if self.context is not None else messages
-        request: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{k: v for k, v in m.items() if not k.startswith("_")} for m in sent],
-            **self.options,
-        }
+        request: dict[str, Any] = {"model": self.model, "messages": sent, **self.options}
         final = [_final_answer_tool(self.output)] if self.output is not None and not self.structured_output else []
         if self.tools or self.ask or final:
             request["tools"] = [*tool_definitions(self.tools, self.strict), *([ASK_TOOL] if self.ask else []), *final]
@@ -632,6 +647,7 @@ def _async_twin(client: Any) -> Any:
     Raises:
         UsageError: `client` is not an `openai.OpenAI`, so its endpoint cannot be read.
     """
+    openai = _openai()
     if not isinstance(client, openai.OpenAI):
         raise UsageError(f"ChatPolicy was given a client of type {type(client).__name__}, whose endpoint forge "
                          "cannot read for arun(): pass async_client= as well")
@@ -639,6 +655,21 @@ def _async_twin(client: Any) -> Any:
                               project=client.project, timeout=client.timeout, max_retries=client.max_retries,
                               default_headers=dict(client._custom_headers) or None,
                               default_query=dict(client._custom_query) or None)
+
+
+def _openai() -> Any:
+    """The `openai` client module, imported when a `ChatPolicy` first talks to its endpoint
+    (a native policy built on this one needs none).
+
+    Raises:
+        ImportError: it is not installed, saying how to install it.
+    """
+    try:
+        import openai
+    except ImportError as missing:  # pragma: no cover - exercised only without the extra
+        raise ImportError("ChatPolicy talks to its endpoint with the openai client: install forge with its llm "
+                          "extra (pip install 'forge-fsm[llm]') or pip install openai") from missing
+    return openai
 
 
 def _final_answer_tool(output: Output) -> dict[str, Any]:

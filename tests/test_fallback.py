@@ -103,3 +103,40 @@ def test_a_bad_fallback_is_refused_naming_what_is_wrong(models, more, said):
     given = models if models is not None else [ChatPolicy("a"), ChatPolicy("b")]
     with pytest.raises(UsageError, match=said):
         FallbackPolicy(given, **more)
+
+
+def claude(name, server):
+    import anthropic
+
+    from forge.models.anthropic import AnthropicPolicy
+
+    return AnthropicPolicy(name, client=anthropic.Anthropic(base_url=server.base, api_key="unused", max_retries=0),
+                           system="Be brief.")
+
+
+def test_claude_down_is_stood_in_for_by_an_openai_model_sent_the_conversation_in_its_own_form():
+    pytest.importorskip("anthropic", reason="the anthropic extra is a test dependency")
+    script = [reply(None, ("toolu_1", "weather", {"city": "Oslo"})), failing(529)]
+    with ChatServer(script) as primary, ChatServer([reply("Rain in Oslo.")]) as backup:
+        result = loop_of(FallbackPolicy([claude("claude-big", primary), chat("gpt-small", backup)])).run("Oslo?")
+    assert result.answer == "Rain in Oslo."
+    (sent,) = backup.requests
+    assert sent["model"] == "gpt-small" and "max_tokens" not in sent
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "toolu_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "4 °C, rain"}]
+    assert [tool["function"]["name"] for tool in sent["tools"]] == ["weather", "ask_user"]
+
+
+def test_an_openai_model_down_is_stood_in_for_by_claude_sent_the_messages_form():
+    pytest.importorskip("anthropic", reason="the anthropic extra is a test dependency")
+    with ChatServer([failing(503)]) as primary, ChatServer([reply("Rain in Oslo.")]) as backup:
+        result = asyncio.run(loop_of(FallbackPolicy([chat("gpt-big", primary), claude("claude-small", backup)]))
+                             .arun("Oslo?"))
+    assert result.answer == "Rain in Oslo."
+    (sent,) = backup.requests
+    assert (sent["model"], sent["max_tokens"], sent["messages"]) == \
+        ("claude-small", 4096, [{"role": "user", "content": [{"type": "text", "text": "Oslo?"}]}])
+    assert [tool["name"] for tool in sent["tools"]] == ["weather", "ask_user"]

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "forge.machine.asking",
      "forge.machine.stages", "forge.machine.loader",
      "forge.machine.engine", "forge.machine",
-     "forge.mcp", "forge.llm", "forge.fallback"),
+     "forge.mcp", "forge.llm", "forge.fallback", "forge.models"),
     ("forge.diagram", "forge.check", "forge.inspect"),
     ("forge.debug", "forge.spec", "forge.running"),
     ("forge.durable", "forge.stream", "forge.replaying"),
