@@ -16,7 +16,9 @@ naming how many replies it had (what `openai` raises as `BadRequestError`). It s
 Anthropic's Messages wire form too, at `/v1/messages` (`server.base` is the base URL the
 `anthropic` client takes): the same scripted messages, as content blocks (a message's
 `_blocks`, when it has them, sent as they are: a thinking block and its signature, say),
-plain and streamed as Anthropic's documented events.
+plain and streamed as Anthropic's documented events; and OpenAI's Responses wire form, at
+`/v1/responses` (a message's `_items`, when it has them, are its output items as they are: a
+reasoning item, say), plain and streamed as its documented events.
 """
 
 from __future__ import annotations
@@ -120,22 +122,20 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/messages"):
             self._messages(body, message, usage)
             return
+        if self.path.endswith("/responses"):
+            self._responses(body, message, usage)
+            return
         usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         if body.get("stream"):
             self._stream(body, message, usage, finish)
             return
-        payload = json.dumps({
+        self._json({
             "id": f"chatcmpl-{len(self.chat.requests)}", "object": "chat.completion", "created": 0,
             "model": body["model"],
             "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
             "usage": usage,
-        }).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        })
 
     def _stream(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any],
                 finish: str) -> None:
@@ -185,12 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
                  "model": body["model"], "content": blocks, "stop_reason": stop, "stop_sequence": None,
                  "usage": counted}
         if not body.get("stream"):
-            payload = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self._json(reply)
             return
         self._event_stream()
 
@@ -208,6 +203,42 @@ class _Handler(BaseHTTPRequestHandler):
         send({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
               "usage": {"output_tokens": counted["output_tokens"]}})
         send({"type": "message_stop"})
+
+    def _responses(self, body: dict[str, Any], message: dict[str, Any], usage: dict[str, Any]) -> None:
+        """Answer in OpenAI's Responses form: the response whole, or streamed as its events."""
+        items = message.pop("_items", None) or _items_of(message)
+        cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        number = len(self.chat.requests)
+        response = {"id": f"resp_{number}", "object": "response", "created_at": 0, "status": "completed",
+                    "model": body["model"], "output": items, "parallel_tool_calls": True, "tool_choice": "auto",
+                    "tools": body.get("tools", []),
+                    "usage": {"input_tokens": usage["prompt_tokens"], "input_tokens_details": {"cached_tokens": cached},
+                              "output_tokens": usage["completion_tokens"],
+                              "output_tokens_details": {"reasoning_tokens": 0},
+                              "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}}
+        if not body.get("stream"):
+            self._json(response)
+            return
+        self._event_stream()
+        started = {**response, "status": "in_progress", "output": []}
+        events: list[dict[str, Any]] = [{"type": "response.created", "response": started}]
+        for index, item in enumerate(items):
+            events.extend({**event, "output_index": index} for event in _item_events(item))
+        events.append({"type": "response.completed", "response": response})
+        for number, event in enumerate(events):
+            time.sleep(self.chat.pause)
+            self.wfile.write(f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': number})}\n\n"
+                             .encode())
+            self.wfile.flush()
+            self.chat.sent.append(time.perf_counter())
+
+    def _json(self, answer: dict[str, Any]) -> None:
+        payload = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
 
     def _event_stream(self) -> None:
         self.send_response(200)
@@ -265,3 +296,44 @@ def _block_events(block: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"type": "content_block_start", "content_block": start},
             *({"type": "content_block_delta", "delta": piece} for piece in pieces),
             {"type": "content_block_stop"}]
+
+
+def _items_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A scripted chat-form message as Responses output items: a message item with its text,
+    then a function_call item per call."""
+    items: list[dict[str, Any]] = []
+    if message.get("content"):
+        items.append({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+                      "content": [{"type": "output_text", "text": message["content"], "annotations": []}]})
+    for number, call in enumerate(message.get("tool_calls") or (), 1):
+        items.append({"type": "function_call", "id": f"fc_{number}", "call_id": call["id"],
+                      "name": call["function"]["name"], "arguments": call["function"]["arguments"],
+                      "status": "completed"})
+    return items
+
+
+def _item_events(item: dict[str, Any]) -> list[dict[str, Any]]:
+    """An output item streamed as the Responses API streams it: added (empty), its text a
+    word at a time or its arguments in two pieces, done."""
+    kind, ident = item.get("type"), item.get("id", "")
+    if kind == "message":
+        events: list[dict[str, Any]] = [{"type": "response.output_item.added", "item": {**item, "content": []}}]
+        for index, part in enumerate(item.get("content") or ()):
+            text = str(part.get("text") or "")
+            events.append({"type": "response.content_part.added", "item_id": ident, "content_index": index,
+                           "part": {**part, "text": ""}})
+            events.extend({"type": "response.output_text.delta", "item_id": ident, "content_index": index,
+                           "delta": word, "logprobs": []} for word in re.findall(r"\S+\s*|\s+", text))
+            events.append({"type": "response.output_text.done", "item_id": ident, "content_index": index,
+                           "text": text, "logprobs": []})
+            events.append({"type": "response.content_part.done", "item_id": ident, "content_index": index,
+                           "part": part})
+        return [*events, {"type": "response.output_item.done", "item": item}]
+    if kind == "function_call":
+        arguments, half = item["arguments"], len(item["arguments"]) // 2
+        return [{"type": "response.output_item.added", "item": {**item, "arguments": ""}},
+                *({"type": "response.function_call_arguments.delta", "item_id": ident, "delta": piece}
+                  for piece in (arguments[:half], arguments[half:])),
+                {"type": "response.function_call_arguments.done", "item_id": ident, "arguments": arguments},
+                {"type": "response.output_item.done", "item": item}]
+    return [{"type": "response.output_item.added", "item": item}, {"type": "response.output_item.done", "item": item}]

@@ -140,3 +140,21 @@ def test_an_openai_model_down_is_stood_in_for_by_claude_sent_the_messages_form()
     assert (sent["model"], sent["max_tokens"], sent["messages"]) == \
         ("claude-small", 4096, [{"role": "user", "content": [{"type": "text", "text": "Oslo?"}]}])
     assert [tool["name"] for tool in sent["tools"]] == ["weather", "ask_user"]
+
+
+def test_a_responses_model_stands_in_for_claude_with_the_conversation_as_input_items():
+    pytest.importorskip("anthropic", reason="the anthropic extra is a test dependency")
+    from forge.models.responses import ResponsesPolicy
+
+    backup_policy = lambda server: ResponsesPolicy(  # noqa: E731
+        "gpt-small", client=openai.OpenAI(base_url=server.url, api_key="unused", max_retries=0))
+    script = [reply(None, ("toolu_1", "weather", {"city": "Oslo"})), failing(500)]
+    with ChatServer(script) as primary, ChatServer([reply("Rain in Oslo.")]) as backup:
+        result = loop_of(FallbackPolicy([claude("claude-big", primary), backup_policy(backup)])).run("Oslo?")
+    assert result.answer == "Rain in Oslo."
+    (sent,) = backup.requests
+    assert (sent["model"], sent["instructions"]) == ("gpt-small", "Be brief.")
+    assert sent["input"] == [
+        {"role": "user", "content": "Oslo?"},
+        {"type": "function_call", "call_id": "toolu_1", "name": "weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call_output", "call_id": "toolu_1", "output": "4 °C, rain"}]

@@ -1,5 +1,6 @@
 """One conformance suite for every model policy (issue 51, item 2): each case runs every
-policy — `ChatPolicy` over chat completions, `AnthropicPolicy` over the Messages API — each
+policy — `ChatPolicy` over chat completions, `AnthropicPolicy` over the Messages API,
+`ResponsesPolicy` over OpenAI's Responses API — each
 with its provider's official SDK against the local server speaking that wire form, under
 `run`, `arun`, `stream` and `astream`. What a case reads of a request goes through the
 provider's `Wire` (where its form puts a tool call, a tool result, a schema), so a case says
@@ -150,7 +151,61 @@ class MessagesWire:
                       "caller": {"type": "direct"}})
 
 
-@pytest.fixture(params=[ChatWire, MessagesWire], ids=lambda wire: wire.name)
+class ResponsesWire:
+    """What the Responses form of a request says."""
+
+    name = "responses"
+
+    @staticmethod
+    def policy(server: ChatServer, **options: Any) -> Any:
+        import openai
+
+        from forge.models.responses import ResponsesPolicy
+
+        return ResponsesPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0),
+                               async_client=openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0),
+                               **options)
+
+    @staticmethod
+    def calls(request: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+        last_user = max(n for n, i in enumerate(request["input"]) if i.get("role") == "user")
+        return [(i["call_id"], i["name"], json.loads(i["arguments"])) for i in request["input"][last_user:]
+                if i.get("type") == "function_call"]
+
+    @staticmethod
+    def results(request: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(i["call_id"], i["output"]) for i in request["input"] if i.get("type") == "function_call_output"]
+
+    @staticmethod
+    def system(request: dict[str, Any]) -> str:
+        return str(request.get("instructions") or "")
+
+    @staticmethod
+    def tools(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {t["name"]: t["parameters"] for t in request.get("tools", ())}
+
+    @staticmethod
+    def schema(request: dict[str, Any]) -> dict[str, Any] | None:
+        return ((request.get("text") or {}).get("format") or {}).get("schema")
+
+    @staticmethod
+    def signed(message: dict[str, Any]) -> dict[str, Any]:
+        call = message["tool_calls"][0]
+        return {**message, "_items": [
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "c2ln"},
+            {"type": "function_call", "id": "fc_1", "call_id": call["id"], "name": call["function"]["name"],
+             "arguments": call["function"]["arguments"], "status": "completed"}]}
+
+    @staticmethod
+    def sent_back(request: dict[str, Any]) -> Any:
+        return tuple(i for i in request["input"] if i.get("type") in ("reasoning", "function_call"))
+
+    expected_back = ({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "c2ln"},
+                     {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "weather",
+                      "arguments": '{"city": "Oslo"}', "status": "completed"})
+
+
+@pytest.fixture(params=[ChatWire, MessagesWire, ResponsesWire], ids=lambda wire: wire.name)
 def wire(request):
     return request.param
 
@@ -245,7 +300,7 @@ def test_a_replay_with_another_system_prompt_fails_naming_what_changed(wire):
     with ChatServer([reply("Done.")]) as server:
         result = agent(wire, server, system="Be brief.").run("anything")
         changed = agent(wire, server, system="Be thorough.")
-    with pytest.raises(JournalMiss, match="system|messages"):
+    with pytest.raises(JournalMiss, match="system|messages|instructions"):
         changed.replay(result.journal)
 
 

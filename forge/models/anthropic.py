@@ -25,16 +25,14 @@ are its uncached, cache-read and cache-written tokens together; `cached` the rea
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from forge.errors import UsageError
-from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
-from forge.llm import ChatPolicy, ModelError, _naming_endpoint
-from forge.machine.effects import can_await
-from forge.usage import ModelCall
+from forge.events import Sink, TextDelta, ToolCallDelta
+from forge.llm import ModelError
+from forge.models.native import NativePolicy, count
 
 __all__ = ["CACHE_PLACES", "NATIVE", "AnthropicPolicy", "chat_request", "messages_request"]
 
@@ -47,7 +45,7 @@ CACHE_PLACES = ("tools", "system", "messages")
 
 
 @dataclass(frozen=True)
-class AnthropicPolicy(ChatPolicy):
+class AnthropicPolicy(NativePolicy):
     """A policy that asks a Claude model what to do next, over Anthropic's Messages API.
 
     As `ChatPolicy` in everything it does with the run (see it), with `client` /
@@ -79,89 +77,27 @@ class AnthropicPolicy(ChatPolicy):
         if not isinstance(self.max_tokens, int) or isinstance(self.max_tokens, bool) or self.max_tokens < 1:
             raise UsageError(f"AnthropicPolicy's max_tokens must be a whole number above 0, got {self.max_tokens!r}")
 
-    def send(self, request: Mapping[str, Any]) -> Any:
-        """Send `request` (in the Messages form) to the endpoint: the reply as JSON,
-        `{"message": {…}, "usage": {…}}` (an awaitable of it where the caller can await).
+    def _sdk(self) -> Any:
+        return _anthropic()
 
-        Raises:
-            ModelError: the response has no content, or its body is not JSON.
-            anthropic.AnthropicError: the endpoint failed.
-        """
-        if can_await():
-            return self._aask(request)
+    def _clients(self) -> tuple[Any, Any]:
         anthropic = _anthropic()
-        started, clock = time.time(), time.perf_counter()
-        listener = sink()
-        client = self._sync_client()
-        try:
-            if listener is None:
-                data = client.messages.create(**request).model_dump(mode="json", exclude_unset=True)
-            else:
-                listener(ModelCallStarted(self.model))
-                streamed = _Streamed(listener)
-                for event in client.messages.create(**request, stream=True):
-                    streamed.take(event)
-                data = streamed.reply()
-        except ValueError as error:
-            raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        except anthropic.APIConnectionError as error:
-            raise _naming_endpoint(error, client) from None
-        return self._reply(data, started, time.perf_counter() - clock)
+        return anthropic.Anthropic, anthropic.AsyncAnthropic
 
-    async def _aask(self, request: Mapping[str, Any]) -> Any:
-        anthropic = _anthropic()
-        started, clock = time.time(), time.perf_counter()
-        listener = sink()
-        client = self._async_client()
-        try:
-            if listener is None:
-                data = (await client.messages.create(**request)).model_dump(mode="json", exclude_unset=True)
-            else:
-                listener(ModelCallStarted(self.model))
-                streamed = _Streamed(listener)
-                async for event in await client.messages.create(**request, stream=True):
-                    streamed.take(event)
-                data = streamed.reply()
-        except ValueError as error:
-            raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        except anthropic.APIConnectionError as error:
-            raise _naming_endpoint(error, client) from None
-        return self._reply(data, started, time.perf_counter() - clock)
+    def _create(self, client: Any, request: Mapping[str, Any], stream: bool) -> Any:
+        return client.messages.create(**request, stream=True) if stream else client.messages.create(**request)
 
-    def _reply(self, response: Any, started: float, seconds: float) -> dict[str, Any]:
-        """A reply (the response's JSON) as the journal keeps it: the assistant message in
-        chat form, its content blocks kept as sent, and what the call cost."""
-        return {"message": assistant_message(response), "usage": self._call_of(response, started, seconds).to_json()}
+    def _streamed(self, listener: Sink) -> _Streamed:
+        return _Streamed(listener)
 
-    def _call_of(self, data: Mapping[str, Any], started: float, seconds: float) -> ModelCall:
+    def _message(self, data: Mapping[str, Any]) -> dict[str, Any]:
+        return assistant_message(data)
+
+    def _counted(self, data: Mapping[str, Any]) -> tuple[int, int, int, str | None]:
         usage = data.get("usage") or {}
-
-        def count(key: str) -> int:
-            value = usage.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-        read, written = count("cache_read_input_tokens"), count("cache_creation_input_tokens")
-        return ModelCall(count("input_tokens") + read + written, count("output_tokens"), read, data.get("model"),
-                         started, seconds, data.get("stop_reason"), request_model=self.model, provider=self.provider)
-
-    def _sync_client(self) -> Any:
-        if self.client is None:
-            object.__setattr__(self, "client", _anthropic().Anthropic())
-        return self.client
-
-    def _async_client(self) -> Any:
-        if self.async_client is None:
-            anthropic = _anthropic()
-            if self.client is None:
-                made = anthropic.AsyncAnthropic()
-            elif isinstance(self.client, anthropic.Anthropic):
-                made = anthropic.AsyncAnthropic(api_key=self.client.api_key, base_url=self.client.base_url,
-                                                timeout=self.client.timeout, max_retries=self.client.max_retries)
-            else:
-                raise UsageError(f"AnthropicPolicy was given a client of type {type(self.client).__name__}, whose "
-                                 "endpoint forge cannot read for arun(): pass async_client= as well")
-            object.__setattr__(self, "async_client", made)
-        return self.async_client
+        read, written = count(usage.get("cache_read_input_tokens")), count(usage.get("cache_creation_input_tokens"))
+        return count(usage.get("input_tokens")) + read + written, count(usage.get("output_tokens")), read, \
+            data.get("stop_reason")
 
     WIRE: ClassVar[str] = "messages"
 
