@@ -18,7 +18,10 @@ Anthropic's Messages wire form too, at `/v1/messages` (`server.base` is the base
 `_blocks`, when it has them, sent as they are: a thinking block and its signature, say),
 plain and streamed as Anthropic's documented events; and OpenAI's Responses wire form, at
 `/v1/responses` (a message's `_items`, when it has them, are its output items as they are: a
-reasoning item, say), plain and streamed as its documented events.
+reasoning item, say), plain and streamed as its documented events; and Gemini's
+`generateContent` form, at `/v1beta/models/MODEL:generateContent` and
+`:streamGenerateContent` (`server.base` is the `base_url` of `google-genai`'s client; a
+message's `_parts` are sent as they are: a call with its `thoughtSignature`, say).
 """
 
 from __future__ import annotations
@@ -125,6 +128,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.endswith("/responses"):
             self._responses(body, message, usage)
             return
+        if ":generateContent" in self.path or ":streamGenerateContent" in self.path:
+            self._gemini(message, usage, streamed=":streamGenerateContent" in self.path)
+            return
         usage = {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         if body.get("stream"):
@@ -228,6 +234,45 @@ class _Handler(BaseHTTPRequestHandler):
         for number, event in enumerate(events):
             time.sleep(self.chat.pause)
             self.wfile.write(f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': number})}\n\n"
+                             .encode())
+            self.wfile.flush()
+            self.chat.sent.append(time.perf_counter())
+
+    def _gemini(self, message: dict[str, Any], usage: dict[str, Any], streamed: bool) -> None:
+        """Answer in Gemini's `generateContent` form: the response whole, or streamed as
+        server-sent chunks (`streamGenerateContent?alt=sse`): the text a word at a time, each
+        function call whole, the finish reason and usage with the last."""
+        parts = message.pop("_parts", None) or _parts_of(message)
+        model = self.path.rsplit("/", 1)[-1].split(":")[0]
+        counted = {"promptTokenCount": usage["prompt_tokens"], "candidatesTokenCount": usage["completion_tokens"],
+                   "totalTokenCount": usage["prompt_tokens"] + usage["completion_tokens"]}
+        cached = int((usage.get("prompt_tokens_details") or {}).get("cachedContentTokenCount")
+                     or (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        if cached:
+            counted["cachedContentTokenCount"] = cached
+
+        def chunk(pieces: list[dict[str, Any]], last: bool) -> dict[str, Any]:
+            candidate: dict[str, Any] = {"content": {"role": "model", "parts": pieces}, "index": 0}
+            made: dict[str, Any] = {"candidates": [candidate], "modelVersion": model,
+                                    "responseId": f"gemini-{len(self.chat.requests)}"}
+            if last:
+                candidate["finishReason"] = "STOP"
+                made["usageMetadata"] = counted
+            return made
+
+        if not streamed:
+            self._json(chunk(parts, last=True))
+            return
+        self._event_stream()
+        pieces: list[list[dict[str, Any]]] = []
+        for part in parts:
+            if "text" in part and not part.get("thought"):
+                pieces.extend([{**part, "text": word}] for word in re.findall(r"\S+\s*|\s+", part["text"]))
+            else:
+                pieces.append([part])
+        for number, each in enumerate(pieces or [[]]):
+            time.sleep(self.chat.pause)
+            self.wfile.write(f"data: {json.dumps(chunk(each, last=number == max(len(pieces), 1) - 1))}\r\n\r\n"
                              .encode())
             self.wfile.flush()
             self.chat.sent.append(time.perf_counter())
@@ -337,3 +382,13 @@ def _item_events(item: dict[str, Any]) -> list[dict[str, Any]]:
                 {"type": "response.function_call_arguments.done", "item_id": ident, "arguments": arguments},
                 {"type": "response.output_item.done", "item": item}]
     return [{"type": "response.output_item.added", "item": item}, {"type": "response.output_item.done", "item": item}]
+
+
+def _parts_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A scripted chat-form message as Gemini parts: its text, then a functionCall per call."""
+    parts: list[dict[str, Any]] = [{"text": message["content"]}] if message.get("content") else []
+    for call in message.get("tool_calls") or ():
+        arguments = call["function"]["arguments"]
+        parts.append({"functionCall": {"id": call["id"], "name": call["function"]["name"],
+                                       "args": json.loads(arguments) if arguments.strip() else {}}})
+    return parts

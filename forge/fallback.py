@@ -49,7 +49,11 @@ def passing(error: BaseException) -> bool:
             return True
         if isinstance(error, sdk.APIStatusError):
             return bool(error.status_code == 429 or error.status_code >= 500)
-    return False
+    genai = sys.modules.get("google.genai.errors")
+    if genai is not None and isinstance(error, genai.APIError):
+        return bool(error.code == 429 or error.code >= 500)
+    return any(isinstance(error, sys.modules[name].TransportError) for name in ("httpx2", "httpx")
+               if name in sys.modules)  # (an SDK's HTTP client's own: google-genai lets them through)
 
 
 @dataclass(frozen=True)

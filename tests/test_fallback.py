@@ -158,3 +158,21 @@ def test_a_responses_model_stands_in_for_claude_with_the_conversation_as_input_i
         {"role": "user", "content": "Oslo?"},
         {"type": "function_call", "call_id": "toolu_1", "name": "weather", "arguments": '{"city": "Oslo"}'},
         {"type": "function_call_output", "call_id": "toolu_1", "output": "4 °C, rain"}]
+
+
+def test_an_openai_model_stands_in_for_gemini_with_its_calls_and_results_paired():
+    genai = pytest.importorskip("google.genai", reason="the gemini extra is a test dependency")
+    from forge.models.gemini import GeminiPolicy
+
+    gemini = lambda server: GeminiPolicy(  # noqa: E731
+        "gemini-big", client=genai.Client(api_key="unused", http_options={"base_url": server.base}), system="Be brief.")
+    script = [reply(None, ("call_9", "weather", {"city": "Oslo"})), failing(503)]
+    with ChatServer(script) as primary, ChatServer([reply("Rain in Oslo.")]) as backup:
+        result = loop_of(FallbackPolicy([gemini(primary), chat("gpt-small", backup)])).run("Oslo?")
+    assert result.answer == "Rain in Oslo."
+    (sent,) = backup.requests
+    assert sent["messages"] == [
+        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_9", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "4 °C, rain"}]

@@ -1,6 +1,7 @@
 """One conformance suite for every model policy (issue 51, item 2): each case runs every
 policy — `ChatPolicy` over chat completions, `AnthropicPolicy` over the Messages API,
-`ResponsesPolicy` over OpenAI's Responses API — each
+`ResponsesPolicy` over OpenAI's Responses API, `GeminiPolicy` over Gemini's
+generateContent — each
 with its provider's official SDK against the local server speaking that wire form, under
 `run`, `arun`, `stream` and `astream`. What a case reads of a request goes through the
 provider's `Wire` (where its form puts a tool call, a tool result, a schema), so a case says
@@ -205,7 +206,62 @@ class ResponsesWire:
                       "arguments": '{"city": "Oslo"}', "status": "completed"})
 
 
-@pytest.fixture(params=[ChatWire, MessagesWire, ResponsesWire], ids=lambda wire: wire.name)
+class GeminiWire:
+    """What the generateContent form of a request says (as the SDK sends it: camelCase)."""
+
+    name = "gemini"
+
+    @staticmethod
+    def policy(server: ChatServer, **options: Any) -> Any:
+        from google import genai
+
+        from forge.models.gemini import GeminiPolicy
+
+        return GeminiPolicy("gemini-test", client=genai.Client(api_key="k", http_options={"base_url": server.base}),
+                            **options)
+
+    @staticmethod
+    def calls(request: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+        turn = [c for c in request["contents"] if c["role"] == "model"][-1]
+        return [(p["functionCall"].get("id"), p["functionCall"]["name"], p["functionCall"]["args"])
+                for p in turn["parts"] if "functionCall" in p]
+
+    @staticmethod
+    def results(request: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(p["functionResponse"].get("id"), p["functionResponse"]["response"]["result"])
+                for c in request["contents"] for p in c["parts"] if "functionResponse" in p]
+
+    @staticmethod
+    def system(request: dict[str, Any]) -> str:
+        return "".join(p.get("text", "") for p in (request.get("systemInstruction") or {}).get("parts", ()))
+
+    @staticmethod
+    def tools(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {d["name"]: d["parameters_json_schema"] for t in request.get("tools", ())
+                for d in t["functionDeclarations"]}
+
+    @staticmethod
+    def schema(request: dict[str, Any]) -> dict[str, Any] | None:
+        return (request.get("generationConfig") or {}).get("responseJsonSchema")
+
+    @staticmethod
+    def signed(message: dict[str, Any]) -> dict[str, Any]:
+        call = message["tool_calls"][0]
+        return {**message, "_parts": [
+            {"thought": True, "text": "I will look it up."},
+            {"functionCall": {"id": call["id"], "name": call["function"]["name"],
+                              "args": json.loads(call["function"]["arguments"])}, "thoughtSignature": "c2ln"}]}
+
+    @staticmethod
+    def sent_back(request: dict[str, Any]) -> Any:
+        return tuple([c for c in request["contents"] if c["role"] == "model"][-1]["parts"])
+
+    expected_back = ({"thought": True, "text": "I will look it up."},
+                     {"functionCall": {"id": "call_1", "name": "weather", "args": {"city": "Oslo"}},
+                      "thoughtSignature": "c2ln"})
+
+
+@pytest.fixture(params=[ChatWire, MessagesWire, ResponsesWire, GeminiWire], ids=lambda wire: wire.name)
 def wire(request):
     return request.param
 

@@ -47,13 +47,12 @@ class NativePolicy(ChatPolicy):
         """
         if can_await():
             return self._aask(request)
-        sdk = self._sdk()
         started, clock = time.time(), time.perf_counter()
         listener = sink()
         client = self._sync_client()
         try:
             if listener is None:
-                data = _dumped(self._create(client, request, stream=False))
+                data = self._dump(self._create(client, request, stream=False))
             else:
                 listener(ModelCallStarted(self.model))
                 streamed = self._streamed(listener)
@@ -62,18 +61,17 @@ class NativePolicy(ChatPolicy):
                 data = streamed.reply()
         except ValueError as error:
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        except sdk.APIConnectionError as error:
+        except self._unreachable() as error:
             raise _naming_endpoint(error, client) from None
         return self._reply(data, started, time.perf_counter() - clock)
 
     async def _aask(self, request: Mapping[str, Any]) -> Any:
-        sdk = self._sdk()
         started, clock = time.time(), time.perf_counter()
         listener = sink()
         client = self._async_client()
         try:
             if listener is None:
-                data = _dumped(await self._create(client, request, stream=False))
+                data = self._dump(await self._create(client, request, stream=False))
             else:
                 listener(ModelCallStarted(self.model))
                 streamed = self._streamed(listener)
@@ -82,7 +80,7 @@ class NativePolicy(ChatPolicy):
                 data = streamed.reply()
         except ValueError as error:
             raise ModelError(f"the model's endpoint answered with a body that is not JSON: {error}") from error
-        except sdk.APIConnectionError as error:
+        except self._unreachable() as error:
             raise _naming_endpoint(error, client) from None
         return self._reply(data, started, time.perf_counter() - clock)
 
@@ -114,8 +112,17 @@ class NativePolicy(ChatPolicy):
         return self.async_client
 
     def _sdk(self) -> Any:
-        """The provider's SDK module (its errors: `APIConnectionError`)."""
+        """The provider's SDK module."""
         raise NotImplementedError
+
+    def _unreachable(self) -> tuple[type[Exception], ...]:
+        """The SDK's errors for an endpoint that could not be reached (named in the error)."""
+        return (self._sdk().APIConnectionError,)
+
+    def _dump(self, response: Any) -> dict[str, Any]:
+        """An SDK's reply object as the JSON it came as: its fields as sent (unknown ones too)."""
+        dumped: dict[str, Any] = response.model_dump(mode="json", exclude_unset=True)
+        return dumped
 
     def _clients(self) -> tuple[Any, Any]:
         """The SDK's sync and async client classes (each made with no argument reads the
@@ -140,12 +147,6 @@ class NativePolicy(ChatPolicy):
     def _counted(self, data: Mapping[str, Any]) -> tuple[int, int, int, str | None]:
         """The reply's prompt, completion and cached tokens, and why it stopped."""
         raise NotImplementedError
-
-
-def _dumped(response: Any) -> dict[str, Any]:
-    """An SDK's reply object as the JSON it came as: its fields as sent (unknown ones too)."""
-    dumped: dict[str, Any] = response.model_dump(mode="json", exclude_unset=True)
-    return dumped
 
 
 def count(value: Any) -> int:
