@@ -121,11 +121,8 @@ class FallbackPolicy:
 
     def send(self, request: Mapping[str, Any]) -> Any:
         """`request` sent to each model in turn until one answers (awaitable where the
-        caller can await).
-
-        Raises:
-            The last model's error, or the first error that is not passing.
-        """
+        caller can await). What fails raises the last model's error, or the first error that
+        is not passing."""
         if can_await():
             return self._asend(request)
         for number, model in enumerate(self.models):
