@@ -382,3 +382,18 @@ def test_an_endpoint_that_fails_ends_the_run_in_fatal_error_with_the_providers_e
     with ChatServer([{"role": "assistant", "content": "overloaded", "_status": 500}]) as server:
         result = agent(wire, server).run("anything")
     assert result.reason == "fatal_error" and "overloaded" in str(result.error)
+
+
+def test_a_cassette_written_and_read_back_sends_the_providers_own_parts_again(wire, tmp_path):
+    from forge.machine.cassette import write_cassette
+
+    with ChatServer([wire.signed(OSLO), reply("It is 4 degrees.")]) as server:
+        loop = agent(wire, server)
+        result = loop.run("weather in Oslo?")
+    cassette = write_cassette(tmp_path / "weather.jsonl", result)
+    again = loop.replay(cassette)  # the server is gone: every request answered from the file, and checked
+    moves = [(record.source, record.trigger, record.dest) for record in result.trace]
+    assert ([(record.source, record.trigger, record.dest) for record in again.trace], again.answer) == \
+        (moves, result.answer)  # (a cassette keeps no timing)
+    assert wire.sent_back(server.requests[1]) == wire.expected_back  # what the replay's requests were checked against
+    assert "c2ln" in cassette.read_text()

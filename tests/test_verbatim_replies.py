@@ -4,6 +4,8 @@ name for — a reasoning model's `reasoning_content`, Gemini's
 unchanged, whether the reply was streamed or not, and a replay from the journal makes the
 same requests."""
 
+import json
+
 import openai
 import pytest
 
@@ -62,3 +64,27 @@ def test_a_replay_makes_the_same_requests_the_signature_in_them(tmp_path):
     replayed = loop.replay(tmp_path / "run.jsonl")  # the server is gone: nothing is asked again
     assert replayed.trace == result.trace
     assert sent_back({"messages": replayed.state.messages})["tool_calls"][0]["extra_content"] == SIGNATURE
+
+
+@pytest.mark.slow
+def test_a_gemini_signed_call_survives_a_crash_of_its_durable_run_and_goes_back_signed(tmp_path):
+    """Issue 51's done-when: the process dies in the tool the signed call asked for; a new
+    process recovers the run from its database (the model not asked again for that reply)
+    and the next request carries the call with its signature, read back from the journal."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("google.genai", reason="the gemini extra is a test dependency")
+    script = Path(__file__).with_name("durable_signed.py")
+    signed = {"functionCall": {"name": "weather", "args": {"city": "Oslo"}}, "thoughtSignature": "CiQBVKhcXw=="}
+    with ChatServer([{**reply(None), "_parts": [signed]}, reply("Rain in Oslo.")]) as server:
+        command = [sys.executable, str(script), str(tmp_path / "runs.sqlite"), server.base, "signed-1",
+                   str(tmp_path / "died")]
+        first = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert first.returncode == 9 and len(server.requests) == 1, first.stderr[-2000:]
+        second = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert json.loads(second.stdout.splitlines()[-1]) == {"status": "finished", "reason": "verified_success"}
+    assert len(server.requests) == 2  # the signed reply came from the journal, not the model
+    assert server.requests[1]["contents"][1] == {"role": "model", "parts": [signed]}
