@@ -37,7 +37,10 @@ class Limits:
     `cost_budget` what they cost in US dollars, at the prices of `prices` (model name to
     `forge.pricing.Price`) or else genai-prices' public ones (`forge.pricing`);
     `max_parallel` bounds how many calls without side effects that the policy asked for at
-    once run at the same time (1: one after another, each a step of its own, as before).
+    once run at the same time (1: one after another, each a step of its own, as before);
+    `time_budget` bounds the run's working time in seconds (its time waiting for a person
+    does not count, `forge.machine.tally`): a run past it asks its policy nothing more and
+    ends in `budget_exhausted`.
 
     Raises:
         ValueError: a limit that is not a whole number >= 1, or `repeat_by` other than
@@ -50,6 +53,7 @@ class Limits:
     max_parallel: int = 4
     cost_budget: float | None = None
     prices: Mapping[str, Any] | None = None
+    time_budget: float | None = None
 
     def __post_init__(self) -> None:
         check_count("repeat_limit", self.repeat_limit)
@@ -62,6 +66,10 @@ class Limits:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or not budget > 0
                                    or budget == float("inf")):
             raise UsageError(f"cost_budget is a number of US dollars above 0, got {budget!r}")
+        seconds = self.time_budget
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+                                    or not 0 < seconds < float("inf")):
+            raise UsageError(f"time_budget is a number of seconds above 0, got {seconds!r}")
         if self.prices is not None:
             from forge.pricing import Price
 
@@ -148,7 +156,7 @@ class Hooks:
 GROUPS: Mapping[str, type] = {"limits": Limits, "retry": Retry, "clocks": Clocks, "hooks": Hooks}
 """Each grouped argument of AgentLoop and the value it takes."""
 
-_NEVER_FLAT = frozenset({"max_parallel", "guards", "cost_budget", "prices"})
+_NEVER_FLAT = frozenset({"max_parallel", "guards", "cost_budget", "prices", "time_budget"})
 """Came with the groups: never an AgentLoop keyword of its own."""
 FLAT_NAMES: Mapping[str, str] = {each.name: group for group, kind in GROUPS.items() for each in fields(kind)
                                  if each.name not in _NEVER_FLAT}

@@ -257,7 +257,7 @@ def _check_edges(definition: MachineDefinition, stages: StageCatalog, options: G
     answer's shape, an approver (and one that asks for approvals with no approver)."""
     from forge.machine.stages import Selection
 
-    for budget in ("token_budget", "cost_budget"):
+    for budget in ("token_budget", "cost_budget", "time_budget"):
         if getattr(options.limits, budget) is not None and not _handles(definition, stages, Selection.BUDGET_EXHAUSTED):
             raise UsageError(f"definition {definition.name!r} has no budget_exhausted edge, so it cannot stop a run "
                              f"at its {budget}: add a transition from the policy's state guarded by "
@@ -347,6 +347,8 @@ def _run_config(tools: tuple[Tool, ...], policy: Policy, verify: Callable[..., b
         token_budget=limits.token_budget,
         cost_budget=limits.cost_budget,
         prices=limits.prices,
+        time_budget=limits.time_budget,
+        waiting_states=frozenset(state.name for state in definition.states if state.outcome == "needs_input"),
         handoffs=types.MappingProxyType(handed),
         can_ask=_handles(definition, stages, Selection.ASKED),
         output=shape,

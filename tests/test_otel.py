@@ -228,3 +228,24 @@ def test_an_mcp_tool_call_carries_the_execute_tool_spans_context_in_its_meta(tel
     tool = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool meta")
     trace_id, span_id = f"{tool.context.trace_id:032x}", f"{tool.context.span_id:016x}"
     assert received["traceparent"].startswith(f"00-{trace_id}-{span_id}-")  # then the trace flags
+
+
+def test_each_priced_model_call_and_the_run_carry_what_they_cost_in_dollars(telemetry):
+    from forge import Limits
+    from forge.pricing import Price
+
+    exporter, _, tracer, meter = telemetry
+    openai = pytest.importorskip("openai", reason=REASON)
+    costly = {"_usage": {"prompt_tokens": 1_000_000, "completion_tokens": 100_000}}
+    with ChatServer([reply(None, ("c1", "lookup", {"city": "Oslo"})) | costly, reply("Sunny.") | costly]) as server:
+        policy = llm().ChatPolicy("house-model", client=openai.OpenAI(base_url=server.url, api_key="test"))
+        loop = AgentLoop([lookup], policy, lambda o: o.tool_name == "finish",
+                         limits=Limits(prices={"house-model": Price(input=2.0, output=10.0)}))
+        FAILS_ONCE[:] = ["already"]
+        loop.run("weather?", observers=[OpenTelemetryObserver(tracer, meter=meter)])
+    spans = exporter.get_finished_spans()
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    assert [s.attributes["forge.cost_usd"] for s in chats] == [3.0, 3.0]  # $2 in + $1 out, by the loop's prices
+    (root,) = [s for s in spans if s.parent is None]
+    assert "forge.cost_usd" not in {k for s in spans if s.name.startswith("execute_tool") for k in s.attributes}
+    assert root.attributes["forge.cost_usd"] == 6.0

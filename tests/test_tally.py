@@ -100,3 +100,47 @@ def test_durations_read_as_people_say_them(seconds, text):
 
 def test_a_timing_says_waiting_only_when_the_run_waited():
     assert (str(Timing(1.2, 0.0)), str(Timing(1.2, 185.0))) == ("1.2 s working", "1.2 s working, 3 min 5 s waiting")
+
+
+def test_working_time_kept_up_as_the_trace_grows_leaves_the_waits_out():
+    from forge.machine.tally import WorkingTime
+
+    records = _records(("select", "approve", 100.0), ("approve", "approval_required", 100.5),
+                       ("approval_required", "select", 160.5), ("select", "observe", 161.0))
+    working = WorkingTime(frozenset({"approval_required"}))
+    assert working.of(records[:2], now=101.0) == 0.5  # waiting now: the time since it began waiting is not work
+    assert working.of(records, now=162.0) == pytest.approx(2.0)  # 62 s in all, 60 of them waiting
+    assert working.of(records, now=163.0) == pytest.approx(3.0)  # read again: each wait counted once
+
+
+def test_a_run_past_its_time_budget_asks_its_policy_nothing_more_and_ends_in_budget_exhausted():
+    import time
+
+    from forge import Limits
+    from forge.machine.tally import TimeBudgetExhausted
+
+    asked: list[int] = []
+
+    @tool
+    def slow(n: int) -> int:
+        """Take a fifth of a second."""
+        time.sleep(0.2)
+        return n
+
+    def policy(goal, state):
+        asked.append(len(state.observations))
+        return Intent.call("slow", n=len(state.observations))
+
+    loop = AgentLoop([slow], policy, lambda o: False, max_steps=50, limits=Limits(time_budget=0.5, repeat_limit=99))
+    result = loop.run("work")
+    assert result.reason == "budget_exhausted" and isinstance(result.error, TimeBudgetExhausted)
+    assert result.error.worked >= 0.5 and "the time budget is 500 ms of work" in str(result.error)
+    assert result.steps <= 3 and len(asked) == result.steps  # each call takes 0.2 s: asked nothing after
+    assert (result.trace[-1].dest, result.trace[-1].detail["time_budget_s"]) == ("budget_exhausted", 0.5)
+
+
+def test_a_time_budget_is_a_number_of_seconds_above_zero():
+    from forge import Limits, UsageError
+
+    with pytest.raises(UsageError, match="time_budget is a number of seconds above 0, got 0"):
+        Limits(time_budget=0)

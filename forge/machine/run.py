@@ -65,6 +65,8 @@ class RunConfig:
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
     cost_budget: float | None = None  # … or more US dollars (`forge.pricing`)
     prices: Mapping[str, Any] | None = None  # the loop's own prices, model name to `forge.pricing.Price`
+    time_budget: float | None = None  # … or more seconds of working time (`forge.machine.tally`)
+    waiting_states: frozenset[str] = frozenset()  # the needs-input states: time in them is not working time
     handoffs: Mapping[str, Any] = field(default_factory=dict)  # the loops a policy may hand off to, by name
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
     output: Output | None = None  # the shape a final answer must have (`forge.output`)

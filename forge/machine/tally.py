@@ -19,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from forge.errors import ForgeError
 from forge.machine.definition import MachineDefinition
 from forge.machine.trace import TransitionRecord
 
-__all__ = ["RECORDS_OBSERVATIONS", "Timing", "seconds_text", "steps_taken", "timing"]
+__all__ = ["RECORDS_OBSERVATIONS", "TimeBudgetExhausted", "Timing", "WorkingTime", "seconds_text", "steps_taken",
+           "timing"]
 
 RECORDS_OBSERVATIONS = "record_observation"
 """The stage action whose transitions record observations: each counts its steps."""
@@ -74,6 +76,40 @@ def timing(definition: MachineDefinition, records: Sequence[TransitionRecord]) -
                  if record.dest in asking)
     total = max(0.0, times[-1] - times[0])
     return Timing(max(0.0, total - waited), min(waited, total))
+
+
+class WorkingTime:
+    """A run's working time so far, kept up as its trace grows: each call reads only the
+    transitions fired since the last (a time budget asks at every step), and adds the time
+    since the last transition unless the run is waiting in a needs-input state."""
+
+    __slots__ = ("_asking", "_read", "_waited")
+
+    def __init__(self, waiting_states: frozenset[str]) -> None:
+        self._asking = waiting_states  # the needs-input states
+        self._read, self._waited = 0, 0.0
+
+    def of(self, records: Sequence[TransitionRecord], now: float) -> float:
+        """The working seconds of the run whose transitions are `records`, at `now` (the
+        clock of the records' `at`); 0 before its first transition."""
+        if not records or not records[0].at:
+            return 0.0
+        for index in range(max(self._read, 1), len(records)):
+            before = records[index - 1]
+            if before.dest in self._asking:
+                self._waited += max(0.0, records[index].at - before.at)
+        self._read = len(records)
+        waiting_now = max(0.0, now - records[-1].at) if records[-1].dest in self._asking else 0.0
+        return max(0.0, now - records[0].at - self._waited - waiting_now)
+
+
+class TimeBudgetExhausted(ForgeError, RuntimeError):
+    """The run has worked `worked` seconds, its `budget` (`Limits(time_budget=...)`): it asks
+    its policy nothing more and ends in `budget_exhausted`."""
+
+    def __init__(self, worked: float, budget: float) -> None:
+        super().__init__(f"the time budget is {seconds_text(budget)} of work: the run has worked {seconds_text(worked)}")
+        self.worked, self.budget = worked, budget
 
 
 def seconds_text(seconds: float) -> str:

@@ -19,7 +19,9 @@ Pinned version: `SEMCONV_VERSION`, the first standalone release of the conventio
   (`ChatPolicy`), child of the agent span, with the call's own start and end:
   `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`,
   `gen_ai.response.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`,
-  `gen_ai.usage.cache_read.input_tokens`, `gen_ai.response.finish_reasons`.
+  `gen_ai.usage.cache_read.input_tokens`, `gen_ai.response.finish_reasons`, and what the
+  call cost in US dollars, `forge.cost_usd`, when it is priced (`forge.pricing`; the run's
+  root span has the run's).
 - `forge.transition {state}` (INTERNAL) per transition, child of the agent span, with
   the transition's facts as `forge.*` attributes (`forge.state`, `forge.trigger`,
   `forge.dest`, `forge.verdict`, `forge.guards`, `forge.step`, `forge.sequence`, and when
@@ -49,6 +51,7 @@ from weakref import WeakKeyDictionary
 from forge.machine.details import failure_of
 from forge.machine.trace import redacted_messages
 from forge.observe import LoopObserver, RunView, ToolAttempt
+from forge.pricing import cost_of
 from forge.usage import USAGE_KEY, ModelCall
 
 try:
@@ -85,6 +88,7 @@ class _RunSpans:
     tool_started: float = 0.0
     messages_read: int = 0
     conversation: list[dict[str, Any]] = field(default_factory=list)
+    prices: Any = None  # the loop's own prices (`Limits(prices=...)`), for each call's cost
 
 
 class OpenTelemetryObserver(LoopObserver):
@@ -122,7 +126,8 @@ class OpenTelemetryObserver(LoopObserver):
         if self.capture_content:
             attributes["forge.goal"] = run.goal
         span = self.tracer.start_span(f"invoke_agent {name}", kind=otel_trace.SpanKind.INTERNAL, attributes=attributes)
-        self._runs[run] = _RunSpans(span, attributes, messages_read=getattr(run, "first_message", 0))
+        self._runs[run] = _RunSpans(span, attributes, messages_read=getattr(run, "first_message", 0),
+                                    prices=getattr(getattr(run, "config", None), "prices", None))
 
     def transition_started(self, run: RunView, state: str) -> None:
         spans = self._runs.get(run)
@@ -214,6 +219,9 @@ class OpenTelemetryObserver(LoopObserver):
                              "forge.steps": result.steps, "forge.transitions": len(result.trace),
                              "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
                              "gen_ai.usage.output_tokens": result.usage.completion_tokens})
+        costs = [cost_of(call, spans.prices) for call in result.usage.calls]
+        if costs and None not in costs:  # the run's cost, by the loop's prices as each call's
+            span.set_attribute("forge.cost_usd", round(sum(cost for cost in costs if cost is not None), 8))
         if result.outcome == "failure":
             span.set_attribute("error.type", str(result.reason))
             span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, str(result.reason)))
@@ -249,6 +257,9 @@ class OpenTelemetryObserver(LoopObserver):
             attributes["gen_ai.response.model"] = call.model
         if call.cached_tokens:
             attributes["gen_ai.usage.cache_read.input_tokens"] = call.cached_tokens
+        cost = cost_of(call, spans.prices)
+        if cost is not None:
+            attributes["forge.cost_usd"] = round(cost, 8)
         if call.finish_reason:
             attributes["gen_ai.response.finish_reasons"] = [call.finish_reason]
         if self.capture_content:

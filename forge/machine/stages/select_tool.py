@@ -6,6 +6,8 @@ Several intents at once are calls to make together where they have no side effec
 from __future__ import annotations
 
 import json
+import time
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from enum import StrEnum
@@ -32,6 +34,7 @@ from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.record_observation import repeat_key
+from forge.machine.tally import TimeBudgetExhausted, WorkingTime
 from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
 from forge.output import AnswerInvalid
 from forge.policy import ASK, FINISH, Ask, Finish, Handoff, Intent
@@ -141,6 +144,13 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         spent = _spent(run, config.cost_budget, step)
         if spent is not None:
             return spent
+    if config.time_budget is not None:  # … nor past its working time (`forge.machine.tally`)
+        worked = _worked(run)
+        if worked >= config.time_budget:
+            return StageOutcome(Selection.BUDGET_EXHAUSTED,
+                                {"time_worked_s": round(worked, 3), "time_budget_s": config.time_budget},
+                                facts={"step": step, "action": None,
+                                       "error": TimeBudgetExhausted(worked, config.time_budget)})
     batch: tuple[tuple[Intent, Action], ...] = ()
     rest: tuple[Intent, ...] = ()
     handed: str | None = None
@@ -377,6 +387,18 @@ def _out_of_budget(error: BudgetExhausted, step: int, detail: dict[str, Any], co
     detail.update(tokens_used=error.used, token_budget=error.budget, next_call_at_least=error.next_at_least)
     return StageOutcome(Selection.BUDGET_EXHAUSTED, detail, counts=counts,
                         facts={"step": step, "action": None, "error": error})
+
+
+_WORKING: weakref.WeakKeyDictionary[Run, WorkingTime] = weakref.WeakKeyDictionary()
+"""Each run's working time, kept up as its trace grows (a run with a time budget)."""
+
+
+def _worked(run: Run) -> float:
+    """The seconds `run` has worked so far (its trace's, by the wall clock its records keep)."""
+    working = _WORKING.get(run)
+    if working is None:
+        working = _WORKING[run] = WorkingTime(run.config.waiting_states)
+    return working.of(run.trace, time.time())
 
 
 def _spent(run: Run, budget: float, step: int) -> StageOutcome | None:
