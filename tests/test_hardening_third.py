@@ -369,6 +369,7 @@ def test_item_30_a_scenario_file_imports_the_modules_beside_it(tmp_path):
 
 def test_item_29_the_debugger_takes_obs_n_back_n_show_k_and_ctrl_c_cancels_the_line(tmp_path):
     import os
+    import signal
     import sys
 
     import pexpect
@@ -382,8 +383,12 @@ def test_item_29_the_debugger_takes_obs_n_back_n_show_k_and_ctrl_c_cancels_the_l
         "loop = AgentLoop([read], policy, lambda o: isinstance(o.payload, Finish), repeat_limit=5)\n"
         "goal = 'read twice'\n")
     prompt = r"\(forge (\w+) step (\d+)\) "
+    def as_a_shell_starts_it() -> None:  # Ctrl-C's default, whatever a library in this test process did with it
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     child = pexpect.spawn(sys.executable, ["-m", "forge", "debug", str(tmp_path / "agent.py")],
-                          env=dict(os.environ, NO_COLOR="1"), encoding="utf-8", timeout=60, dimensions=(50, 400))
+                          env=dict(os.environ, NO_COLOR="1"), encoding="utf-8", timeout=60, dimensions=(50, 400),
+                          preexec_fn=as_a_shell_starts_it)
     try:
         child.expect(prompt)
 
