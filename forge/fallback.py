@@ -110,6 +110,10 @@ class FallbackPolicy:
     def with_token_budget(self, budget: int) -> FallbackPolicy:
         return self._each("with_token_budget", budget)
 
+    def wrapping_up(self) -> FallbackPolicy:
+        """Each model making the wrap-up call (`ChatPolicy.wrapping_up`)."""
+        return self._each("wrapping_up")
+
     def requests(self, goal: str, state: LoopState) -> Any:
         """The first model's requests (see `forge.policy.ModelPolicy`)."""
         return self.models[0].requests(goal, state)

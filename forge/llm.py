@@ -61,7 +61,8 @@ from forge.policy import ASK, FINISH, Ask, Decision, Finish, Intent
 from forge.tools import Tool
 from forge.usage import USAGE_KEY, ModelCall, check_budget, usage_of
 
-__all__ = ["ASK_TOOL", "ECHO_LIMIT", "FINAL_ANSWER", "ChatPolicy", "ModelError", "ModelRefused", "decided", "tool_definitions"]
+__all__ = ["ASK_TOOL", "ECHO_LIMIT", "FINAL_ANSWER", "WRAP_UP_NOTE", "ChatPolicy", "ModelError", "ModelRefused", "decided",
+           "tool_definitions"]
 
 _Steps = Generator[Mapping[str, Any], Any, "Decision"]
 
@@ -79,6 +80,10 @@ FINAL_ANSWER = "final_answer"
 """The tool `ChatPolicy` offers the model to give a typed answer with, where the endpoint has
 no structured output (`structured_output=False`): its call becomes `forge.Finish`."""
 
+
+WRAP_UP_NOTE = ("The budget for this task is spent: call no more tools. Give your final answer now, from what you "
+                "have found so far, and say plainly what is left undone.")
+"""What a model is told in a wrap-up call, by default (`ChatPolicy.wrap_up_note`)."""
 
 ECHO_LIMIT = 300
 """How much of a call the loop cannot make (arguments that are not JSON) is told back to the
@@ -178,6 +183,10 @@ class ChatPolicy:
     """Keeps every request within a context limit (`forge.compaction`): the oldest
     exchanges are left out, whole, noted or summarised by the model. None: everything is
     sent."""
+    wrap_up_note: str = WRAP_UP_NOTE
+    """What the model is told in a wrap-up call (`wrapping_up`), before it answers."""
+    wrapping: bool = False
+    """This policy is the wrap-up of one (`wrapping_up`)."""
 
     def with_tools(self, tools: Sequence[Tool]) -> ChatPolicy:
         """This policy offering `tools` (what `AgentLoop` calls with its own).
@@ -207,6 +216,13 @@ class ChatPolicy:
         """This policy refusing a model call that would take its run past `budget` tokens
         (what `AgentLoop(token_budget=...)` calls)."""
         return replace(self, token_budget=budget)
+
+    def wrapping_up(self) -> ChatPolicy:
+        """This policy making the wrap-up call (`forge.machine.stages.wrap_up`): the calls the
+        model left open are told they were not made, `wrap_up_note` is said, the tools are
+        offered but not to be called (`tool_choice` "none"), and its token budget is not
+        checked for this one call; the reply's text is the answer."""
+        return replace(self, wrapping=True, token_budget=None)
 
     def __call__(self, goal: str, state: LoopState) -> Any:
         """The decision, sending the requests itself (as a `RecordedPolicy` is called); an
@@ -289,6 +305,8 @@ class ChatPolicy:
         messages = state.messages
         self._begin_turn(goal, messages, state)
         self._take_in(state.observations, messages, state.turn_start)
+        if self.wrapping:
+            return (yield from self._wrapped_up(messages))
         for _ in range(self.max_repairs + 1):
             intent = self._next_call(messages)  # unusable calls are answered on the way
             if intent is not None:
@@ -309,6 +327,23 @@ class ChatPolicy:
             if not message.get("tool_calls"):
                 return Finish(self._answer_of(message.get("content") or ""))
         raise ModelError(f"the model made only calls the loop cannot make, {self.max_repairs + 1} times in a row")
+
+    def _wrapped_up(self, messages: list[dict[str, Any]]) -> _Steps:
+        """The wrap-up call (`wrapping_up`): its answer, the reply's text."""
+        messages.extend({"role": "tool", "tool_call_id": call["id"], "content": "not made: the budget is spent"}
+                        for call in _pending_calls(messages))
+        messages.append({"role": "user", "content": self.wrap_up_note})
+        request = self._request(messages)
+        if self.context is not None:
+            size = size_of(request, self.count_tokens)
+            if size > self.context.tokens:
+                request, _ = yield from self._compacted(messages, size)
+        reply = yield request
+        message = reply["message"]
+        messages.append({**message, USAGE_KEY: reply["usage"]})
+        if message.get("refusal"):
+            raise ModelRefused(message["refusal"])
+        return Finish(self._answer_of(message.get("content") or ""))
 
     def _compacted(self, messages: list[dict[str, Any]], size: int
                    ) -> Generator[Mapping[str, Any], Any, tuple[dict[str, Any], int]]:
@@ -409,6 +444,8 @@ class ChatPolicy:
         final = [_final_answer_tool(self.output)] if self.output is not None and not self.structured_output else []
         if self.tools or self.ask or final:
             request["tools"] = [*tool_definitions(self.tools, self.strict), *([ASK_TOOL] if self.ask else []), *final]
+            if self.wrapping:
+                request["tool_choice"] = "none"
         if self.output is not None and self.structured_output:
             request["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": re.sub(r"[^A-Za-z0-9_-]", "_", self.output.name)[:64] or "answer",

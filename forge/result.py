@@ -72,6 +72,9 @@ class LoopResult:
     children: tuple[ChildRun, ...] = field(default=(), compare=False, repr=False)
     """The runs of other loops its tools made (`AgentLoop.as_tool`), in the order they were
     called: each one's path, tool, the transition it ran in and its own `LoopResult`."""
+    wrap_up: Any = None
+    """The answer the policy gave in a wrap-up call (`MachineDefinition.with_wrap_up`) when a
+    budget ended the run: what it had found, unverified; None without one."""
 
     @property
     def answer(self) -> Any:

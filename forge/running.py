@@ -105,6 +105,7 @@ def result_of(spec: LoopSpec, run: Run) -> LoopResult:
         question=run.facts.question,
         usage=with_children(usage_of(run.loop_state.messages, run.first_message), children),
         children=children,
+        wrap_up=run.facts.wrap_up,
     )
 
 

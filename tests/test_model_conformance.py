@@ -78,6 +78,11 @@ class ChatWire:
         return (request.get("response_format") or {}).get("json_schema", {}).get("schema")
 
     @staticmethod
+    def no_tool_to_call(request: dict[str, Any]) -> bool:
+        """Whether the request offers its tools but says none may be called."""
+        return bool(request.get("tools")) and request.get("tool_choice") == "none"
+
+    @staticmethod
     def signed(message: dict[str, Any]) -> dict[str, Any]:
         """`message` (a scripted tool call) carrying what this provider needs sent back exactly."""
         message = dict(message)
@@ -135,6 +140,10 @@ class MessagesWire:
         return (request.get("output_config") or {}).get("format", {}).get("schema")
 
     @staticmethod
+    def no_tool_to_call(request: dict[str, Any]) -> bool:
+        return bool(request.get("tools")) and request.get("tool_choice") == {"type": "none"}
+
+    @staticmethod
     def signed(message: dict[str, Any]) -> dict[str, Any]:
         call = message["tool_calls"][0]
         return {**message, "_blocks": [
@@ -190,6 +199,10 @@ class ResponsesWire:
         return ((request.get("text") or {}).get("format") or {}).get("schema")
 
     @staticmethod
+    def no_tool_to_call(request: dict[str, Any]) -> bool:
+        return bool(request.get("tools")) and request.get("tool_choice") == "none"
+
+    @staticmethod
     def signed(message: dict[str, Any]) -> dict[str, Any]:
         call = message["tool_calls"][0]
         return {**message, "_items": [
@@ -243,6 +256,10 @@ class GeminiWire:
     @staticmethod
     def schema(request: dict[str, Any]) -> dict[str, Any] | None:
         return (request.get("generationConfig") or {}).get("responseJsonSchema")
+
+    @staticmethod
+    def no_tool_to_call(request: dict[str, Any]) -> bool:
+        return bool(request.get("tools")) and request.get("toolConfig") == {"functionCallingConfig": {"mode": "NONE"}}
 
     @staticmethod
     def signed(message: dict[str, Any]) -> dict[str, Any]:
@@ -397,3 +414,22 @@ def test_a_cassette_written_and_read_back_sends_the_providers_own_parts_again(wi
         (moves, result.answer)  # (a cassette keeps no timing)
     assert wire.sent_back(server.requests[1]) == wire.expected_back  # what the replay's requests were checked against
     assert "c2ln" in cassette.read_text()
+
+
+def test_a_run_out_of_budget_wraps_up_with_one_call_that_may_call_no_tool(wire, mode):
+    """`with_wrap_up`: the token budget is spent; the policy is asked once more, its tools
+    offered but not to be called, and its text is the run's wrap-up; the run still ends in
+    budget_exhausted."""
+    from forge.machine.loader import load_definition
+
+    costly = {**OSLO, "_usage": {"prompt_tokens": 900, "completion_tokens": 90}}
+    with ChatServer([costly, reply("Oslo: 4 degrees; Rome not checked.")]) as server:
+        loop = agent(wire, server, limits=Limits(token_budget=1000),
+                     definition=load_definition("single_agent").with_wrap_up())
+        result, _ = ran(loop, "weather in Oslo and Rome?", mode)
+    assert (result.reason, result.wrap_up, result.answer) == \
+        ("budget_exhausted", "Oslo: 4 degrees; Rome not checked.", None)
+    assert [record.dest for record in result.trace][-2:] == ["wrap_up", "budget_exhausted"]
+    last = server.requests[-1]
+    assert wire.results(last) == [("call_1", "4 degrees in Oslo")]
+    assert wire.no_tool_to_call(last)

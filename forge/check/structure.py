@@ -142,10 +142,20 @@ def _stop_findings(definition: MachineDefinition, stages: StageCatalog, reachabl
                           "add the transition that ends the loop there")
     for t in definition.transitions:
         spec = stages.guards.get(t.guard) if t.guard else None
-        if spec is not None and spec.stops_in and spec.stops_in != t.dest:
+        if spec is not None and spec.stops_in and not _stops_in(definition, t.dest, spec.stops_in):
             yield finding(Severity.ERROR, "wrong-stop-state", t.entry,
                           f"guard {t.guard!r} means the run stops with {spec.stops_in!r}, but this transition "
                           f"goes to {t.dest!r}; point it at {spec.stops_in!r}")
+
+
+def _stops_in(definition: MachineDefinition, dest: str, stop: str) -> bool:
+    """Whether a transition into `dest` stops the run in `stop`: `dest` is it, or a wrap-up
+    state (`MachineDefinition.with_wrap_up`) every edge of which goes into it."""
+    if dest == stop:
+        return True
+    state = next((each for each in definition.states if each.name == dest), None)
+    outgoing = definition.outgoing(dest)
+    return state is not None and state.action == "wrap_up" and bool(outgoing) and all(t.dest == stop for t in outgoing)
 
 
 def _exclusive(a: TransitionDef, b: TransitionDef, stages: StageCatalog) -> bool:

@@ -78,6 +78,9 @@ ANSWER_TRIGGER = "answer"
 """The trigger of the implicit edge from a needs-input state back to the initial state,
 taken when a person answers the run waiting there (`forge.machine.asking`)."""
 
+WRAP_UP_STATE = "wrap_up"
+"""The state `MachineDefinition.with_wrap_up` adds."""
+
 FAILURE_TRIGGER = "fail"
 """The implicit edge from any non-terminal state to `FAILURE_STATE`, taken when a hook
 (stage action, guard, callback, observer) raises; reserved, so definitions cannot use it."""
@@ -166,6 +169,34 @@ class MachineDefinition:
         if not any(state.action == "select_tool" for state in self.states):
             raise UsageError(f"definition {self.name!r} has no state where a policy decides (select_tool) to hand off from")
         return replace(self, handoffs=tuple(dict.fromkeys((*self.handoffs, *names))))
+
+    def with_wrap_up(self, into: str = "budget_exhausted") -> MachineDefinition:
+        """This definition asking the policy once more, for its answer from what the run has,
+        before it ends in `into` (a terminal state, by default the one a token, money or time
+        budget ends a run in): each edge into `into` goes to a new state `wrap_up` (action
+        `wrap_up`, `forge.machine.stages.wrap_up`) instead, and from there, wrapped up or
+        not, into `into`. Drawn and checked as any state: `AgentLoop(...,
+        definition=load_definition("single_agent").with_wrap_up())`.
+
+        Raises:
+            ValueError: (a UsageError) `into` is no terminal state of the definition, no edge
+                goes into it, or the definition has a state named `wrap_up` already.
+        """
+        target = self._by_name.get(into)
+        if target is None or not target.terminal:
+            raise UsageError(f"definition {self.name!r} has no terminal state {into!r} to wrap up before: its "
+                             f"terminal states are {', '.join(s.name for s in self.terminal_states)}")
+        if WRAP_UP_STATE in self._by_name:
+            raise UsageError(f"definition {self.name!r} has a state named {WRAP_UP_STATE!r} already")
+        moved = tuple(replace(t, dest=WRAP_UP_STATE) if t.dest == into else t for t in self.transitions)
+        if moved == self.transitions:
+            raise UsageError(f"no edge of definition {self.name!r} goes into {into!r}: nothing to wrap up before")
+        state = StateDef(WRAP_UP_STATE, action="wrap_up",
+                         doc=f"One last call of the policy for its answer, before the run ends in {into}.")
+        count = len(self.transitions)
+        added = (TransitionDef(count, WRAP_UP_STATE, "stop", into, "wrapped_up", "the policy gave its answer"),
+                 TransitionDef(count + 1, WRAP_UP_STATE, "stop", into, "not_wrapped_up", "no answer to give"))
+        return replace(self, states=(*self.states, state), transitions=(*moved, *added))
 
     def state(self, name: str) -> StateDef:
         """The state called `name`. Raises KeyError when there is none."""

@@ -56,6 +56,7 @@ class FactChanges(TypedDict, total=False):
     outcomes: tuple[tuple[str, Any], ...]
     plan: tuple[Intent, ...]
     goal: str | None
+    wrap_up: Any
 
 
 class CountChanges(TypedDict, total=False):

@@ -112,6 +112,7 @@ class RunFacts:
     outcomes: tuple[tuple[str, Any], ...] = ()  # the status and value (or failure) of each call of the batch
     plan: tuple[Intent, ...] = ()  # the calls a policy's list asked for that are still to be made, in order
     goal: str | None = None  # the goal as a guard of the input fixed it: what the policy is given (else the run's)
+    wrap_up: Any = None  # the answer the policy gave in its wrap-up call, before a budget ended the run
 
     def copy(self) -> RunFacts:
         return replace(self)

@@ -141,6 +141,9 @@ def messages_request(chat: Mapping[str, Any], max_tokens: int, cache: Iterable[s
     schema = (chat.get("response_format") or {}).get("json_schema", {}).get("schema")
     if schema is not None:
         request["output_config"] = {"format": {"type": "json_schema", "schema": dict(schema)}}
+    choice = chat.get("tool_choice")
+    if isinstance(choice, str):  # chat's "none" / "auto" / "required", in Anthropic's words
+        request["tool_choice"] = {"type": {"required": "any"}.get(choice, choice)}
     breakpoint_ = {"type": "ephemeral", **({"ttl": cache_ttl} if cache_ttl else {})}
     places = set(cache)
     if "tools" in places and request.get("tools"):
@@ -190,6 +193,9 @@ def chat_request(request: Mapping[str, Any]) -> dict[str, Any]:
     schema = ((request.get("output_config") or {}).get("format") or {}).get("schema")
     if schema is not None:
         chat["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    choice = (request.get("tool_choice") or {}).get("type")
+    if choice in ("none", "auto", "any"):
+        chat["tool_choice"] = {"any": "required"}.get(choice, choice)
     return chat
 
 

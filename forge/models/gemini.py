@@ -106,7 +106,10 @@ def gemini_request(chat: Mapping[str, Any]) -> dict[str, Any]:
     """A chat-completions request (its messages with their own `_` keys) in the
     `generateContent` form the SDK takes (see the module)."""
     config: dict[str, Any] = {key: value for key, value in chat.items()
-                              if key not in ("model", "messages", "tools", "response_format")}
+                              if key not in ("model", "messages", "tools", "response_format", "tool_choice")}
+    if isinstance(chat.get("tool_choice"), str):  # chat's "none" / "auto" / "required", in Gemini's words
+        mode = {"none": "NONE", "auto": "AUTO", "required": "ANY"}.get(chat["tool_choice"], "AUTO")
+        config["tool_config"] = {"function_calling_config": {"mode": mode}}
     system: list[str] = []
     contents: list[dict[str, Any]] = []
     named: dict[str, str] = {}  # a call's id → its function's name, for its function_response
@@ -162,6 +165,9 @@ def chat_request(request: Mapping[str, Any]) -> dict[str, Any]:
     if system:
         messages.append({"role": "system", "content": system if isinstance(system, str) else str(system)})
     tools = config.pop("tools", None)
+    mode = ((config.pop("tool_config", None) or {}).get("function_calling_config") or {}).get("mode")
+    if mode in ("NONE", "AUTO", "ANY"):
+        config["tool_choice"] = {"NONE": "none", "AUTO": "auto", "ANY": "required"}[mode]
     schema = config.pop("response_json_schema", None)
     config.pop("response_mime_type", None)
     pending: list[tuple[str, str]] = []  # the last model turn's calls not answered yet: (id, function)

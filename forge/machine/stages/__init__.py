@@ -1,6 +1,7 @@
-"""The built-in stages: the machine's actions and guards, one module per stage (nine:
+"""The built-in stages: the machine's actions and guards, one module per stage (ten:
 select, call one tool, call several together, record, request approval, verify and decide,
-and the loop's guardrails on the input, on a call or answer and on a result; beside them `fingerprint`,
+the loop's guardrails on the input, on a call or answer and on a result, and a wrap-up call
+before a budget ends a run; beside them `fingerprint`,
 the request fingerprint the calls are keyed by), made of the seven stage contracts of
 `forge.agent`.
 
@@ -31,6 +32,7 @@ from forge.machine.stages import (
     request_approval,
     select_tool,
     verify_and_decide,
+    wrap_up,
 )
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
@@ -46,7 +48,7 @@ __all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "Approval"
            "request_fingerprint"]
 
 STAGES = (select_tool, call_tool, call_tools, request_approval, check_input, check_call, check_result,
-          record_observation, verify_and_decide)
+          record_observation, verify_and_decide, wrap_up)
 
 ACTIONS: Mapping[str, ActionSpec] = {stage.SPEC.name: stage.SPEC for stage in STAGES}
 GUARDS: Mapping[str, GuardSpec] = {guard.name: guard for stage in STAGES for guard in stage.GUARDS}

@@ -159,7 +159,7 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         if run.facts.plan and run.facts.pinned is None and config.policy_replays != "model":
             intent = list(run.facts.plan)  # the rest of the policy's list, made in order without asking it again
         else:
-            intent = yield from _decided(run, step)
+            intent = yield from decided(run, step)
         if type(intent) is not Intent:  # one Intent, the common answer, needs none of these checks
             intent, batch, rest, handed = yield from _unwrapped(run, step, intent)
         if isinstance(intent, Ask) and not config.can_ask:
@@ -331,24 +331,25 @@ def _batched(run: Run, decided: list[Any] | tuple[Any, ...]
     return decided[0], tuple(batch), tuple(decided[len(batch):])
 
 
-def _decided(run: Run, step: int) -> Steps[Any]:
-    """The policy's decision (or the one a person's answer made, calling nothing),
-    journaled as a call whose replay the policy's kind says
+def decided(run: Run, step: int, policy: Any = None) -> Steps[Any]:
+    """The decision of `policy` (default: the loop's; `forge.machine.stages.wrap_up` gives
+    its wrap-up), or the one a person's answer made, calling nothing, journaled as a call
+    whose replay the policy's kind says
     (`forge.policy`): answered from the journal (a `RecordedPolicy`, or a decision the
     journal holds as the world's answer); the policy run as code, its decision checked on
     replay; or, for a `ModelPolicy`, its code run with each request to the model a call."""
     if run.facts.pinned is not None:
         return run.facts.pinned
     config, state, goal = run.config, run.loop_state, run.facts.goal or run.goal
+    policy = config.policy if policy is None else policy
     performer = run.performer
     if config.policy_replays == "journal" or (performer is not None and performer.answers_decision()):
-        return (yield Call(config.policy, (goal, state), "the policy", "policy", "policy", (goal, state.step_count),
+        return (yield Call(policy, (goal, state), "the policy", "policy", "policy", (goal, state.step_count),
                            state.messages, step=step))
     identity = DecidedAsCode(goal, state.step_count)
     if config.policy_replays == "code":
-        return (yield Call(config.policy, (goal, state), "the policy", "policy", "policy", identity, state.messages,
+        return (yield Call(policy, (goal, state), "the policy", "policy", "policy", identity, state.messages,
                            step=step))
-    policy: Any = config.policy
     outcome: Any = None
     failure: Exception | None = None
     try:
