@@ -176,3 +176,15 @@ def test_an_openai_model_stands_in_for_gemini_with_its_calls_and_results_paired(
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "call_9", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
         {"role": "tool", "tool_call_id": "call_9", "content": "4 °C, rain"}]
+
+
+def test_a_fallbacks_models_are_drawn_beside_the_state_where_the_policy_decides():
+    from forge.diagram import diagram, mermaid
+
+    with ChatServer([]) as primary, ChatServer([]) as backup:
+        loop = loop_of(FallbackPolicy([chat("big-model", primary), chat("small-model", backup)]))
+    dot = diagram(loop).source
+    assert "models, in turn: big-model (openai) → small-model (openai)" in dot
+    assert 'select -> __models [label="model fails: next"' in dot
+    assert "note right of select : models, in turn: big-model (openai) → small-model (openai)" in mermaid(loop)
+    assert "__models" not in diagram(loop_of(chat("big-model", primary))).source  # one model: no note

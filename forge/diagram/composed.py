@@ -6,7 +6,8 @@ Each child is drawn inside its parent: a Graphviz cluster (DOT, SVG, …) or a c
 state that calls tools (its action `call_tool` or `call_tools`) to the child's start; a loop
 it may hand off to is drawn the same way, joined from the states where its policy decides
 (`select_tool`) by an edge "handoff to NAME"; a child's own children nest inside it the
-same way. With a result, each machine carries its
+same way. A loop whose policy falls back from model to model (`forge.fallback`) has a note
+beside those states naming the models in turn. With a result, each machine carries its
 run's overlay: the parent's trace, and in each cluster the last run of that child the result
 holds (`result.children`). A loop without children draws exactly as `forge.diagram.diagram`.
 """
@@ -23,10 +24,13 @@ from forge.diagram.mermaid import edge_lines, to_mermaid
 from forge.diagram.overlay import RunOverlay, overlay_of
 from forge.diagram.style import TAKEN, WORKING
 
-__all__ = ["CALLING_ACTIONS", "composed_digraph", "composed_mermaid"]
+__all__ = ["CALLING_ACTIONS", "MODELS_NODE", "composed_digraph", "composed_mermaid", "fallback_chain"]
 
 CALLING_ACTIONS = frozenset({"call_tool", "call_tools"})
 """The stage actions of the states where a loop calls its tools, so where a child runs."""
+
+MODELS_NODE = "__models"
+"""The note naming a fallback's models (`fallback_chain`), beside the states where its policy decides."""
 
 
 def composed_digraph(loop: Any, result: Any = None) -> graphviz.Digraph:
@@ -38,14 +42,46 @@ def composed_digraph(loop: Any, result: Any = None) -> graphviz.Digraph:
     graph = to_digraph(loop.definition, _overlay(loop, result))
     if _joined(loop):
         graph.attr(compound="true")
+    _models(graph, loop, "")
     _clusters(graph, loop, result, "")
     return graph
+
+
+def fallback_chain(loop: Any) -> str | None:
+    """The models a loop's policy asks in turn when one fails (`forge.fallback.FallbackPolicy`),
+    as the diagram says them (`claude-sonnet-4-5 (anthropic) → gpt-4.1-mini (openai)`); None
+    for a policy that is not a fallback."""
+    models = getattr(getattr(loop, "policy", None), "models", None)
+    if not isinstance(models, tuple) or len(models) < 2:
+        return None
+    return " → ".join(f"{getattr(model, 'model', type(model).__name__)} ({getattr(model, 'provider', '?')})"
+                      for model in models)
+
+
+def _models(graph: graphviz.Digraph, loop: Any, prefix: str) -> None:
+    """A note beside the states where the policy decides, naming the models a fallback asks
+    in turn (a model call that fails for a passing reason goes to the next)."""
+    chain = fallback_chain(loop)
+    if chain is None:
+        return
+    note = f"{prefix}{MODELS_NODE}"
+    graph.node(note, f"models, in turn: {chain}", shape="note", style="dashed", color=WORKING.line,
+               fontsize="10")
+    for state in loop.definition.states:
+        if state.action == "select_tool":
+            graph.edge(prefix + state.name, note, label="model fails: next", style="dashed", arrowhead="none",
+                       color=WORKING.line)
 
 
 def composed_mermaid(loop: Any, result: Any = None) -> str:
     """The Mermaid diagram of `loop` with its children as composite states; `result`
     overlays the runs as `composed_digraph`'s does."""
     text = to_mermaid(loop.definition, _overlay(loop, result))
+    chain = fallback_chain(loop)
+    if chain is not None:
+        deciding = [state.name for state in loop.definition.states if state.action == "select_tool"]
+        text = text.rstrip("\n") + "\n" + "".join(f"    note right of {state} : models, in turn: {chain}\n"
+                                                 for state in deciding)
     lines = text.rstrip("\n").split("\n")
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("classDef")) if any(
         line.strip().startswith("classDef") for line in lines) else len(lines)
@@ -81,6 +117,7 @@ def _clusters(graph: graphviz.Digraph, loop: Any, result: Any, prefix: str) -> N
         cluster = to_digraph(child.definition, _overlay(child, child_result), prefix=inner)
         cluster.attr(label=f"{tool}: {child.definition.title or child.definition.name}", style="rounded,dashed",
                      color=WORKING.line)
+        _models(cluster, child, inner)
         _clusters(cluster, child, child_result, inner)
         graph.subgraph(cluster)
         for state in states:
