@@ -215,7 +215,8 @@ class RunStopped(StreamEvent):
 
 
 def _attempt_json(attempt: ToolAttempt) -> dict[str, Any]:
-    return {"tool": attempt.tool, "number": attempt.number, "delay_before": attempt.delay_before}
+    return {"tool": attempt.tool, "number": attempt.number, "delay_before": attempt.delay_before,
+            "call_id": attempt.call_id}
 
 
 Sink = Callable[[StreamEvent], None]

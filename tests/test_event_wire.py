@@ -42,10 +42,12 @@ def test_a_streamed_runs_events_are_json_each_typed():
                         "error": None}
 
 
-def test_a_tool_attempts_form_names_the_tool_its_number_wait_and_error():
+def test_a_tool_attempts_form_names_the_tool_its_number_wait_error_and_the_models_call_id():
     failed = next(e.to_json() for e in _streamed() if isinstance(e, events.ToolAttemptFinished))
-    assert failed == {"type": "tool_attempt", "tool": "fetch", "number": 1, "delay_before": 0.0,
-                      "error": "TransientToolError: busy"}
+    assert failed == {"type": "tool_attempt", "tool": "fetch", "number": 1, "delay_before": 0.0, "call_id": None,
+                      "error": "TransientToolError: busy"}  # a Python policy's call: no model named it
+    named = events.ToolAttemptFinished(ToolAttempt("fetch", 1, 0.0, call_id="call_7")).to_json()
+    assert named["call_id"] == "call_7"
 
 
 def test_a_transitions_form_is_its_records():
@@ -71,4 +73,4 @@ def test_a_waiting_event_shows_the_question_in_words():
 def test_the_api_streams_each_events_own_form():
     started = events.ToolAttemptStarted(ToolAttempt("fetch", 2, 0.5))
     assert event_json(started) == started.to_json() == {"type": "tool_attempt_started", "tool": "fetch", "number": 2,
-                                                        "delay_before": 0.5}
+                                                        "delay_before": 0.5, "call_id": None}

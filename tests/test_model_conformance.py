@@ -433,3 +433,14 @@ def test_a_run_out_of_budget_wraps_up_with_one_call_that_may_call_no_tool(wire, 
     last = server.requests[-1]
     assert wire.results(last) == [("call_1", "4 degrees in Oslo")]
     assert wire.no_tool_to_call(last)
+
+
+def test_each_tool_attempt_and_its_choice_carry_the_models_call_id(wire):
+    from forge.events import ToolAttemptFinished
+
+    both = reply(None, ("call_1", "weather", {"city": "Oslo"}), ("call_2", "weather", {"city": "Rome"}))
+    with ChatServer([OSLO, both, reply("Done.")]) as server:
+        result, events = ran(agent(wire, server), "weather?", "stream")
+    assert [e.attempt.call_id for e in events if isinstance(e, ToolAttemptFinished)] == ["call_1", "call_1", "call_2"]
+    chosen = [record.detail for record in result.trace if record.source == "select" and record.trigger == "choose"]
+    assert chosen[0]["call_id"] == "call_1" and chosen[1]["call_ids"] == ["call_1", "call_2"]

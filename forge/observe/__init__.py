@@ -80,13 +80,15 @@ class ToolAttempt:
     """One call of a tool's handler within a step.
 
     `number` counts from 1; `delay_before` is the wait before it (0.0 for the first);
-    `error` is what it raised, None when it returned.
+    `error` is what it raised, None when it returned; `call_id` is the model's id of the
+    call (`Intent.call_id`), None for a call no model named.
     """
 
     tool: str
     number: int
     delay_before: float
     error: BaseException | None = None
+    call_id: str | None = None
 
 
 @runtime_checkable

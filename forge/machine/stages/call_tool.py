@@ -34,9 +34,11 @@ class CallOutcome(StrEnum):
     FATAL_ERROR = "fatal_error"
 
 
-def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[Any]) -> Steps[Any]:
+def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[Any], call_id: str | None = None
+              ) -> Steps[Any]:
     """The handler called under bounded retry (`retry_delay` decides, as in
-    `run_with_retry`); each attempt is told to the observers. `tally[0]` counts attempts;
+    `run_with_retry`); each attempt is told to the observers, with the model's `call_id` of
+    the call when it has one. `tally[0]` counts attempts;
     each failed attempt adds `(error text, delay before the next)` to `tally[1:]`.
     A tool that reports its errors has every non-transient failure become a `ToolError`,
     and a value its `is_error` flags is one too."""
@@ -49,14 +51,15 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
         tally[0] = number
         attempt = None
         if told_started:
-            attempt = first_attempt(contract.name) if number == 1 else ToolAttempt(contract.name, number, delay)
+            attempt = first_attempt(contract.name) if number == 1 and call_id is None else \
+                ToolAttempt(contract.name, number, delay, call_id=call_id)
             _tell(run, "tool_attempt_started", told_started, attempt)
         try:
             value = yield Call(_invoke, (contract, arguments), what, "tool", contract.name, arguments,
                                check=check_arguments, threaded=threaded)
         except Exception as error:
             if told:
-                _tell(run, "tool_attempt", told, ToolAttempt(contract.name, number, delay, error))
+                _tell(run, "tool_attempt", told, ToolAttempt(contract.name, number, delay, error, call_id))
             if not isinstance(error, TransientToolError):
                 if tool.errors == "report" and not isinstance(error, (ToolError, ArgumentContractError)):
                     raise ToolError(error_text(error)) from error
@@ -71,7 +74,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
                 yield Sleep(delay)
             continue
         if told:  # the attempt as started, when it returned: a value, told twice
-            _tell(run, "tool_attempt", told, attempt or ToolAttempt(contract.name, number, delay))
+            _tell(run, "tool_attempt", told, attempt or ToolAttempt(contract.name, number, delay, call_id=call_id))
         if tool.is_error is not None and tool.is_error(value):
             failure = ToolError(quoted(repr(value), 200))
             failure.value = value  # type: ignore[attr-defined]
@@ -113,12 +116,13 @@ def classified(failure: Exception) -> CallOutcome:
     return CallOutcome.FATAL_ERROR
 
 
-def outcome_of(run: Run, tool: Tool, arguments: Mapping[str, Any]) -> Steps[tuple[CallOutcome, Any, list[Any]]]:
+def outcome_of(run: Run, tool: Tool, arguments: Mapping[str, Any], call_id: str | None = None
+               ) -> Steps[tuple[CallOutcome, Any, list[Any]]]:
     """A call without side effects under bounded retry, and what it came to: its status,
     its value or failure, and its tally (`_attempts`); it never raises for the tool."""
     tally: list[Any] = [0]
     try:
-        value = yield from _attempts(run, tool, arguments, tally)
+        value = yield from _attempts(run, tool, arguments, tally, call_id)
     except Exception as failure:
         return classified(failure), failure, tally
     return CallOutcome.OK, value, tally
@@ -150,9 +154,10 @@ def _call_tool(run: Run) -> Steps[StageOutcome]:
             if tool.repeatable and not intent.idempotency_key:
                 # each decision a new act, with a key of its own that ends, as every key the loop makes, in the fingerprint
                 key = f"{tool.name}:{run.journal.run_id}:{facts.step}:{fingerprint}"
-            value, replayed = yield Once(run.registry, key, fingerprint, lambda: _attempts(run, tool, arguments, tally))
+            value, replayed = yield Once(run.registry, key, fingerprint,
+                                         lambda: _attempts(run, tool, arguments, tally, intent.call_id))
         else:
-            value = yield from _attempts(run, tool, arguments, tally)
+            value = yield from _attempts(run, tool, arguments, tally, intent.call_id)
         status: CallOutcome = CallOutcome.OK
         payload: Any = value
     except Exception as failure:

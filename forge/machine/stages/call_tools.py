@@ -30,8 +30,8 @@ def _call_tools(run: Run) -> Steps[StageOutcome]:
     config, batch = run.config, run.facts.batch
     assert len(batch) > 1, "call_tools fires only after select_tool chose calls to make together"
     tools = [config.tools[action.tool_name] for _, action in batch]
-    branches = tuple(partial(outcome_of, run, tool, intent.arguments) for (intent, _), tool in zip(batch, tools,
-                                                                                                  strict=True))
+    branches = tuple(partial(outcome_of, run, tool, intent.arguments, intent.call_id)
+                     for (intent, _), tool in zip(batch, tools, strict=True))
     outcomes = yield Together(branches, config.max_parallel, tuple(t.name in config.asynchronous for t in tools))
     statuses = [status for status, _, _ in outcomes]
     verdict = (CallOutcome.FATAL_ERROR if CallOutcome.FATAL_ERROR in statuses

@@ -198,6 +198,8 @@ def _selected(run: Run) -> Steps[StageOutcome]:
                                    "status": "ok", "payload": intent})
     if batch:
         detail["tools"] = [chosen.tool_name for _, chosen in batch]
+        if any(each.call_id is not None for each, _ in batch):
+            detail["call_ids"] = [each.call_id for each, _ in batch]
         subjects = []
         for each, chosen in batch:
             subjects.append((yield from _arguments_text(run, chosen.tool_name, each)))
@@ -222,6 +224,8 @@ def _selected(run: Run) -> Steps[StageOutcome]:
         return _refused(refused, detail, subject, facts, counts)
     assert action is not None
     detail["tool"] = action.tool_name
+    if intent.call_id is not None:  # the model's id of the call: its result goes back paired with it
+        detail["call_id"] = intent.call_id
     return StageOutcome(Selection.SELECTED, detail, subject, facts, counts)
 
 
