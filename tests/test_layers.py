@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.loop",),
     ("forge.code_tool",),
     ("forge.scenario", "forge.debug.scenario", "forge.demo", "forge.cover", "forge.testing",
-     "forge.ui", "forge.evals", "forge.serve"),
+     "forge.ui", "forge.evals", "forge.serve", "forge.protocols"),
     ("forge.cli", "forge.__main__", "forge"),
 )
 """Bottom to top; a module belongs to the longest entry that is it or a package holding it

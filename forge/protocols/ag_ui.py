@@ -1,0 +1,334 @@
+"""AG-UI (the Agent-User Interaction protocol, `ag-ui-protocol`): a forge loop as the
+backend of an agent front end (CopilotKit and the others that speak it).
+
+`AGUIEvents` turns one run's stream (`AgentLoop.astream`, `forge.events`) into AG-UI events,
+in the order the protocol asks: `RUN_STARTED`; each stage the machine runs as a step
+(`STEP_STARTED` / `STEP_FINISHED`, named by the state); the model's text as a message
+(`TEXT_MESSAGE_START` / `_CONTENT` / `_END`) and its calls as they are written
+(`TOOL_CALL_START` / `_ARGS` / `_END`, with the model's own call ids); each call's outcome as
+`TOOL_CALL_RESULT`, paired with its call by that id, its content what the tool returned
+after the loop's `redact` (a call no model named — a Python policy's — is announced from
+the machine's choice, with an id of its own, `RUN/STEP/TOOL`); and the end: `RUN_FINISHED`
+with the typed or text answer, an interrupt outcome when the run waits for a person (its
+question, or the call an approval is for), or `RUN_ERROR` with the stop reason.
+
+`ag_ui_app(loop)` is the Starlette app that serves it: POST a `RunAgentInput`, read the
+events back as server-sent events (`ag_ui.encoder.EventEncoder`). A thread goes on from
+where its last run left it (the conversation a model keeps, `state=`), and an interrupt for
+a question is answered by the next input's `resume` (its payload the reply). Kept in this
+process: a thread's state lives as long as the app (the last `threads` threads).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from forge.child import as_json
+from forge.errors import UsageError
+from forge.events import (
+    ModelCallStarted,
+    RunFinished,
+    StreamEvent,
+    TextDelta,
+    ToolAttemptStarted,
+    ToolCallDelta,
+    TransitionFired,
+    WaitingOn,
+)
+
+__all__ = ["AGUIEvents", "ag_ui_app", "goal_of"]
+
+
+def _core() -> Any:
+    try:
+        import ag_ui.core as core
+    except ImportError as missing:  # pragma: no cover - exercised only without the extra
+        raise ImportError("forge speaks AG-UI with its package: pip install 'forge-fsm[ag-ui]' "
+                          "(or pip install ag-ui-protocol)") from missing
+    return core
+
+
+class AGUIEvents:
+    """The AG-UI events of one run (`thread_id`, `run_id`) of a loop on `definition`, made
+    from its forge events one at a time (`of`), beginning with `started()`."""
+
+    def __init__(self, thread_id: str, run_id: str, definition: Any) -> None:
+        self.core = _core()
+        self.thread_id, self.run_id = thread_id, run_id
+        self.initial = definition.initial
+        self.recording = {state.name for state in definition.states if state.action == "record_observation"}
+        self.terminal = {state.name for state in definition.states if state.terminal}
+        self.message: str | None = None  # the text message being written
+        self.messages = 0
+        self.writing: dict[int, str] = {}  # a call being written: its place in the reply → its id
+        self.announced: set[str] = set()  # calls told already (as the model wrote them)
+        self.awaiting: list[str] = []  # the calls whose outcome comes next, in order
+        self.interrupted = False
+        self.run: Any = None  # the run itself (`observer`): its observations are the results' content
+        self.recorded = 0  # the observations the records read so far told of
+
+    def observer(self) -> Any:
+        """The observer to run the loop with (`astream(..., observers=[...])`): it keeps the
+        run, whose observations give each result its content as the tool returned it (after
+        the loop's `redact`); without it a result's content is the trace's summary."""
+        from forge.observe import LoopObserver
+
+        events = self
+
+        class Keeping(LoopObserver):
+            def run_started(self, run: Any) -> None:
+                events.run = run
+
+        return Keeping()
+
+    def started(self) -> list[Any]:
+        core = self.core
+        return [core.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id),
+                core.StepStartedEvent(step_name=self.initial)]
+
+    def of(self, event: StreamEvent) -> list[Any]:
+        """The AG-UI events `event` makes (none for what the protocol has no place for)."""
+        core = self.core
+        if isinstance(event, TextDelta):
+            made = self._calls_written()
+            if self.message is None:
+                self.messages += 1
+                self.message = f"{self.run_id}/message.{self.messages}"
+                made.append(core.TextMessageStartEvent(message_id=self.message, role="assistant"))
+            return [*made, core.TextMessageContentEvent(message_id=self.message, delta=event.text)]
+        if isinstance(event, ToolCallDelta):
+            made = self._text_written()
+            if event.index not in self.writing and event.call_id is not None:
+                self.writing[event.index] = event.call_id
+                self.announced.add(event.call_id)
+                made.append(core.ToolCallStartEvent(tool_call_id=event.call_id, tool_call_name=event.name or "",
+                                                    parent_message_id=None))
+            call_id = self.writing.get(event.index)
+            if call_id is not None and event.arguments:
+                made.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=event.arguments))
+            return made
+        if isinstance(event, ModelCallStarted | ToolAttemptStarted):
+            return self._written()
+        if isinstance(event, TransitionFired):
+            return [*self._written(), *self._fired(event.record)]
+        if isinstance(event, WaitingOn):
+            self.interrupted = True
+            return [core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
+                                          outcome=core.RunFinishedInterruptOutcome(
+                                              type="interrupt", interrupts=[self._interrupt(event.waiting)]))]
+        if isinstance(event, RunFinished):
+            return [*self._written(), *self._finished(event.result)]
+        return []
+
+    def _text_written(self) -> list[Any]:
+        if self.message is None:
+            return []
+        ended, self.message = self.message, None
+        return [self.core.TextMessageEndEvent(message_id=ended)]
+
+    def _calls_written(self) -> list[Any]:
+        ended = [self.core.ToolCallEndEvent(tool_call_id=call_id) for call_id in self.writing.values()]
+        self.writing = {}
+        return ended
+
+    def _written(self) -> list[Any]:
+        """The end of what the model was writing (its text, its calls): its reply is whole."""
+        return [*self._text_written(), *self._calls_written()]
+
+    def _fired(self, record: Any) -> list[Any]:
+        core, detail = self.core, record.detail
+        made: list[Any] = []
+        if record.trigger == "choose" and ("tool" in detail or "tools" in detail):
+            made.extend(self._chosen(record))
+        elif record.source in self.recording:
+            count = len(detail["statuses"]) if isinstance(detail.get("statuses"), list) else 1
+            made.extend(self._results(detail, count))
+        made.append(core.StepFinishedEvent(step_name=record.source))
+        if record.dest not in self.terminal:
+            made.append(core.StepStartedEvent(step_name=record.dest))
+        return made
+
+    def _chosen(self, record: Any) -> list[Any]:
+        """The calls the machine chose: each told, unless the model's writing told it."""
+        core, detail = self.core, record.detail
+        tools = detail.get("tools") or [detail.get("tool")]
+        ids = detail.get("call_ids") or [detail.get("call_id")] * len(tools)
+        arguments = _split(detail.get("arguments"), len(tools))
+        made: list[Any] = []
+        self.awaiting = []
+        for number, (tool, call_id, given) in enumerate(zip(tools, ids, arguments, strict=True)):
+            call_id = call_id or f"{self.run_id}/{record.step}/{tool}" + (f"/{number + 1}" if len(tools) > 1 else "")
+            self.awaiting.append(call_id)
+            if call_id in self.announced:
+                continue
+            self.announced.add(call_id)
+            made.extend([core.ToolCallStartEvent(tool_call_id=call_id, tool_call_name=str(tool)),
+                         core.ToolCallArgsEvent(tool_call_id=call_id, delta=given),
+                         core.ToolCallEndEvent(tool_call_id=call_id)])
+        return made
+
+    def _results(self, detail: Mapping[str, Any], count: int) -> list[Any]:
+        """Each awaited call's outcome: the `count` observations the record made, as the tool
+        returned them (after the loop's `redact`), or the trace's summary of them."""
+        ids, self.awaiting = self.awaiting, []
+        first, self.recorded = self.recorded, self.recorded + count
+        if not ids:
+            return []
+        observations = list(getattr(getattr(self.run, "loop_state", None), "observations", ()))[first:first + count]
+        if len(observations) == len(ids):
+            contents = [self._content(observation) for observation in observations]
+        else:
+            contents = _split(detail.get("payload"), len(ids))
+        return [self.core.ToolCallResultEvent(message_id=f"{call_id}/result", tool_call_id=call_id, content=content,
+                                              role="tool") for call_id, content in zip(ids, contents, strict=True)]
+
+    def _content(self, observation: Any) -> str:
+        payload = observation.payload
+        redact = getattr(getattr(self.run, "config", None), "redact", None)
+        if redact is not None:
+            payload = redact(observation.tool_name, "payload", payload)
+        if observation.status != "ok":
+            return f"error: {payload}"
+        return payload if isinstance(payload, str) else json.dumps(as_json(payload), default=str)
+
+    def _interrupt(self, waiting: Any) -> Any:
+        """What the run waits for, as an AG-UI interrupt: its id (the call's fingerprint for
+        an approval), its state as the reason, its question in words, the call it is about,
+        and the answers it takes."""
+        shown = waiting.shown()
+        kinds = sorted({each["kind"] for each in shown.get("answers", ())})
+        answer: dict[str, Any] = {"enum": kinds} if kinds else {"type": "string"}
+        return self.core.Interrupt(id=waiting.fingerprint or f"{self.run_id}~{waiting.asked or 1}",
+                                   reason=waiting.state, message=str(shown.get("question") or ""),
+                                   tool_call_id=self.awaiting[0] if waiting.tool and self.awaiting else None,
+                                   response_schema={"type": "object", "properties": {"answer": answer},
+                                                    "required": ["answer"]})
+
+    def _finished(self, result: Any) -> list[Any]:
+        core = self.core
+        if self.interrupted:
+            return []
+        usage = [core.TokenUsage(model=call.model or call.request_model, provider=call.provider,
+                                 input_tokens=call.prompt_tokens, output_tokens=call.completion_tokens,
+                                 cached_input_tokens=call.cached_tokens or None) for call in result.usage.calls]
+        if result.outcome == "success":
+            return [core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, result=as_json(result.answer),
+                                          outcome=core.RunFinishedSuccessOutcome(type="success"), usage=usage or None)]
+        why = f"{type(result.error).__name__}: {result.error}" if result.error is not None else ""
+        return [core.RunErrorEvent(message=f"the run ended in {result.reason}" + (f": {why}" if why else ""),
+                                   code=str(result.reason), usage=usage or None)]
+
+
+def _split(text: Any, count: int) -> list[str]:
+    """A record's arguments or payload (JSON text; a list of each call's for calls made
+    together) as `count` texts, one per call."""
+    text = "" if text is None else str(text)
+    if count == 1:
+        return [text]
+    try:
+        each = json.loads(text)
+    except ValueError:
+        return [text] * count
+    if isinstance(each, list) and len(each) == count:
+        return [item if isinstance(item, str) else json.dumps(item) for item in each]
+    return [text] * count
+
+
+def goal_of(messages: Iterable[Any]) -> str:
+    """The goal of a run from an AG-UI input's messages: the last user message's text.
+
+    Raises:
+        UsageError: no user message has text.
+    """
+    for message in reversed(list(messages)):
+        if getattr(message, "role", None) == "user":
+            content = getattr(message, "content", None)
+            if isinstance(content, str) and content.strip():
+                return content
+            texts = [getattr(part, "text", None) for part in content or ()]
+            joined = "".join(text for text in texts if isinstance(text, str))
+            if joined.strip():
+                return joined
+    raise UsageError("an AG-UI run needs a user message with text: its goal")
+
+
+def ag_ui_app(loop: Any, threads: int = 1000) -> Any:
+    """A Starlette app serving `loop` over AG-UI at POST `/` (see the module); the last
+    `threads` threads' states are kept to go on from.
+
+    Raises:
+        ImportError: the `ag-ui` extra (or Starlette) is not installed.
+    """
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    core = _core()
+    from ag_ui.encoder import EventEncoder
+
+    kept: OrderedDict[str, tuple[Any, Any]] = OrderedDict()  # a thread's last state, and what it waits for
+
+    async def run(request: Request) -> Response:
+        try:
+            given = core.RunAgentInput.model_validate(await request.json())
+        except ValueError as error:
+            return JSONResponse({"error": f"not an AG-UI run input: {error}"}, status_code=422)
+        state, waiting = kept.get(given.thread_id, (None, None))
+        try:
+            reply = _resumed(given, waiting)
+            goal = reply if reply is not None else goal_of(given.messages)
+        except UsageError as error:
+            return JSONResponse({"error": str(error)}, status_code=422)
+        encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
+        return StreamingResponse(_streamed(loop, given, goal, state, kept, threads, encoder),
+                                 media_type=encoder.get_content_type())
+
+    return Starlette(routes=[Route("/", run, methods=["POST"])])
+
+
+def _resumed(given: Any, waiting: Any) -> str | None:
+    """The reply an input's `resume` gives to the question the thread's last run asked
+    (`waiting`, a `forge.Waiting`): its payload's text, or its `answer`; None without a
+    resume.
+
+    Raises:
+        UsageError: the resume answers nothing this thread waits for, or an approval (which
+            only a durable run goes on from: in memory the run that waits is over).
+    """
+    entries = [entry for entry in given.resume or () if entry.status == "resolved"]
+    if not entries:
+        return None
+    if waiting is None:
+        raise UsageError(f"thread {given.thread_id!r} waits for nothing: its resume answers no interrupt")
+    if waiting.state != "input_required":
+        raise UsageError(f"thread {given.thread_id!r} waits in {waiting.state}: in memory a run waiting for an "
+                         "approval is over; serve a durable loop to answer it")
+    payload = entries[0].payload
+    if isinstance(payload, Mapping):
+        payload = payload.get("answer", payload.get("text"))
+    if not isinstance(payload, str) or not payload.strip():
+        raise UsageError("a resume's payload is the reply: text, or {\"answer\": text}")
+    return payload
+
+
+async def _streamed(loop: Any, given: Any, goal: str, state: Any, kept: OrderedDict[str, tuple[Any, Any]], threads: int,
+                    encoder: Any) -> AsyncIterator[str]:
+    translated = AGUIEvents(given.thread_id, given.run_id, loop.definition)
+    for made in translated.started():
+        yield encoder.encode(made)
+    options = {"state": state} if state is not None else {}
+    waiting = None
+    async for event in loop.astream(goal, run_id=given.run_id, observers=[translated.observer()], **options):
+        if isinstance(event, WaitingOn):
+            waiting = event.waiting
+        if isinstance(event, RunFinished):
+            kept[given.thread_id] = (event.result.state, waiting)
+            kept.move_to_end(given.thread_id)
+            while len(kept) > threads:
+                kept.popitem(last=False)
+        for made in translated.of(event):
+            yield encoder.encode(made)

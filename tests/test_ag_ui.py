@@ -1,0 +1,180 @@
+"""AG-UI (issue 52, item 1): a forge loop served over AG-UI (`forge.protocols.ag_ui`) to a
+client on 127.0.0.1 that reads the server-sent events back with the protocol's own types
+(`ag_ui.core.Event`); the sequence keeps the protocol's rules (a run started first and ended
+last, each message and tool call started before its content and ended after, each result
+paired with a call announced before it); a question is an interrupt answered by `resume`."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("ag_ui", reason="the ag-ui extra is a test dependency: python3 tasks.py test installs it")
+openai = pytest.importorskip("openai", reason="the llm extra is a test dependency")
+
+import uvicorn  # noqa: E402
+from ag_ui.core import Event  # noqa: E402
+from pydantic import TypeAdapter  # noqa: E402
+
+from forge import AgentLoop, Finish, Intent, tool  # noqa: E402
+from forge.chat_server import ChatServer, reply  # noqa: E402
+from forge.llm import ChatPolicy  # noqa: E402
+from forge.protocols.ag_ui import ag_ui_app  # noqa: E402
+
+EVENTS = TypeAdapter(Event)
+
+
+@tool
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"4 degrees in {city}"
+
+
+def _serving(loop):
+    from socket import socket
+
+    with socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(ag_ui_app(loop), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    return server, thread, port
+
+
+@pytest.fixture
+def serve():
+    running = []
+
+    def started(loop):
+        running.append(_serving(loop))
+        return running[-1][2]
+
+    yield started
+    for server, thread, _ in running:
+        server.should_exit = True
+        thread.join(10)
+
+
+def post(port, body):
+    """POST a run input; the events read back as the protocol's own types."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("POST", "/", body=json.dumps(body), headers={"Content-Type": "application/json",
+                                                                    "Accept": "text/event-stream"})
+    response = connection.getresponse()
+    text = response.read().decode()
+    if response.status != 200:
+        return response.status, text
+    return response.status, [EVENTS.validate_json(line[len("data: "):]) for line in text.splitlines()
+                             if line.startswith("data: ")]
+
+
+def run_input(text, thread="t1", run="r1", **more):
+    return {"threadId": thread, "runId": run, "state": None, "messages": [{"id": "m1", "role": "user", "content": text}],
+            "tools": [], "context": [], "forwardedProps": None, **more}
+
+
+def kept_the_rules(events):
+    """The protocol's ordering rules, as a client relies on them."""
+    kinds = [event.type.value for event in events]
+    assert kinds[0] == "RUN_STARTED" and kinds[-1] in ("RUN_FINISHED", "RUN_ERROR")
+    open_messages, open_calls, announced = set(), set(), set()
+    for event in events:
+        kind = event.type.value
+        if kind == "TEXT_MESSAGE_START":
+            open_messages.add(event.message_id)
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            assert event.message_id in open_messages
+        elif kind == "TEXT_MESSAGE_END":
+            open_messages.remove(event.message_id)
+        elif kind == "TOOL_CALL_START":
+            assert event.tool_call_id not in announced
+            open_calls.add(event.tool_call_id)
+            announced.add(event.tool_call_id)
+        elif kind == "TOOL_CALL_ARGS":
+            assert event.tool_call_id in open_calls
+        elif kind == "TOOL_CALL_END":
+            open_calls.remove(event.tool_call_id)
+        elif kind == "TOOL_CALL_RESULT":
+            assert event.tool_call_id in announced and event.tool_call_id not in open_calls
+    assert not open_messages and not open_calls
+    return kinds
+
+
+def chat_loop(server):
+    model = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0),
+                       async_client=openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0))
+    return AgentLoop([weather], model, verify=lambda o: isinstance(o.payload, Finish))
+
+
+def test_a_model_run_streams_its_text_its_calls_and_each_result_paired_by_the_models_call_id(serve):
+    with ChatServer([reply(None, ("call_1", "weather", {"city": "Oslo"})), reply("It is 4 degrees.")]) as model:
+        status, events = post(serve(chat_loop(model)), run_input("Weather in Oslo?"))
+    assert status == 200
+    kinds = kept_the_rules(events)
+    started = next(e for e in events if e.type.value == "TOOL_CALL_START")
+    assert (started.tool_call_id, started.tool_call_name) == ("call_1", "weather")
+    args = "".join(e.delta for e in events if e.type.value == "TOOL_CALL_ARGS")
+    assert json.loads(args) == {"city": "Oslo"}
+    (result,) = [e for e in events if e.type.value == "TOOL_CALL_RESULT"]
+    assert (result.tool_call_id, result.content) == ("call_1", "4 degrees in Oslo")
+    text = "".join(e.delta for e in events if e.type.value == "TEXT_MESSAGE_CONTENT")
+    assert text == "It is 4 degrees."
+    assert events[-1].result == "It is 4 degrees." and events[-1].outcome.type == "success"
+    assert events[-1].usage[0].input_tokens == 1
+    assert "STEP_STARTED" in kinds and kinds.index("TOOL_CALL_RESULT") > kinds.index("TOOL_CALL_END")
+
+
+def test_calls_no_model_named_are_announced_from_the_machines_choice_each_with_its_result(serve):
+    def both(goal, state):
+        if state.observations:
+            return Finish("done")
+        return [Intent.call("weather", city="Oslo"), Intent.call("weather", city="Rome")]
+
+    status, events = post(serve(AgentLoop([weather], both, lambda o: o.tool_name == "finish")), run_input("go"))
+    assert status == 200
+    kept_the_rules(events)
+    starts = [e for e in events if e.type.value == "TOOL_CALL_START"]
+    assert [e.tool_call_id for e in starts] == ["r1/1/weather/1", "r1/1/weather/2"]
+    results = {e.tool_call_id: e.content for e in events if e.type.value == "TOOL_CALL_RESULT"}
+    assert results == {"r1/1/weather/1": "4 degrees in Oslo", "r1/1/weather/2": "4 degrees in Rome"}
+
+
+def test_a_question_is_an_interrupt_and_the_resume_is_the_reply_the_thread_goes_on_with(serve):
+    asked = reply(None, ("call_q", "ask_user", {"question": "Which city?"}))
+    with ChatServer([asked, reply("4 degrees in Oslo.")]) as model:
+        port = serve(chat_loop(model))
+        status, events = post(port, run_input("What is the weather?"))
+        assert status == 200 and kept_the_rules(events)[-1] == "RUN_FINISHED"
+        (interrupt,) = events[-1].outcome.interrupts
+        assert (interrupt.reason, interrupt.message) == ("input_required", "Which city?")
+        status, events = post(port, run_input("", run="r2", resume=[{"interruptId": interrupt.id,
+                                                                     "status": "resolved", "payload": "Oslo"}]))
+    assert status == 200 and events[-1].result == "4 degrees in Oslo."
+    assert model.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_q", "content": "Oslo"}
+
+
+def test_a_run_that_fails_ends_in_a_run_error_naming_its_reason(serve):
+    def broken(goal, state):
+        raise RuntimeError("no idea")
+
+    _, events = post(serve(AgentLoop([weather], broken, lambda o: False)), run_input("go"))
+    assert events[-1].type.value == "RUN_ERROR"
+    assert events[-1].code == "fatal_error" and "RuntimeError: no idea" in events[-1].message
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ({"threadId": "t"}, "not an AG-UI run input"),
+    (run_input("  "), "needs a user message with text"),
+    (run_input("", resume=[{"interruptId": "x", "status": "resolved", "payload": "hi"}]), "waits for nothing"),
+])
+def test_a_bad_input_is_refused_with_a_422_naming_what_is_wrong(serve, body, said):
+    port = serve(AgentLoop([weather], lambda goal, state: Finish("x"), lambda o: True))
+    status, text = post(port, body)
+    assert status == 422 and said in text
