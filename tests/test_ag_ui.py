@@ -178,3 +178,62 @@ def test_a_bad_input_is_refused_with_a_422_naming_what_is_wrong(serve, body, sai
     port = serve(AgentLoop([weather], lambda goal, state: Finish("x"), lambda o: True))
     status, text = post(port, body)
     assert status == 422 and said in text
+
+
+@pytest.mark.slow
+def test_a_client_follows_a_durable_run_through_a_worker_restart_and_answers_its_approval(serve, db, tmp_path,
+                                                                                         monkeypatch):
+    """Issue 52's done-when for AG-UI: the run waits for its approval (an interrupt naming the
+    call); the worker is killed once the run parked; the client's resume approves it, a new
+    worker takes the run on, and the client reads it to its end: the payment made once."""
+    import importlib
+    import signal
+    import sys
+    from pathlib import Path
+
+    from test_worker_stop import eventually, start_worker, stop
+
+    from forge.durable.runs import StoredRuns
+
+    db, ledger = str(db), tmp_path / "ledger"  # this process's runs database (one DBOS per process)
+    monkeypatch.setenv("FORGE_TEST_DB", db)
+    monkeypatch.setenv("FORGE_TEST_LEDGER", str(ledger))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    sys.modules.pop("ag_ui_worker_loops", None)
+    payer = importlib.import_module("ag_ui_worker_loops").payer
+    loops = str(Path(__file__).with_name("ag_ui_worker_loops.py"))
+    with StoredRuns(db) as runs:
+        port = serve(payer)
+        first = start_worker(db, ledger, loops)
+        try:
+            status, events = post(port, run_input("pay bob", thread="t", run="pay-1"))
+            eventually(lambda: str(runs.client.list_workflows(workflow_ids=["pay-1"], load_input=False)[0].status)
+                       == "SUCCESS")  # parked: the run waits holding no worker
+        finally:
+            first.kill()
+            first.wait(30)
+        assert status == 200 and kept_the_rules(events)[-1] == "RUN_FINISHED"
+        (interrupt,) = events[-1].outcome.interrupts
+        assert (interrupt.id, interrupt.reason, interrupt.tool_call_id) == \
+            ("pay-1~1", "approval_required", "pay-1/1/pay")
+        assert interrupt.response_schema["properties"]["answer"] == {"enum": ["approve", "reject"]}
+        assert not ledger.exists()
+        second = start_worker(db, ledger, loops)
+        try:
+            status, events = post(port, run_input("", thread="t", run="pay-2", resume=[
+                {"interruptId": interrupt.id, "status": "resolved", "payload": "approve"}]))
+        finally:
+            stop(second, signal.SIGTERM)
+    assert status == 200, events
+    kinds = kept_the_rules(events)
+    assert kinds[0] == "RUN_STARTED" and events[0].run_id == "pay-2"
+    assert [e.content for e in events if e.type.value == "TOOL_CALL_RESULT"] == ["paid bob 20"]
+    assert events[-1].type.value == "RUN_FINISHED" and events[-1].outcome.type == "success"
+    assert ledger.read_text().splitlines() == ["pay bob 20"]
+
+
+def test_a_resume_naming_no_waiting_question_of_a_durable_run_is_refused(serve, make):
+    payer = make(AgentLoop([weather], lambda goal, state: Finish("x"), lambda o: True))
+    status, text = post(serve(payer), run_input("", resume=[{"interruptId": "nobody~1", "status": "resolved",
+                                                              "payload": "approve"}]))
+    assert status == 422 and "nobody" in text

@@ -13,10 +13,13 @@ with the typed or text answer, an interrupt outcome when the run waits for a per
 question, or the call an approval is for), or `RUN_ERROR` with the stop reason.
 
 `ag_ui_app(loop)` is the Starlette app that serves it: POST a `RunAgentInput`, read the
-events back as server-sent events (`ag_ui.encoder.EventEncoder`). A thread goes on from
-where its last run left it (the conversation a model keeps, `state=`), and an interrupt for
-a question is answered by the next input's `resume` (its payload the reply). Kept in this
-process: a thread's state lives as long as the app (the last `threads` threads).
+events back as server-sent events (`ag_ui.encoder.EventEncoder`). In memory, a thread goes
+on from where its last run left it (the conversation a model keeps, `state=`; the last
+`threads` threads, as long as the app lives), and an interrupt for a question is answered by
+the next input's `resume` (its payload the reply). Given a durable loop, each input is a run
+on forge's queue for a worker, followed from the runs' database as it moves; an interrupt's
+id names the run and its question (`RUN~N`), and a `resume` answers it — an approval too —
+in any worker, days later; the stream goes on from where the client left it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from forge.errors import UsageError
 from forge.events import (
     ModelCallStarted,
     RunFinished,
+    RunStopped,
     StreamEvent,
     TextDelta,
     ToolAttemptStarted,
@@ -55,9 +59,10 @@ class AGUIEvents:
     """The AG-UI events of one run (`thread_id`, `run_id`) of a loop on `definition`, made
     from its forge events one at a time (`of`), beginning with `started()`."""
 
-    def __init__(self, thread_id: str, run_id: str, definition: Any) -> None:
+    def __init__(self, thread_id: str, run_id: str, definition: Any, forge_run: str | None = None) -> None:
         self.core = _core()
         self.thread_id, self.run_id = thread_id, run_id
+        self.forge_run = forge_run or run_id  # the forge run the events are of (a durable run answered goes on)
         self.initial = definition.initial
         self.recording = {state.name for state in definition.states if state.action == "record_observation"}
         self.terminal = {state.name for state in definition.states if state.terminal}
@@ -84,10 +89,11 @@ class AGUIEvents:
 
         return Keeping()
 
-    def started(self) -> list[Any]:
+    def started(self, going_on: bool = False) -> list[Any]:
+        """The run's first events (`going_on`: a waiting run answered, already under way)."""
         core = self.core
-        return [core.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id),
-                core.StepStartedEvent(step_name=self.initial)]
+        begun = [core.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
+        return begun if going_on else [*begun, core.StepStartedEvent(step_name=self.initial)]
 
     def of(self, event: StreamEvent) -> list[Any]:
         """The AG-UI events `event` makes (none for what the protocol has no place for)."""
@@ -96,7 +102,7 @@ class AGUIEvents:
             made = self._calls_written()
             if self.message is None:
                 self.messages += 1
-                self.message = f"{self.run_id}/message.{self.messages}"
+                self.message = f"{self.forge_run}/message.{self.messages}"
                 made.append(core.TextMessageStartEvent(message_id=self.message, role="assistant"))
             return [*made, core.TextMessageContentEvent(message_id=self.message, delta=event.text)]
         if isinstance(event, ToolCallDelta):
@@ -121,6 +127,8 @@ class AGUIEvents:
                                               type="interrupt", interrupts=[self._interrupt(event.waiting)]))]
         if isinstance(event, RunFinished):
             return [*self._written(), *self._finished(event.result)]
+        if isinstance(event, RunStopped):
+            return [*self._written(), *self._stopped(event.result)]
         return []
 
     def _text_written(self) -> list[Any]:
@@ -160,7 +168,7 @@ class AGUIEvents:
         made: list[Any] = []
         self.awaiting = []
         for number, (tool, call_id, given) in enumerate(zip(tools, ids, arguments, strict=True)):
-            call_id = call_id or f"{self.run_id}/{record.step}/{tool}" + (f"/{number + 1}" if len(tools) > 1 else "")
+            call_id = call_id or f"{self.forge_run}/{record.step}/{tool}" + (f"/{number + 1}" if len(tools) > 1 else "")
             self.awaiting.append(call_id)
             if call_id in self.announced:
                 continue
@@ -201,7 +209,7 @@ class AGUIEvents:
         shown = waiting.shown()
         kinds = sorted({each["kind"] for each in shown.get("answers", ())})
         answer: dict[str, Any] = {"enum": kinds} if kinds else {"type": "string"}
-        return self.core.Interrupt(id=waiting.fingerprint or f"{self.run_id}~{waiting.asked or 1}",
+        return self.core.Interrupt(id=f"{self.forge_run}~{waiting.asked or 1}",
                                    reason=waiting.state, message=str(shown.get("question") or ""),
                                    tool_call_id=self.awaiting[0] if waiting.tool and self.awaiting else None,
                                    response_schema={"type": "object", "properties": {"answer": answer},
@@ -220,6 +228,22 @@ class AGUIEvents:
         why = f"{type(result.error).__name__}: {result.error}" if result.error is not None else ""
         return [core.RunErrorEvent(message=f"the run ended in {result.reason}" + (f": {why}" if why else ""),
                                    code=str(result.reason), usage=usage or None)]
+
+
+    def _stopped(self, stored: Any) -> list[Any]:
+        """The end of a durable run followed from its database (a `DurableResult`)."""
+        core = self.core
+        if self.interrupted or stored.status == "waiting":
+            return []
+        if stored.status == "cancelled":
+            return [core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
+                                          outcome=core.RunFinishedCancelledOutcome(type="cancelled"))]
+        if stored.outcome == "success":
+            return [core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, result=as_json(stored.answer),
+                                          outcome=core.RunFinishedSuccessOutcome(type="success"))]
+        why = f": {stored.error}" if stored.error else ""
+        return [core.RunErrorEvent(message=f"the run ended in {stored.reason or stored.status}{why}",
+                                   code=str(stored.reason or stored.status))]
 
 
 def _split(text: Any, count: int) -> list[str]:
@@ -263,12 +287,15 @@ def ag_ui_app(loop: Any, threads: int = 1000) -> Any:
         ImportError: the `ag-ui` extra (or Starlette) is not installed.
     """
     from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 
     core = _core()
     from ag_ui.encoder import EventEncoder
+
+    durable = callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
 
     kept: OrderedDict[str, tuple[Any, Any]] = OrderedDict()  # a thread's last state, and what it waits for
 
@@ -277,13 +304,20 @@ def ag_ui_app(loop: Any, threads: int = 1000) -> Any:
             given = core.RunAgentInput.model_validate(await request.json())
         except ValueError as error:
             return JSONResponse({"error": f"not an AG-UI run input: {error}"}, status_code=422)
+        encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
+        if durable:
+            try:
+                forge_run, skip, answered = await run_in_threadpool(_durable_start, loop, given)
+            except (UsageError, LookupError) as error:
+                return JSONResponse({"error": str(error)}, status_code=422)
+            return StreamingResponse(_durable_streamed(loop, given, forge_run, skip, answered, encoder),
+                                     media_type=encoder.get_content_type())
         state, waiting = kept.get(given.thread_id, (None, None))
         try:
             reply = _resumed(given, waiting)
             goal = reply if reply is not None else goal_of(given.messages)
         except UsageError as error:
             return JSONResponse({"error": str(error)}, status_code=422)
-        encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
         return StreamingResponse(_streamed(loop, given, goal, state, kept, threads, encoder),
                                  media_type=encoder.get_content_type())
 
@@ -332,3 +366,95 @@ async def _streamed(loop: Any, given: Any, goal: str, state: Any, kept: OrderedD
                 kept.popitem(last=False)
         for made in translated.of(event):
             yield encoder.encode(made)
+
+
+def _durable_start(durable: Any, given: Any) -> tuple[str, int, int]:
+    """Start the durable run an input asks for, or answer the one its `resume` names: the
+    forge run to follow, how many of its transitions the client has had already, and the
+    question it answered (0: none).
+
+    Raises:
+        UsageError: the resume names no interrupt of a run, answers a question the run no
+            longer waits on, or gives no answer that fits (`AnswerRefused`).
+        LookupError: (`RunNotFound`) no such run.
+    """
+    from forge.machine.answers import Answer
+
+    entries = [entry for entry in given.resume or () if entry.status == "resolved"]
+    if not entries:
+        durable.submit(goal_of(given.messages), run_id=given.run_id)
+        return given.run_id, 0, 0
+    forge_run, _, asked = entries[0].interrupt_id.rpartition("~")
+    if not forge_run:
+        raise UsageError(f"interrupt {entries[0].interrupt_id!r} is not one this app made (RUN~QUESTION)")
+    stored = durable.runs.get(forge_run)
+    waiting = stored.waiting
+    if waiting is None or str(waiting.asked) != asked:
+        raise UsageError(f"run {forge_run!r} does not wait on question {asked}: it is {stored.status}")
+    durable.runs.resume(forge_run, _answer(entries[0].payload, waiting, Answer))  # (answered: not waited for)
+    return forge_run, len(stored.records), waiting.asked
+
+
+def _answer(payload: Any, waiting: Any, answer: Any) -> Any:
+    """A resume's payload as the answer to `waiting`: `{"kind", "value"}` (one of
+    `waiting.choices()`, what the interrupt's schema lists), "approve" or "reject" (the
+    waiting call's), or the reply's text.
+
+    Raises:
+        UsageError: a payload that is none of these.
+    """
+    if isinstance(payload, Mapping) and "kind" in payload:
+        return answer.from_json(payload).to(waiting)
+    if isinstance(payload, Mapping):
+        payload = payload.get("answer")
+    if payload in ("approve", "reject") and waiting.fingerprint:
+        return getattr(answer, str(payload))(waiting.fingerprint)
+    if isinstance(payload, str) and payload.strip():
+        return answer.text(payload)
+    raise UsageError(f"a resume's payload is an answer: {{\"kind\", \"value\"}}, \"approve\", \"reject\" or a reply; "
+                     f"got {payload!r:.100}")
+
+
+async def _durable_streamed(durable: Any, given: Any, forge_run: str, skip: int, answered: int,
+                            encoder: Any) -> AsyncIterator[str]:
+    """The durable run `forge_run` as AG-UI events, read from its database as it moves in
+    whichever worker runs it (`StoredRuns.stream`), after its first `skip` transitions (what
+    the client had when it answered question `answered`; until the run takes the answer it
+    still reads as waiting on it, and is read again)."""
+    import asyncio
+
+    from starlette.concurrency import iterate_in_threadpool
+
+    translated = AGUIEvents(given.thread_id, given.run_id, durable.loop.definition, forge_run=forge_run)
+    for made in translated.started(going_on=skip > 0):
+        yield encoder.encode(made)
+    shown = skip
+    while True:
+        caught_up, stale = shown == 0, False
+        async for event in iterate_in_threadpool(durable.runs.stream(forge_run)):
+            if isinstance(event, TransitionFired):
+                if event.record.sequence <= shown:
+                    caught_up = event.record.sequence == shown  # what follows it is new
+                    continue
+                caught_up, shown = True, event.record.sequence
+            elif not caught_up:
+                continue
+            elif _answered_already(event, answered):
+                stale = True
+                break
+            for made in translated.of(event):
+                yield encoder.encode(made)
+        if not stale:
+            return
+        await asyncio.sleep(0.05)
+
+
+def _answered_already(event: StreamEvent, answered: int) -> bool:
+    """Whether `event` says the run waits on a question answered already (`answered`): it
+    has not taken the answer yet."""
+    if isinstance(event, WaitingOn):
+        return bool(event.waiting.asked <= answered)
+    if isinstance(event, RunStopped) and event.result.status == "waiting":
+        waiting = event.result.waiting
+        return waiting is None or waiting.asked <= answered
+    return False
