@@ -54,6 +54,7 @@ from forge.compaction import (
 )
 from forge.errors import ForgeError, UsageError
 from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
+from forge.extras import extra_module
 from forge.machine.effects import can_await, complete
 from forge.machine.trace import quoted
 from forge.output import AnswerInvalid, Output
@@ -701,12 +702,7 @@ def _openai() -> Any:
     Raises:
         ImportError: it is not installed, saying how to install it.
     """
-    try:
-        import openai
-    except ImportError as missing:  # pragma: no cover - exercised only without the extra
-        raise ImportError("ChatPolicy talks to its endpoint with the openai client: install forge with its llm "
-                          "extra (pip install 'forge-fsm[llm]') or pip install openai") from missing
-    return openai
+    return extra_module("openai", "llm", "ChatPolicy")
 
 
 def _final_answer_tool(output: Output) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from pathlib import Path
 FORGE = Path(__file__).resolve().parent.parent / "forge"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("forge.errors", "forge.files", "forge.user_code", "forge.bounded", "forge.chat_server"),
+    ("forge.errors", "forge.files", "forge.user_code", "forge.bounded", "forge.chat_server", "forge.extras"),
     ("forge.agent",),
     ("forge.policy", "forge.usage", "forge.pricing", "forge.tools", "forge.options", "forge.compaction", "forge.output",
      "forge.guardrails",

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from forge.errors import UsageError
 from forge.events import Sink, TextDelta, ToolCallDelta
+from forge.extras import extra_module
 from forge.llm import ModelError
 from forge.models.native import NativePolicy, count
 
@@ -319,9 +320,4 @@ def _anthropic() -> Any:
     Raises:
         ImportError: it is not installed, saying how to install it.
     """
-    try:
-        import anthropic
-    except ImportError as missing:  # pragma: no cover - exercised only without the extra
-        raise ImportError("AnthropicPolicy talks to Anthropic with its SDK: pip install 'forge-fsm[anthropic]' "
-                          "(or pip install anthropic)") from missing
-    return anthropic
+    return extra_module("anthropic", "anthropic", "AnthropicPolicy")

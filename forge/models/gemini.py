@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from forge.events import Sink, TextDelta, ToolCallDelta
+from forge.extras import extra_module
 from forge.llm import ModelError
 from forge.models.native import NativePolicy, count
 
@@ -301,9 +302,4 @@ def _genai() -> Any:
     Raises:
         ImportError: it is not installed, saying how to install it.
     """
-    try:
-        from google import genai
-    except ImportError as missing:  # pragma: no cover - exercised only without the extra
-        raise ImportError("GeminiPolicy talks to Gemini with its SDK: pip install 'forge-fsm[gemini]' "
-                          "(or pip install google-genai)") from missing
-    return genai
+    return extra_module("google.genai", "gemini", "GeminiPolicy", "google-genai")

@@ -42,17 +42,14 @@ from forge.events import (
     TransitionFired,
     WaitingOn,
 )
+from forge.extras import extra_module
 
 __all__ = ["AGUIEvents", "ag_ui_app", "goal_of"]
 
 
 def _core() -> Any:
-    try:
-        import ag_ui.core as core
-    except ImportError as missing:  # pragma: no cover - exercised only without the extra
-        raise ImportError("forge speaks AG-UI with its package: pip install 'forge-fsm[ag-ui]' "
-                          "(or pip install ag-ui-protocol)") from missing
-    return core
+    """`ag_ui.core`, the protocol's types (extra `ag-ui`)."""
+    return extra_module("ag_ui.core", "ag-ui", "forge.protocols.ag_ui", "ag-ui-protocol")
 
 
 class AGUIEvents:
