@@ -109,7 +109,10 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
     if loop.asynchronous:
         async def run_child(**arguments: Any) -> Any:
             child, options = _child(loop, name)
-            return _answer(name, await loop.arun(goal_of(schema, arguments), **options), child)
+            told = _told_started(child)
+            result = await loop.arun(goal_of(schema, arguments), **options)
+            _told_finished(told, child, result)
+            return _answer(name, result, child)
         handler: Any = run_child
     else:
         def run_child_sync(**arguments: Any) -> Any:
@@ -141,13 +144,33 @@ def _made_child(loop: Any, name: str, goal: str, state: Any = None) -> Any:
     """
     child, options = _child(loop, name)
     fork, ran = options.pop("fork", None), options.pop("ran", None)
+    told = _told_started(child)
     if ran is not None:
         result = ran
     elif fork is not None:
         result = _forked(loop, goal, fork, {**options, "state": state})
     else:
         result = loop.run(goal, state=state, **options)
+    _told_finished(told, child, result)
     return _answer(name, result, child)
+
+
+def _told_started(called: _Called) -> Any:
+    """Tell a stream that listens (`forge.events.sink`) of the child run beginning; the
+    listener, or None (no stream, or no parent run)."""
+    from forge.events import ChildRunStarted, sink
+
+    listener = sink() if called.parent is not None else None
+    if listener is not None:
+        listener(ChildRunStarted(called.path, called.tool))
+    return listener
+
+
+def _told_finished(listener: Any, called: _Called, result: LoopResult) -> None:
+    if listener is not None:
+        from forge.events import ChildRunFinished
+
+        listener(ChildRunFinished(called.path, str(result.reason), result.outcome))
 
 
 def has_side_effects(loop: Any) -> bool:

@@ -10,17 +10,21 @@ frozen events, in the order they happen.
             case RunFinished(result=result):
                 print(result.reason)
 
+- `RunStarted`: the run's id and goal, first;
 - `TransitionFired`: a transition's record, once it is in the trace;
 - `ToolAttemptStarted` / `ToolAttemptFinished`: each call of a tool's handler;
 - `ModelCallStarted`, then `TextDelta` and `ToolCallDelta` as the model produces its reply
   (`ChatPolicy` streams through the openai client while someone listens; a replayed model
   call's reply comes back from the journal as one delta per text and per call);
+- `ChildRunStarted` / `ChildRunFinished`: a tool ran a loop of its own (its path, its end);
+  what the child's model says streams between the two;
 - `WaitingOn`: the run ended waiting for a person (a question, an approval, a tool's name);
 - `RunFinished`: the run's `LoopResult`, always the last event.
 
 Every event has one wire form, `event.to_json()`: a JSON object whose `type` names it
-(`TYPE`: transition, tool_attempt_started, tool_attempt, model_call, text, tool_call,
-waiting, finished, stopped) — what `forge ui`'s API streams, and what any other edge sends;
+(`TYPE`: started, transition, tool_attempt_started, tool_attempt, model_call, text,
+tool_call, child_started, child_finished, waiting, finished, stopped) — what `forge ui`'s
+API streams, and what any other edge sends;
 a new event type says its form here, once.
 
 A model policy streams only while a consumer listens (`listening`): the `sink` set for
@@ -43,8 +47,9 @@ if TYPE_CHECKING:
     from forge.observe import ToolAttempt
     from forge.result import LoopResult
 
-__all__ = ["ModelCallStarted", "RunFinished", "RunStopped", "StreamClosed", "StreamEvent", "TextDelta", "ToolAttemptFinished",
-           "ToolAttemptStarted", "ToolCallDelta", "TransitionFired", "WaitingOn", "listening", "replayed_deltas", "sink"]
+__all__ = ["ChildRunFinished", "ChildRunStarted", "ModelCallStarted", "RunFinished", "RunStarted", "RunStopped",
+           "StreamClosed", "StreamEvent", "TextDelta", "ToolAttemptFinished", "ToolAttemptStarted", "ToolCallDelta",
+           "TransitionFired", "WaitingOn", "listening", "replayed_deltas", "sink"]
 
 
 class StreamEvent:
@@ -134,6 +139,45 @@ class ToolAttemptFinished(StreamEvent):
     def _fields(self) -> dict[str, Any]:
         error = self.attempt.error
         return {**_attempt_json(self.attempt), "error": None if error is None else f"{type(error).__name__}: {error}"}
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted(StreamEvent):
+    """The run began: its id and its goal. The first event of a run's own stream."""
+
+    run_id: str
+    goal: str
+    TYPE = "started"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "goal": self.goal}
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRunStarted(StreamEvent):
+    """A tool of the run began a child run (`AgentLoop.as_tool`, a `CodeTool`'s program):
+    its `path` (`RUN/TOOL.N`) and the tool. What its model says streams after it, until
+    `ChildRunFinished`."""
+
+    path: str
+    tool: str
+    TYPE = "child_started"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"path": self.path, "tool": self.tool}
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRunFinished(StreamEvent):
+    """The child run `path` ended: its stop reason and outcome."""
+
+    path: str
+    reason: str
+    outcome: str | None
+    TYPE = "child_finished"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason, "outcome": self.outcome}
 
 
 @dataclass(frozen=True, slots=True)

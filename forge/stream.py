@@ -34,6 +34,7 @@ from typing import Any
 from forge.events import (
     ModelCallStarted,
     RunFinished,
+    RunStarted,
     StreamClosed,
     StreamEvent,
     ToolAttemptFinished,
@@ -82,6 +83,7 @@ class _Relay(LoopObserver):
     def run_started(self, run: RunView) -> None:
         self.trace, self.journal = run.trace, run.journal
         self.count = getattr(run.trace, "length", None) or run.trace.__len__
+        self.put((self.count(), RunStarted(str(getattr(run.trace, "run_id", "")), run.goal)))
 
     def live(self, event: StreamEvent) -> None:
         """The sink of the run's model calls: deltas as the model makes them."""

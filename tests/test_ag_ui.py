@@ -237,3 +237,26 @@ def test_a_resume_naming_no_waiting_question_of_a_durable_run_is_refused(serve, 
     status, text = post(serve(payer), run_input("", resume=[{"interruptId": "nobody~1", "status": "resolved",
                                                               "payload": "approve"}]))
     assert status == 422 and "nobody" in text
+
+
+def test_a_child_run_is_a_subagent_paired_with_the_call_that_made_it(serve):
+    from forge import tool as made_tool
+
+    @made_tool
+    def look(topic: str) -> str:
+        """Look a topic up."""
+        return f"facts about {topic}"
+
+    child = AgentLoop([look], lambda goal, state: Intent.call("look", topic=goal) if not state.observations
+                      else Finish(state.observations[-1].payload), lambda o: o.tool_name == "finish")
+    parent = AgentLoop([child.as_tool("research")], lambda goal, state: Intent.call("research", goal="otters")
+                       if not state.observations else Finish(state.observations[-1].payload),
+                       lambda o: o.tool_name == "finish")
+    status, events = post(serve(parent), run_input("write"))
+    assert status == 200 and kept_the_rules(events)[-1] == "RUN_FINISHED"
+    (started,) = [e for e in events if e.type.value == "SUBAGENT_STARTED"]
+    (ended,) = [e for e in events if e.type.value == "SUBAGENT_FINISHED"]
+    assert (started.subagent_run_id, started.name, started.parent_tool_call_id) == ("r1/research.1", "research",
+                                                                                    "r1/1/research")
+    assert ended.subagent_run_id == "r1/research.1" and ended.outcome.type == "success"
+    assert events[-1].result == "facts about otters"

@@ -842,3 +842,16 @@ def test_a_childs_typed_answer_reaches_its_parent_as_json_data():
         result = writer.run("write")
         assert result.state.observations[0].payload == expected
         assert result.answer == [str(expected)]
+
+
+def test_a_streamed_parent_tells_of_each_child_run_beginning_and_ending():
+    from forge.events import ChildRunFinished, ChildRunStarted, RunStarted
+
+    writer = AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
+    events = list(writer.stream("write", run_id="s"))
+    started = [e for e in events if isinstance(e, ChildRunStarted)]
+    ended = [e for e in events if isinstance(e, ChildRunFinished)]
+    assert events[0] == RunStarted("s", "write")
+    assert (started, ended) == ([ChildRunStarted("s/research.1", "research")],
+                                [ChildRunFinished("s/research.1", "verified_success", "success")])
+    assert events.index(started[0]) < events.index(ended[0])

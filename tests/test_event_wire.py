@@ -17,7 +17,7 @@ def _kinds():
 
 def test_every_event_type_has_a_type_of_its_own():
     types = [cls.TYPE for cls in _kinds()]
-    assert len(types) == len(set(types)) == 9
+    assert len(types) == len(set(types)) == 12
     assert "event" not in types
 
 
@@ -37,7 +37,8 @@ def _streamed():
 
 def test_a_streamed_runs_events_are_json_each_typed():
     sent = [json.loads(json.dumps(event.to_json())) for event in _streamed()]
-    assert {each["type"] for each in sent} == {"transition", "tool_attempt_started", "tool_attempt", "finished"}
+    assert {each["type"] for each in sent} == {"started", "transition", "tool_attempt_started", "tool_attempt", "finished"}
+    assert sent[0] == {"type": "started", "run_id": sent[0]["run_id"], "goal": "copy"} and sent[0]["run_id"]
     assert sent[-1] == {"type": "finished", "reason": "verified_success", "outcome": "success", "steps": 2,
                         "error": None}
 

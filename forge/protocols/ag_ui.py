@@ -6,7 +6,9 @@ in the order the protocol asks: `RUN_STARTED`; each stage the machine runs as a 
 (`STEP_STARTED` / `STEP_FINISHED`, named by the state); the model's text as a message
 (`TEXT_MESSAGE_START` / `_CONTENT` / `_END`) and its calls as they are written
 (`TOOL_CALL_START` / `_ARGS` / `_END`, with the model's own call ids); each call's outcome as
-`TOOL_CALL_RESULT`, paired with its call by that id, its content what the tool returned
+`TOOL_CALL_RESULT`, paired with its call by that id (a child run a tool makes — an agent
+tool, a code tool's program — as a subagent, `SUBAGENT_STARTED` / `_FINISHED`, what its
+model says marked with its path), its content what the tool returned
 after the loop's `redact` (a call no model named — a Python policy's — is announced from
 the machine's choice, with an id of its own, `RUN/STEP/TOOL`); and the end: `RUN_FINISHED`
 with the typed or text answer, an interrupt outcome when the run waits for a person (its
@@ -32,6 +34,8 @@ from typing import Any
 from forge.child import as_json
 from forge.errors import UsageError
 from forge.events import (
+    ChildRunFinished,
+    ChildRunStarted,
     ModelCallStarted,
     RunFinished,
     RunStopped,
@@ -70,6 +74,7 @@ class AGUIEvents:
         self.awaiting: list[str] = []  # the calls whose outcome comes next, in order
         self.interrupted = False
         self.run: Any = None  # the run itself (`observer`): its observations are the results' content
+        self.children: list[str] = []  # the child runs under way, innermost last: what the model says is theirs
         self.recorded = 0  # the observations the records read so far told of
 
     def observer(self) -> Any:
@@ -100,23 +105,36 @@ class AGUIEvents:
             if self.message is None:
                 self.messages += 1
                 self.message = f"{self.forge_run}/message.{self.messages}"
-                made.append(core.TextMessageStartEvent(message_id=self.message, role="assistant"))
-            return [*made, core.TextMessageContentEvent(message_id=self.message, delta=event.text)]
+                made.append(core.TextMessageStartEvent(message_id=self.message, role="assistant", **self._inside()))
+            return [*made, core.TextMessageContentEvent(message_id=self.message, delta=event.text, **self._inside())]
         if isinstance(event, ToolCallDelta):
             made = self._text_written()
             if event.index not in self.writing and event.call_id is not None:
                 self.writing[event.index] = event.call_id
                 self.announced.add(event.call_id)
                 made.append(core.ToolCallStartEvent(tool_call_id=event.call_id, tool_call_name=event.name or "",
-                                                    parent_message_id=None))
+                                                    parent_message_id=None, **self._inside()))
             call_id = self.writing.get(event.index)
             if call_id is not None and event.arguments:
-                made.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=event.arguments))
+                made.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=event.arguments, **self._inside()))
             return made
         if isinstance(event, ModelCallStarted | ToolAttemptStarted):
             return self._written()
         if isinstance(event, TransitionFired):
             return [*self._written(), *self._fired(event.record)]
+        if isinstance(event, ChildRunStarted):
+            self.children.append(event.path)
+            return [*self._written(), core.SubagentStartedEvent(
+                subagent_run_id=event.path, name=event.tool,
+                parent_tool_call_id=self.awaiting[0] if self.awaiting else None)]
+        if isinstance(event, ChildRunFinished):
+            if event.path in self.children:
+                self.children.remove(event.path)
+            if event.outcome == "success":
+                return [*self._written(), core.SubagentFinishedEvent(
+                    subagent_run_id=event.path, outcome=core.SubagentFinishedSuccessOutcome(type="success"))]
+            return [*self._written(), core.SubagentErrorEvent(subagent_run_id=event.path, code=event.reason,
+                                                              message=f"the child run ended in {event.reason}")]
         if isinstance(event, WaitingOn):
             self.interrupted = True
             return [core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
@@ -128,14 +146,18 @@ class AGUIEvents:
             return [*self._written(), *self._stopped(event.result)]
         return []
 
+    def _inside(self) -> dict[str, str]:
+        """The child run what the model says belongs to, as AG-UI names it (none: the run's own)."""
+        return {"subagent_run_id": self.children[-1]} if self.children else {}
+
     def _text_written(self) -> list[Any]:
         if self.message is None:
             return []
         ended, self.message = self.message, None
-        return [self.core.TextMessageEndEvent(message_id=ended)]
+        return [self.core.TextMessageEndEvent(message_id=ended, **self._inside())]
 
     def _calls_written(self) -> list[Any]:
-        ended = [self.core.ToolCallEndEvent(tool_call_id=call_id) for call_id in self.writing.values()]
+        ended = [self.core.ToolCallEndEvent(tool_call_id=call_id, **self._inside()) for call_id in self.writing.values()]
         self.writing = {}
         return ended
 
