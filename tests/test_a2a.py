@@ -1,0 +1,123 @@
+"""A2A (issue 52, item 2, in memory): a forge loop served over A2A (`forge.protocols.a2a`) to
+`a2a-sdk`'s own client on 127.0.0.1: the card it resolves, a task that completes with the
+answer as its artifact (text, or JSON for a typed answer), a question that leaves the task
+input-required until the same context's next message replies, a run that fails the task."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+pytest.importorskip("a2a", reason="the a2a extra is a test dependency: python3 tasks.py test installs it")
+
+import uvicorn
+from a2a.client import ClientConfig, create_client
+from a2a.helpers.proto_helpers import new_text_message
+from a2a.types import Role, SendMessageRequest, TaskState
+
+from forge import AgentLoop, Ask, Finish, Intent, tool
+from forge.protocols.a2a import a2a_app
+
+
+@tool
+def weather(city: str) -> str:
+    """Today's weather in a city."""
+    return f"4 degrees in {city}"
+
+
+def asking(goal, state):
+    """Asks which city unless the goal names one ("in CITY"), then looks it up."""
+    if state.observations and state.observations[-1].tool_name == "weather":
+        return Finish(state.observations[-1].payload)
+    if " in " not in f" {goal}" and len(goal.split()) != 1:
+        return Ask("Which city?")
+    return Intent.call("weather", city=goal.split()[-1])
+
+
+@pytest.fixture
+def served():
+    running = []
+
+    def serve(loop):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        url = f"http://127.0.0.1:{port}/"
+        server = uvicorn.Server(uvicorn.Config(a2a_app(loop, url), host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.02)
+        running.append((server, thread))
+        return url
+
+    yield serve
+    for server, thread in running:
+        server.should_exit = True
+        thread.join(10)
+
+
+def send(url, text, task=None):
+    """Send `text` (in `task`'s context, when given) with a2a-sdk's client: the task as the
+    server left it, and the card the client resolved."""
+    async def sent():
+        import httpx
+        from a2a.client.card_resolver import A2ACardResolver
+
+        async with httpx.AsyncClient() as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+        client = await create_client(card, ClientConfig(streaming=False))
+        message = new_text_message(text, role=Role.ROLE_USER)
+        if task is not None:
+            message.task_id, message.context_id = task.id, task.context_id
+        try:
+            return [each.task async for each in client.send_message(SendMessageRequest(message=message))][-1], card
+        finally:
+            await client.close()
+    return asyncio.run(sent())
+
+
+def test_a_task_is_a_run_whose_answer_is_its_artifact_and_the_card_names_the_loop(served):
+    url = served(AgentLoop([weather], asking, lambda o: o.tool_name == "finish"))
+    task, card = send(url, "weather in Oslo")
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert [part.text for part in task.artifacts[0].parts] == ["4 degrees in Oslo"]
+    assert card.name == "forge: single-agent tool loop" and list(card.skills[0].tags) == ["weather"]
+    assert card.supported_interfaces[0].url == url
+
+
+def test_a_question_leaves_the_task_input_required_and_the_reply_goes_on_in_its_context(served):
+    url = served(AgentLoop([weather], asking, lambda o: o.tool_name == "finish"))
+    asked, _ = send(url, "what is the weather?")
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert asked.status.message.parts[0].text == "Which city?"
+    done, _ = send(url, "Rome", task=asked)
+    assert (done.id, done.status.state) == (asked.id, TaskState.TASK_STATE_COMPLETED)
+    assert done.artifacts[0].parts[0].text == "4 degrees in Rome"
+
+
+def test_a_typed_answer_is_a_json_artifact(served):
+    @dataclass
+    class Forecast:
+        city: str
+        degrees: int
+
+    loop = AgentLoop([weather], lambda goal, state: Finish(Forecast("Oslo", 4)), lambda o: True, output=Forecast)
+    task, _ = send(served(loop), "forecast")
+    from google.protobuf.json_format import MessageToDict
+
+    assert MessageToDict(task.artifacts[0].parts[0])["data"] == {"city": "Oslo", "degrees": 4}
+
+
+def test_a_run_that_fails_fails_its_task_naming_the_reason(served):
+    def broken(goal, state):
+        raise RuntimeError("no idea")
+
+    task, _ = send(served(AgentLoop([weather], broken, lambda o: False)), "go")
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert task.status.message.parts[0].text == "the run ended in fatal_error: RuntimeError: no idea"
