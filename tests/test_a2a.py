@@ -121,3 +121,49 @@ def test_a_run_that_fails_fails_its_task_naming_the_reason(served):
     task, _ = send(served(AgentLoop([weather], broken, lambda o: False)), "go")
     assert task.status.state == TaskState.TASK_STATE_FAILED
     assert task.status.message.parts[0].text == "the run ended in fatal_error: RuntimeError: no idea"
+
+
+@pytest.mark.slow
+def test_a_durable_task_waits_for_its_approval_through_a_worker_restart_and_pays_once(served, db, tmp_path,
+                                                                                     monkeypatch):
+    """Issue 52's done-when for A2A: the task is a durable run (its id the task's) that waits
+    for a person's approval, input-required; the worker is killed once the run parked; the
+    client's "approve" goes to the task, a new worker takes the run on, the task completes
+    with the answer: the payment made once."""
+    import importlib
+    import signal
+    import sys
+    from pathlib import Path
+
+    from test_worker_stop import eventually, start_worker, stop
+
+    from forge.durable.runs import StoredRuns
+
+    db, ledger = str(db), tmp_path / "ledger"  # this process's runs database (one DBOS per process)
+    monkeypatch.setenv("FORGE_TEST_DB", db)
+    monkeypatch.setenv("FORGE_TEST_LEDGER", str(ledger))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    sys.modules.pop("ag_ui_worker_loops", None)
+    payer = importlib.import_module("ag_ui_worker_loops").payer
+    loops = str(Path(__file__).with_name("ag_ui_worker_loops.py"))
+    url = served(payer)
+    with StoredRuns(db) as runs:
+        first = start_worker(db, ledger, loops)
+        try:
+            asked, _ = send(url, "pay bob")
+            eventually(lambda: str(runs.client.list_workflows(workflow_ids=[asked.id], load_input=False)[0].status)
+                       == "SUCCESS")  # parked: the run waits holding no worker
+        finally:
+            first.kill()
+            first.wait(30)
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert asked.status.message.parts[0].text == 'may it call pay({"to": "bob", "amount": 20})?'
+    assert not ledger.exists()
+    second = start_worker(db, ledger, loops)
+    try:
+        done, _ = send(url, "approve", task=asked)
+    finally:
+        stop(second, signal.SIGTERM)
+    assert (done.id, done.status.state) == (asked.id, TaskState.TASK_STATE_COMPLETED)
+    assert done.artifacts[0].parts[0].text == "paid bob 20"
+    assert ledger.read_text().splitlines() == ["pay bob 20"]

@@ -9,8 +9,12 @@ the loop on the message's text (its run id the task's id); a typed or text answe
 task's artifact and the task completes; a run that asks its user leaves the task
 `input-required` with the question, and the next message of the same context is the reply,
 the run going on from where it was; a run that ends otherwise fails the task with its stop
-reason. Kept in this process: a context's state lives as long as the app (the last
-`contexts`).
+reason. In memory, a context's state lives as long as the app (the last `contexts`). Given
+a durable loop (`loop.durable(...)`), each task is a durable run whose id is the task's, taken
+by whichever `forge worker` is free: the task follows it in the runs' database (a worker
+restarted in the middle included); a run that waits — a question, an approval — leaves the
+task input-required with what it asks, and the next message to the task answers it, bound to
+that question ("approve" or "reject" for an approval).
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ def _sdk() -> Any:
 def agent_card(loop: Any, url: str, *, name: str | None = None, version: str = "1.0.0") -> Any:
     """The A2A agent card of `loop` served at `url` (see the module)."""
     types = _sdk()
-    definition = loop.definition
+    runnable = getattr(loop, "loop", loop)  # a durable loop's AgentLoop
+    definition = runnable.definition
     called = name or definition.title or definition.name
-    tools = [tool.name for tool in loop.tools]
+    tools = [tool.name for tool in runnable.tools]
     description = definition.description or f"a forge loop ({definition.name})"
     skill = types.AgentSkill(id=definition.name, name=called, description=f"{description} Tools: {', '.join(tools)}.",
                              tags=tools)
@@ -79,6 +84,9 @@ def _executor(loop: Any, contexts: int) -> Any:
             if context.current_task is None:  # a new task: the protocol has it exist before any update of it
                 await event_queue.enqueue_event(new_task_from_user_message(context.message))
             await updater.start_work()
+            if durable:
+                await self._durably(context, updater)
+                return
             state = self.kept.get(context.context_id)
             result = await loop.arun(context.get_user_input(), run_id=context.task_id,
                                      **({"state": state} if state is not None else {}))
@@ -87,10 +95,7 @@ def _executor(loop: Any, contexts: int) -> Any:
             while len(self.kept) > contexts:
                 self.kept.popitem(last=False)
             if result.outcome == "success":
-                answer = as_json(result.answer)
-                part = new_text_part(answer) if isinstance(answer, str) else new_data_part(json.loads(json.dumps(
-                    answer, default=str)))
-                await updater.add_artifact([part], name="answer")
+                await updater.add_artifact([_part(result.answer)], name="answer")
                 await updater.complete()
             elif result.outcome == "needs_input":
                 asked = result.question or f"the run waits in {result.reason}"
@@ -99,7 +104,61 @@ def _executor(loop: Any, contexts: int) -> Any:
                 why = f": {type(result.error).__name__}: {result.error}" if result.error is not None else ""
                 await updater.failed(updater.new_agent_message([new_text_part(f"the run ended in {result.reason}{why}")]))
 
+        async def _durably(self, context: Any, updater: Any) -> None:
+            """The task as a durable run of the loop (its id the task's), taken by a worker: a
+            new task starts it; a message to a task that waits answers what it waits for
+            (`_answer`), bound to that question. The task follows the run from the runs'
+            database until it finishes or waits again, whichever worker runs it."""
+            from starlette.concurrency import run_in_threadpool
+
+            runs, run_id = loop.runs, context.task_id
+            if context.current_task is None:
+                await run_in_threadpool(loop.submit, context.get_user_input(), run_id)
+                answers = 0
+            else:
+                stored = await run_in_threadpool(runs.get, run_id)
+                if stored.waiting is None:
+                    await updater.failed(updater.new_agent_message([new_text_part(
+                        f"the run is {stored.status}: it waits for nothing")]))
+                    return
+                await run_in_threadpool(runs.resume, run_id, _answer(context.get_user_input(), stored.waiting))
+                answers = stored.answers + 1
+            ended = await run_in_threadpool(runs.wait, run_id, None, answers)
+            if ended.status == "waiting" and ended.waiting is not None:
+                await updater.requires_input(updater.new_agent_message([new_text_part(ended.waiting.asks)]))
+            elif ended.outcome == "success":
+                await updater.add_artifact([_part(ended.answer)], name="answer")
+                await updater.complete()
+            else:
+                why = f": {ended.error}" if ended.error else ""
+                await updater.failed(updater.new_agent_message([new_text_part(
+                    f"the run ended in {ended.reason or ended.status}{why}")]))
+
         async def cancel(self, context: Any, event_queue: Any) -> None:
+            if durable:
+                from starlette.concurrency import run_in_threadpool
+
+                await run_in_threadpool(loop.cancel, context.task_id)
             await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
+    def _part(answer: Any) -> Any:
+        """An answer as an artifact's part: text, or JSON data for a typed answer."""
+        shown = as_json(answer)
+        return new_text_part(shown) if isinstance(shown, str) else new_data_part(json.loads(json.dumps(shown,
+                                                                                                     default=str)))
+
+    durable = callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
     return LoopExecutor()
+
+
+def _answer(text: str, waiting: Any) -> Any:
+    """A message's text as the answer to `waiting`: "approve" or "reject" for a call waiting
+    for approval, a tool's name where the run waits for one, else the reply itself."""
+    from forge.machine.answers import Answer
+
+    said = text.strip()
+    if waiting.fingerprint and said.lower() in ("approve", "reject"):
+        return getattr(Answer, said.lower())(waiting.fingerprint)
+    if "tool" in waiting.answers and "text" not in waiting.answers:
+        return Answer.tool(said)
+    return Answer.text(said)
