@@ -167,3 +167,43 @@ def test_a_durable_task_waits_for_its_approval_through_a_worker_restart_and_pays
     assert (done.id, done.status.state) == (asked.id, TaskState.TASK_STATE_COMPLETED)
     assert done.artifacts[0].parts[0].text == "paid bob 20"
     assert ledger.read_text().splitlines() == ["pay bob 20"]
+
+
+def test_a_forge_loop_calls_an_a2a_agent_as_a_tool_and_its_replay_calls_nothing(served):
+    from forge.protocols.a2a import a2a_tool
+
+    url = served(AgentLoop([weather], asking, lambda o: o.tool_name == "finish"))
+    remote = a2a_tool(url, "forecaster", side_effect=False)
+    assert remote.description.startswith("ask the agent 'forge: single-agent tool loop': ")
+
+    def delegating(goal, state):
+        return Finish(state.observations[-1].payload) if state.observations else Intent.call("forecaster", goal=goal)
+
+    caller = AgentLoop([remote], delegating, lambda o: o.tool_name == "finish")
+    result = caller.run("weather in Oslo")
+    assert result.answer == "4 degrees in Oslo"
+    again = caller.replay(result.journal)  # answered from the journal: no task sent
+    assert (again.answer, again.trace) == (result.answer, result.trace)
+
+
+def test_an_a2a_agent_that_asks_is_a_tool_error_the_policy_hears(served):
+    from forge.protocols.a2a import a2a_tool
+
+    remote = a2a_tool(served(AgentLoop([weather], asking, lambda o: o.tool_name == "finish")), "forecaster",
+                      side_effect=False)
+
+    def delegating(goal, state):
+        return Finish(str(state.observations[-1].payload)) if state.observations else \
+            Intent.call("forecaster", goal="what is the weather?")
+
+    result = AgentLoop([remote], delegating, lambda o: o.tool_name == "finish").run("go")
+    assert result.state.observations[0].status == "retryable_error"
+    assert "agent 'forecaster' left the task input-required: Which city?" in str(result.state.observations[0].payload)
+
+
+def test_no_agent_card_at_the_url_is_refused_naming_it():
+    from forge import UsageError
+    from forge.protocols.a2a import a2a_tool
+
+    with pytest.raises(UsageError, match=r"no A2A agent card at 'http://127.0.0.1:9/'"):
+        a2a_tool("http://127.0.0.1:9/")

@@ -15,6 +15,10 @@ by whichever `forge worker` is free: the task follows it in the runs' database (
 restarted in the middle included); a run that waits — a question, an approval — leaves the
 task input-required with what it asks, and the next message to the task answers it, bound to
 that question ("approve" or "reject" for an approval).
+
+`a2a_tool(url)` is the other way round: an A2A agent (any vendor's, or a forge loop served
+so) as a tool of a forge loop, called with a goal in words, its answer the tool's value —
+journaled, approved, keyed and replayed as any tool call is.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 from forge.child import as_json
 from forge.extras import extra_module
 
-__all__ = ["a2a_app", "agent_card"]
+__all__ = ["a2a_app", "a2a_tool", "agent_card"]
 
 
 def _sdk() -> Any:
@@ -162,3 +166,86 @@ def _answer(text: str, waiting: Any) -> Any:
     if "tool" in waiting.answers and "text" not in waiting.answers:
         return Answer.tool(said)
     return Answer.text(said)
+
+
+def a2a_tool(url: str, name: str | None = None, *, side_effect: bool = True, timeout: float = 300.0) -> Any:
+    """The A2A agent at `url` as a `forge.Tool` named `name` (default: from its card's name)
+    taking `{"goal": "..."}`: each call sends the goal as a new task with `a2a-sdk`'s client
+    and returns the task's answer (its artifact's text, or its JSON data). The card is read
+    now, for the tool's description. `side_effect` (default True: another agent may act in
+    the world) makes its calls approved and keyed as the loop's side effects are.
+
+    Raises:
+        UsageError: (when made) no agent card at `url`.
+        ToolError: (when called) the agent asks for input, or the task fails, cancels or
+            is rejected — its words told to the policy, which may replan.
+    """
+    import re
+
+    from forge.child import GOAL_SCHEMA
+    from forge.errors import UsageError
+    from forge.tools import Tool
+
+    _sdk()
+    try:
+        card = _run_async(_card(url), timeout)
+    except Exception as error:
+        raise UsageError(f"no A2A agent card at {url!r}: {type(error).__name__}: {error}") from error
+    called = name or re.sub(r"[^A-Za-z0-9_]+", "_", card.name).strip("_").lower() or "agent"
+
+    def ask_agent(goal: str) -> Any:
+        return _run_async(_asked(card, called, goal), timeout)
+
+    return Tool(called, {called}, ask_agent, side_effect=side_effect, schema=GOAL_SCHEMA,
+                description=f"ask the agent {card.name!r}: {card.description}")
+
+
+async def _card(url: str) -> Any:
+    import httpx
+    from a2a.client.card_resolver import A2ACardResolver
+
+    async with httpx.AsyncClient() as http:
+        return await A2ACardResolver(http, url).get_agent_card()
+
+
+async def _asked(card: Any, name: str, goal: str) -> Any:
+    """The answer of the agent of `card` to `goal`, sent as a new task."""
+    from a2a.client import ClientConfig, create_client
+    from a2a.helpers.proto_helpers import new_text_message
+    from a2a.types import Role, SendMessageRequest, TaskState
+    from google.protobuf.json_format import MessageToDict
+
+    from forge.agent.retry import ToolError
+
+    client = await create_client(card, ClientConfig(streaming=False))
+    try:
+        request = SendMessageRequest(message=new_text_message(goal, role=Role.ROLE_USER))
+        task = [each.task async for each in client.send_message(request)][-1]
+    finally:
+        await client.close()
+    said = " ".join(part.text for part in task.status.message.parts if part.text) if task.status.HasField("message") \
+        else ""
+    if task.status.state != TaskState.TASK_STATE_COMPLETED:
+        state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+        raise ToolError(f"agent {name!r} left the task {state}" + (f": {said}" if said else ""))
+    parts = [part for artifact in task.artifacts for part in artifact.parts]
+    if len(parts) == 1 and parts[0].HasField("data"):
+        return MessageToDict(parts[0])["data"]
+    return "\n".join(part.text for part in parts if part.text) or said
+
+
+def _run_async(coroutine: Any, timeout: float) -> Any:
+    """`coroutine` run to its end from sync code (a tool's handler runs in a thread of its
+    own, so no event loop runs there; one in this thread is left alone: a thread runs it)."""
+    import asyncio
+    import concurrent.futures
+
+    async def bounded() -> Any:
+        return await asyncio.wait_for(coroutine, timeout)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(bounded())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, bounded()).result()
