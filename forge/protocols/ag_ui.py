@@ -2,8 +2,9 @@
 backend of an agent front end (CopilotKit and the others that speak it).
 
 `AGUIEvents` turns one run's stream (`AgentLoop.astream`, `forge.events`) into AG-UI events,
-in the order the protocol asks: `RUN_STARTED`; each stage the machine runs as a step
-(`STEP_STARTED` / `STEP_FINISHED`, named by the state); the model's text as a message
+in the order the protocol asks: `RUN_STARTED`; each step of the loop — a decision, its
+calls, their outcomes, the verdict — as an AG-UI step (`STEP_STARTED` / `STEP_FINISHED`,
+`step N`); the model's text as a message
 (`TEXT_MESSAGE_START` / `_CONTENT` / `_END`) and its calls as they are written
 (`TOOL_CALL_START` / `_ARGS` / `_END`, with the model's own call ids); each call's outcome as
 `TOOL_CALL_RESULT`, paired with its call by that id (a child run a tool makes — an agent
@@ -64,15 +65,14 @@ class AGUIEvents:
         self.core = _core()
         self.thread_id, self.run_id = thread_id, run_id
         self.forge_run = forge_run or run_id  # the forge run the events are of (a durable run answered goes on)
-        self.initial = definition.initial
         self.recording = {state.name for state in definition.states if state.action == "record_observation"}
-        self.terminal = {state.name for state in definition.states if state.terminal}
         self.message: str | None = None  # the text message being written
         self.messages = 0
         self.writing: dict[int, str] = {}  # a call being written: its place in the reply → its id
         self.announced: set[str] = set()  # calls told already (as the model wrote them)
         self.awaiting: list[str] = []  # the calls whose outcome comes next, in order
         self.interrupted = False
+        self.step: int | None = None  # the loop's step under way, an AG-UI step
         self.run: Any = None  # the run itself (`observer`): its observations are the results' content
         self.children: list[str] = []  # the child runs under way, innermost last: what the model says is theirs
         self.recorded = 0  # the observations the records read so far told of
@@ -92,10 +92,8 @@ class AGUIEvents:
         return Keeping()
 
     def started(self, going_on: bool = False) -> list[Any]:
-        """The run's first events (`going_on`: a waiting run answered, already under way)."""
-        core = self.core
-        begun = [core.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
-        return begun if going_on else [*begun, core.StepStartedEvent(step_name=self.initial)]
+        """The run's first event (`going_on`: a waiting run answered, already under way)."""
+        return [self.core.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)]
 
     def of(self, event: StreamEvent) -> list[Any]:
         """The AG-UI events `event` makes (none for what the protocol has no place for)."""
@@ -137,18 +135,24 @@ class AGUIEvents:
                                                               message=f"the child run ended in {event.reason}")]
         if isinstance(event, WaitingOn):
             self.interrupted = True
-            return [core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
+            return [*self._written(), *self._step_ended(), core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                           outcome=core.RunFinishedInterruptOutcome(
                                               type="interrupt", interrupts=[self._interrupt(event.waiting)]))]
         if isinstance(event, RunFinished):
-            return [*self._written(), *self._finished(event.result)]
+            return [*self._written(), *self._step_ended(), *self._finished(event.result)]
         if isinstance(event, RunStopped):
-            return [*self._written(), *self._stopped(event.result)]
+            return [*self._written(), *self._step_ended(), *self._stopped(event.result)]
         return []
 
     def _inside(self) -> dict[str, str]:
         """The child run what the model says belongs to, as AG-UI names it (none: the run's own)."""
         return {"subagent_run_id": self.children[-1]} if self.children else {}
+
+    def _step_ended(self) -> list[Any]:
+        if self.step is None:
+            return []
+        ended, self.step = self.step, None
+        return [self.core.StepFinishedEvent(step_name=f"step {ended}")]
 
     def _text_written(self) -> list[Any]:
         if self.message is None:
@@ -166,16 +170,16 @@ class AGUIEvents:
         return [*self._text_written(), *self._calls_written()]
 
     def _fired(self, record: Any) -> list[Any]:
-        core, detail = self.core, record.detail
+        detail = record.detail
         made: list[Any] = []
+        if record.step != self.step:  # a step of the loop: select, call, record, verify
+            made.extend([*self._step_ended(), self.core.StepStartedEvent(step_name=f"step {record.step}")])
+            self.step = record.step
         if record.trigger == "choose" and ("tool" in detail or "tools" in detail):
             made.extend(self._chosen(record))
         elif record.source in self.recording:
             count = len(detail["statuses"]) if isinstance(detail.get("statuses"), list) else 1
             made.extend(self._results(detail, count))
-        made.append(core.StepFinishedEvent(step_name=record.source))
-        if record.dest not in self.terminal:
-            made.append(core.StepStartedEvent(step_name=record.dest))
         return made
 
     def _chosen(self, record: Any) -> list[Any]:
@@ -204,7 +208,7 @@ class AGUIEvents:
         first, self.recorded = self.recorded, self.recorded + count
         if not ids:
             return []
-        observations = list(getattr(getattr(self.run, "loop_state", None), "observations", ()))[first:first + count]
+        observations = getattr(getattr(self.run, "loop_state", None), "observations", ())[first:first + count]
         if len(observations) == len(ids):
             contents = [self._content(observation) for observation in observations]
         else:
