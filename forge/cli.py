@@ -647,6 +647,8 @@ def _eval(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from forge.machine.catalog import import_reference
 
+    if args.a2a or args.ag_ui:
+        return _serve_protocol(args)
     try:
         from forge.serve import serve_http, serve_stdio, served_durables, served_tools
     except ImportError as missing:
@@ -661,6 +663,37 @@ def _serve(args: argparse.Namespace) -> int:
     import anyio
 
     anyio.run(serve_stdio, tools, args.name, durables)
+    return 0
+
+
+def _serve_protocol(args: argparse.Namespace) -> int:
+    """`forge serve --a2a` / `--ag-ui`: one loop (an AgentLoop, or a durable one for the
+    workers) as an A2A agent or an AG-UI backend at http://HOST:PORT/."""
+    from forge.machine.catalog import import_reference
+
+    if args.a2a and args.ag_ui:
+        raise UsageError("forge serve speaks one protocol at a time: --a2a or --ag-ui, not both")
+    if args.http:
+        raise UsageError("--http serves MCP; --a2a and --ag-ui serve over HTTP already: leave --http out")
+    if len(args.loops) != 1:
+        raise UsageError(f"forge serve --{'a2a' if args.a2a else 'ag-ui'} serves one loop, got {len(args.loops)}")
+    loop = import_reference(args.loops[0], "forge serve", "examples/writer.py:writer")
+    if not hasattr(getattr(loop, "loop", loop), "definition"):
+        raise UsageError(f"{args.loops[0]} is not an AgentLoop (nor a durable one): forge serve --a2a and --ag-ui "
+                         "serve a loop")
+    import uvicorn
+
+    url = f"http://{args.host}:{args.port}/"
+    if args.a2a:
+        from forge.protocols.a2a import a2a_app
+
+        app, said = a2a_app(loop, url, name=None), f"over A2A at {url} (its card: {url}.well-known/agent-card.json)"
+    else:
+        from forge.protocols.ag_ui import ag_ui_app
+
+        app, said = ag_ui_app(loop), f"over AG-UI at {url} (POST a RunAgentInput)"
+    print(f"forge serve: {args.loops[0]} {said}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0
 
 
@@ -952,13 +985,18 @@ def _eval_command(commands: Any) -> None:
 
 
 def _serve_command(commands: Any) -> None:
-    serve = commands.add_parser("serve", help="serve loops as MCP tools, over stdio (default) or streamable HTTP")
+    serve = commands.add_parser("serve", help="serve loops as MCP tools, over stdio (default) or streamable HTTP; "
+                                              "or one loop over A2A or AG-UI")
     serve.add_argument("loops", nargs="+", metavar="MODULE:LOOP",
                        help="an AgentLoop (served as the tool LOOP, taking a goal), or a tool loop.as_tool(...) made")
     serve.add_argument("--http", action="store_true", help="serve over streamable HTTP at http://HOST:PORT/mcp")
-    serve.add_argument("--host", default="127.0.0.1", help="with --http (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="with --http (default 8000)")
+    serve.add_argument("--host", default="127.0.0.1", help="with --http, --a2a or --ag-ui (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="with --http, --a2a or --ag-ui (default 8000)")
     serve.add_argument("--name", default="forge", help="the server's name, as clients see it (default forge)")
+    serve.add_argument("--a2a", action="store_true",
+                       help="serve the one loop as an A2A agent at http://HOST:PORT/ instead (extra a2a)")
+    serve.add_argument("--ag-ui", action="store_true",
+                       help="serve the one loop as an AG-UI backend at http://HOST:PORT/ instead (extra ag-ui)")
     serve.set_defaults(handler=_serve)
 
 

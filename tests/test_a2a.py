@@ -207,3 +207,55 @@ def test_no_agent_card_at_the_url_is_refused_naming_it():
 
     with pytest.raises(UsageError, match=r"no A2A agent card at 'http://127.0.0.1:9/'"):
         a2a_tool("http://127.0.0.1:9/")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", ["--a2a", "--ag-ui"])
+def test_forge_serve_serves_a_loop_over_a2a_or_ag_ui(protocol, tmp_path):
+    """`forge serve --a2a MODULE:LOOP` (and `--ag-ui`) in a real process, asked by a client."""
+    import http.client
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "weather_agent.py").write_text(
+        "from forge import AgentLoop, Finish, Intent, tool\n\n"
+        "@tool\ndef weather(city: str) -> str:\n    '''Today's weather in a city.'''\n    return f'rain in {city}'\n\n"
+        "agent = AgentLoop([weather], lambda goal, state: Finish(state.observations[-1].payload) if state.observations"
+        " else Intent.call('weather', city=goal), lambda o: o.tool_name == 'finish')\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "forge", "serve", protocol, "--port", str(port),
+                               str(tmp_path / "weather_agent.py") + ":agent"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        said = server.stdout.readline()
+        assert f"at http://127.0.0.1:{port}/" in said, said + server.stderr.read()
+        for _ in range(200):  # the line is said before uvicorn binds: wait for the port
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{port}/"
+        if protocol == "--a2a":
+            task, card = send(url, "Oslo")
+            assert task.artifacts[0].parts[0].text == "rain in Oslo" and list(card.skills[0].tags) == ["weather"]
+        else:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            body = {"threadId": "t", "runId": "r", "state": None, "tools": [], "context": [], "forwardedProps": None,
+                    "messages": [{"id": "m", "role": "user", "content": "Oslo"}]}
+            connection.request("POST", "/", json.dumps(body), {"Content-Type": "application/json"})
+            events = [json.loads(line[6:]) for line in connection.getresponse().read().decode().splitlines()
+                      if line.startswith("data: ")]
+            assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"] == "rain in Oslo"
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def test_forge_serve_speaks_one_protocol_at_a_time(capsys):
+    from forge.cli import main
+
+    assert main(["serve", "--a2a", "--ag-ui", "examples/writer.py:writer"]) == 1
+    assert "one protocol at a time: --a2a or --ag-ui, not both" in capsys.readouterr().err
