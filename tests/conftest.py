@@ -40,8 +40,9 @@ def make(db, request):
 
 def pytest_addoption(parser):
     parser.addoption("--full-trials", action="store_true", default=False,
-                     help="run every crash trial of tests/test_durable_crash.py (100; the default run samples 25) "
-                          "and the whole fleet of tests/test_fleet.py (240 runs; the default runs 60)")
+                     help="run every crash trial of tests/test_durable_crash.py (100; the default run samples 25), "
+                          "the whole fleet of tests/test_fleet.py (240 runs; the default runs 60) and every mode of "
+                          "every policy in tests/test_model_conformance.py (the default runs each policy in one)")
 
 
 # --- the checkout stays as it was ------------------------------------------------------

@@ -130,25 +130,17 @@ def test_a_durable_task_waits_for_its_approval_through_a_worker_restart_and_pays
     for a person's approval, input-required; the worker is killed once the run parked; the
     client's "approve" goes to the task, a new worker takes the run on, the task completes
     with the answer: the payment made once."""
-    import importlib
     import signal
-    import sys
-    from pathlib import Path
 
+    from protocol_workers import LOOPS, payer_on
     from test_worker_stop import eventually, start_worker, stop
 
     from forge.durable.runs import StoredRuns
 
     db, ledger = str(db), tmp_path / "ledger"  # this process's runs database (one DBOS per process)
-    monkeypatch.setenv("FORGE_TEST_DB", db)
-    monkeypatch.setenv("FORGE_TEST_LEDGER", str(ledger))
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    sys.modules.pop("ag_ui_worker_loops", None)
-    payer = importlib.import_module("ag_ui_worker_loops").payer
-    loops = str(Path(__file__).with_name("ag_ui_worker_loops.py"))
-    url = served(payer)
-    with StoredRuns(db) as runs:
-        first = start_worker(db, ledger, loops)
+    with payer_on(db, ledger, monkeypatch) as payer, StoredRuns(db) as runs:
+        url = served(payer)
+        first = start_worker(db, ledger, LOOPS)
         try:
             asked, _ = send(url, "pay bob")
             eventually(lambda: str(runs.client.list_workflows(workflow_ids=[asked.id], load_input=False)[0].status)
@@ -156,14 +148,14 @@ def test_a_durable_task_waits_for_its_approval_through_a_worker_restart_and_pays
         finally:
             first.kill()
             first.wait(30)
-    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-    assert asked.status.message.parts[0].text == 'may it call pay({"to": "bob", "amount": 20})?'
-    assert not ledger.exists()
-    second = start_worker(db, ledger, loops)
-    try:
-        done, _ = send(url, "approve", task=asked)
-    finally:
-        stop(second, signal.SIGTERM)
+        assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert asked.status.message.parts[0].text == 'may it call pay({"to": "bob", "amount": 20})?'
+        assert not ledger.exists()
+        second = start_worker(db, ledger, LOOPS)
+        try:
+            done, _ = send(url, "approve", task=asked)
+        finally:
+            stop(second, signal.SIGTERM)
     assert (done.id, done.status.state) == (asked.id, TaskState.TASK_STATE_COMPLETED)
     assert done.artifacts[0].parts[0].text == "paid bob 20"
     assert ledger.read_text().splitlines() == ["pay bob 20"]

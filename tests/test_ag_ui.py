@@ -186,23 +186,15 @@ def test_a_client_follows_a_durable_run_through_a_worker_restart_and_answers_its
     """Issue 52's done-when for AG-UI: the run waits for its approval (an interrupt naming the
     call); the worker is killed once the run parked; the client's resume approves it, a new
     worker takes the run on, and the client reads it to its end: the payment made once."""
-    import importlib
     import signal
-    import sys
-    from pathlib import Path
 
+    from protocol_workers import LOOPS, payer_on
     from test_worker_stop import eventually, start_worker, stop
 
     from forge.durable.runs import StoredRuns
 
-    db, ledger = str(db), tmp_path / "ledger"  # this process's runs database (one DBOS per process)
-    monkeypatch.setenv("FORGE_TEST_DB", db)
-    monkeypatch.setenv("FORGE_TEST_LEDGER", str(ledger))
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    sys.modules.pop("ag_ui_worker_loops", None)
-    payer = importlib.import_module("ag_ui_worker_loops").payer
-    loops = str(Path(__file__).with_name("ag_ui_worker_loops.py"))
-    with StoredRuns(db) as runs:
+    db, ledger, loops = str(db), tmp_path / "ledger", LOOPS  # this process's runs database (one DBOS per process)
+    with payer_on(db, ledger, monkeypatch) as payer, StoredRuns(db) as runs:
         port = serve(payer)
         first = start_worker(db, ledger, loops)
         try:
