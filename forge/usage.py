@@ -121,11 +121,16 @@ class Usage:
     @property
     def cost(self) -> float | None:
         """What these calls cost in USD at public prices (`forge.pricing`: genai-prices'
-        offline table); None when a call's model is not in it (price it with
-        `forge.pricing.spending(usage, prices)`)."""
+        offline table); None when a call's model is not in it (price it with `cost_at`)."""
+        return self.cost_at(None)
+
+    def cost_at(self, prices: Mapping[str, Any] | None) -> float | None:
+        """What these calls cost in USD at `prices` (model name to `forge.pricing.Price`, a
+        loop's `Limits(prices=...)`), else at public prices; None when a call's model has
+        neither."""
         from forge.pricing import cost_of
 
-        costs = [cost_of(call) for call in self.calls]
+        costs = [cost_of(call, prices) for call in self.calls]
         return None if any(cost is None for cost in costs) else sum(cost for cost in costs if cost is not None)
 
     def __bool__(self) -> bool:

@@ -153,9 +153,12 @@ def _stops_in(definition: MachineDefinition, dest: str, stop: str) -> bool:
     state (`MachineDefinition.with_wrap_up`) every edge of which goes into it."""
     if dest == stop:
         return True
-    state = next((each for each in definition.states if each.name == dest), None)
+    try:
+        action = definition.state(dest).action
+    except KeyError:  # no such state: another finding says so
+        return False
     outgoing = definition.outgoing(dest)
-    return state is not None and state.action == "wrap_up" and bool(outgoing) and all(t.dest == stop for t in outgoing)
+    return action == "wrap_up" and bool(outgoing) and all(t.dest == stop for t in outgoing)
 
 
 def _exclusive(a: TransitionDef, b: TransitionDef, stages: StageCatalog) -> bool:

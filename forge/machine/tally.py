@@ -71,11 +71,9 @@ def timing(definition: MachineDefinition, records: Sequence[TransitionRecord]) -
     times = [record.at for record in records]
     if not times or not all(times):
         return None
-    asking = {state.name for state in definition.states if state.outcome == "needs_input"}
-    waited = sum(max(0.0, later - at) for at, later, record in zip(times, times[1:], records, strict=False)
-                 if record.dest in asking)
-    total = max(0.0, times[-1] - times[0])
-    return Timing(max(0.0, total - waited), min(waited, total))
+    asking = frozenset(state.name for state in definition.states if state.outcome == "needs_input")
+    working = WorkingTime(asking).of(records, times[-1])
+    return Timing(working, max(0.0, times[-1] - times[0]) - working)
 
 
 class WorkingTime:

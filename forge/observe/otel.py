@@ -219,9 +219,9 @@ class OpenTelemetryObserver(LoopObserver):
                              "forge.steps": result.steps, "forge.transitions": len(result.trace),
                              "gen_ai.usage.input_tokens": result.usage.prompt_tokens,
                              "gen_ai.usage.output_tokens": result.usage.completion_tokens})
-        costs = [cost_of(call, spans.prices) for call in result.usage.calls]
-        if costs and None not in costs:  # the run's cost, by the loop's prices as each call's
-            span.set_attribute("forge.cost_usd", round(sum(cost for cost in costs if cost is not None), 8))
+        cost = result.usage.cost_at(spans.prices) if result.usage.calls else None  # by the loop's prices, as each call's
+        if cost is not None:
+            span.set_attribute("forge.cost_usd", round(cost, 8))
         if result.outcome == "failure":
             span.set_attribute("error.type", str(result.reason))
             span.set_status(otel_trace.Status(otel_trace.StatusCode.ERROR, str(result.reason)))

@@ -156,16 +156,18 @@ def _executor(loop: Any, contexts: int) -> Any:
 
 
 def _answer(text: str, waiting: Any) -> Any:
-    """A message's text as the answer to `waiting`: "approve" or "reject" for a call waiting
-    for approval, a tool's name where the run waits for one, else the reply itself."""
-    from forge.machine.answers import Answer
+    """A message's text as the answer to `waiting`, read by forge's one reader of answers
+    (`forge.machine.answers.read_answer`): "approve" or "reject" in any case (a person's
+    words) for a call waiting for approval, a tool's name where the run waits for one, else
+    the reply itself."""
+    from forge.machine.answers import read_answer
 
     said = text.strip()
     if waiting.fingerprint and said.lower() in ("approve", "reject"):
-        return getattr(Answer, said.lower())(waiting.fingerprint)
+        return read_answer(said.lower(), waiting.fingerprint)
     if "tool" in waiting.answers and "text" not in waiting.answers:
-        return Answer.tool(said)
-    return Answer.text(said)
+        return read_answer("tool", said)
+    return read_answer("text", said)
 
 
 def a2a_tool(url: str, name: str | None = None, *, side_effect: bool = True, timeout: float = 300.0) -> Any:

@@ -401,8 +401,6 @@ def _durable_start(durable: Any, given: Any) -> tuple[str, int, int]:
             longer waits on, or gives no answer that fits (`AnswerRefused`).
         LookupError: (`RunNotFound`) no such run.
     """
-    from forge.machine.answers import Answer
-
     entries = [entry for entry in given.resume or () if entry.status == "resolved"]
     if not entries:
         durable.submit(goal_of(given.messages), run_id=given.run_id)
@@ -414,26 +412,30 @@ def _durable_start(durable: Any, given: Any) -> tuple[str, int, int]:
     waiting = stored.waiting
     if waiting is None or str(waiting.asked) != asked:
         raise UsageError(f"run {forge_run!r} does not wait on question {asked}: it is {stored.status}")
-    durable.runs.resume(forge_run, _answer(entries[0].payload, waiting, Answer))  # (answered: not waited for)
+    durable.runs.resume(forge_run, _answer(entries[0].payload, waiting))  # (answered: not waited for)
     return forge_run, len(stored.records), waiting.asked
 
 
-def _answer(payload: Any, waiting: Any, answer: Any) -> Any:
-    """A resume's payload as the answer to `waiting`: `{"kind", "value"}` (one of
-    `waiting.choices()`, what the interrupt's schema lists), "approve" or "reject" (the
-    waiting call's), or the reply's text.
+def _answer(payload: Any, waiting: Any) -> Any:
+    """A resume's payload as the answer to `waiting`, read by forge's one reader of answers
+    (`forge.machine.answers.read_answer`): `{"kind", "value"}` (one of `waiting.choices()`,
+    what the interrupt's schema lists), "approve" or "reject" (the waiting call's), or the
+    reply's text.
 
     Raises:
-        UsageError: a payload that is none of these.
+        UsageError: a payload that is none of these (`AnswerRefused`, one, for a kind or a
+            value that does not fit).
     """
+    from forge.machine.answers import read_answer
+
     if isinstance(payload, Mapping) and "kind" in payload:
-        return answer.from_json(payload).to(waiting)
+        return read_answer(payload["kind"], payload.get("value"), payload.get("arguments"))
     if isinstance(payload, Mapping):
         payload = payload.get("answer")
     if payload in ("approve", "reject") and waiting.fingerprint:
-        return getattr(answer, str(payload))(waiting.fingerprint)
+        return read_answer(payload, waiting.fingerprint)
     if isinstance(payload, str) and payload.strip():
-        return answer.text(payload)
+        return read_answer("text", payload)
     raise UsageError(f"a resume's payload is an answer: {{\"kind\", \"value\"}}, \"approve\", \"reject\" or a reply; "
                      f"got {payload!r:.100}")
 
