@@ -13,6 +13,7 @@ frozen events, in the order they happen.
 - `RunStarted`: the run's id and goal, first;
 - `TransitionFired`: a transition's record, once it is in the trace;
 - `ToolAttemptStarted` / `ToolAttemptFinished`: each call of a tool's handler;
+- `ToolProgress`: a tool under way said how far it got (an MCP server's progress);
 - `ModelCallStarted`, then `TextDelta` and `ToolCallDelta` as the model produces its reply
   (`ChatPolicy` streams through the openai client while someone listens; a replayed model
   call's reply comes back from the journal as one delta per text and per call);
@@ -22,7 +23,7 @@ frozen events, in the order they happen.
 - `RunFinished`: the run's `LoopResult`, always the last event.
 
 Every event has one wire form, `event.to_json()`: a JSON object whose `type` names it
-(`TYPE`: started, transition, tool_attempt_started, tool_attempt, model_call, text,
+(`TYPE`: started, transition, tool_attempt_started, tool_attempt, tool_progress, model_call, text,
 tool_call, child_started, child_finished, waiting, finished, stopped) — what `forge ui`'s
 API streams, and what any other edge sends;
 a new event type says its form here, once.
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ChildRunFinished", "ChildRunStarted", "ModelCallStarted", "RunFinished", "RunStarted", "RunStopped",
            "StreamClosed", "StreamEvent", "TextDelta", "ToolAttemptFinished", "ToolAttemptStarted", "ToolCallDelta",
-           "TransitionFired", "WaitingOn", "listening", "replayed_deltas", "sink"]
+           "ToolProgress", "TransitionFired", "WaitingOn", "listening", "replayed_deltas", "sink"]
 
 
 class StreamEvent:
@@ -139,6 +140,22 @@ class ToolAttemptFinished(StreamEvent):
     def _fields(self) -> dict[str, Any]:
         error = self.attempt.error
         return {**_attempt_json(self.attempt), "error": None if error is None else f"{type(error).__name__}: {error}"}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProgress(StreamEvent):
+    """A tool under way said how far it got: an MCP server's progress notification
+    (`forge.mcp`), as the server sent it (`progress` so far, of `total` when it knows it,
+    and its `message`)."""
+
+    tool: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    TYPE = "tool_progress"
+
+    def _fields(self) -> dict[str, Any]:
+        return {"tool": self.tool, "progress": self.progress, "total": self.total, "message": self.message}
 
 
 @dataclass(frozen=True, slots=True)

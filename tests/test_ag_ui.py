@@ -252,3 +252,13 @@ def test_a_child_run_is_a_subagent_paired_with_the_call_that_made_it(serve):
                                                                                     "r1/1/research")
     assert ended.subagent_run_id == "r1/research.1" and ended.outcome.type == "success"
     assert events[-1].result == "facts about otters"
+
+
+def test_a_tools_progress_is_a_custom_event_in_forges_own_form():
+    from forge.events import ToolProgress
+    from forge.protocols.ag_ui import AGUIEvents
+
+    (made,) = AGUIEvents("t", "r", AgentLoop([weather], lambda goal, state: Finish("x"), lambda o: True).definition
+                         ).of(ToolProgress("count", 2, 3, "counted 2"))
+    assert (made.type.value, made.name) == ("CUSTOM", "forge.tool_progress")
+    assert made.value == {"type": "tool_progress", "tool": "count", "progress": 2, "total": 3, "message": "counted 2"}

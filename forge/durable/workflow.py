@@ -519,8 +519,8 @@ class _Workflow:
         same moment): the answer as the journal keeps it, or None when the deadline passed.
         A child run's question (`waiting.run`) is asked the same way while the run's call
         of the child is under way: the run's trace so far, the child's state and tools."""
-        if waiting.run is not None:
-            return (yield from self._childs_question(waiting, run))
+        if waiting.run is not None or waiting.server is not None:
+            return (yield from self._calls_question(waiting, run))
         result = self.durable.loop.result(run)
         self._took(result)
         more: dict[str, Any] = {}
@@ -535,21 +535,23 @@ class _Workflow:
                                        summary=result.summary, steps=result.steps, **more)
         return None if answer is None else answer.to_json()
 
-    def _childs_question(self, waiting: Waiting, run: Run) -> Generator[_Op, Any, dict[str, Any] | None]:
-        """`_question`, for a child run's (`forge.child.AskingParent`): the run is in the
-        middle of the transition calling the child, so its trace so far is published, with
-        the child's waiting state as the reason and the child's tools as what answers name."""
-        assert waiting.run is not None, "a child's question names the child"
-        child = loop_at(self.durable.loop, waiting.run[len(self.run_id) + 1:])
+    def _calls_question(self, waiting: Waiting, run: Run) -> Generator[_Op, Any, dict[str, Any] | None]:
+        """`_question`, for one asked while the run's call is under way: a child run's
+        (`forge.child.AskingParent`) or an MCP server's (`forge.mcp.asking`). The run is in
+        the middle of the transition making the call, so its trace so far is published,
+        with the question's state as the reason; a child's tools are what its answers name,
+        and its state's deadline is the wait's."""
         self.trace = [record.to_json() for record in run.trace]
         self.children = [StoredChild.of(done).to_json() for done in finished_children(run)]
-        seconds = child.definition.state(waiting.state).timeout
+        child = None if waiting.run is None else loop_at(self.durable.loop, waiting.run[len(self.run_id) + 1:])
+        seconds = None if child is None else child.definition.state(waiting.state).timeout
         if seconds is not None:
             waiting = replace(waiting, deadline=(yield ("deadline", seconds)))
         steps = run.loop_state.step_count - run.counts.steps_before
-        answer = yield from self._wait(waiting, {tool.name for tool in child.tools}, reason=waiting.state,
-                                       outcome="needs_input", steps=steps,
-                                       summary=f"{waiting.asks} (the child waits in {waiting.state})")
+        waits = f"the child waits in {waiting.state}" if waiting.run is not None else f"the call of {waiting.tool} waits"
+        answer = yield from self._wait(waiting, None if child is None else {tool.name for tool in child.tools},
+                                       reason=waiting.state, outcome="needs_input", steps=steps,
+                                       summary=f"{waiting.asks} ({waits})")
         return None if answer is None else answer.to_json()
 
     def _wait(self, waiting: Waiting, tools: set[str] | None = None, **more: Any) -> Generator[_Op, Any, Answer | None]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from forge.errors import UsageError
 
-__all__ = ["ANSWER_KINDS", "Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "json_text", "read_answer"]
+__all__ = ["ANSWER_KINDS", "Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "form_reply", "json_text", "read_answer"]
 
 WAITING_STATES = ("clarification_required", "capability_gap", "approval_required", "input_required", "in_doubt")
 ANSWER_KINDS = ("approve", "reject", "tool", "add_tool", "text", "did_run", "run_again")
@@ -58,21 +58,29 @@ class Waiting:
     run: str | None = None
     """The child run that waits (its path, `PARENT/research.2`), when a run's question is a
     child run's (`AgentLoop.as_tool`), asked of the parent's person; None: the run's own."""
+    server: str | None = None
+    """The MCP server that asks (elicitation) in the middle of the run's call of its `tool`
+    (`forge.mcp`): its question is the `prompt`, the form it asks for is the contract's
+    `schema`, and the reply goes back to the server; None: the run's own question."""
 
     @property
     def identity(self) -> dict[str, Any]:
         """What the question is, as the journal's answer call is known by it: everything but
         its number among the run's questions and its deadline (a moment, which a replay or a
         recovery does not make again)."""
-        return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
-                "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
-                "prompt": self.prompt}
+        identity = {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
+                    "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
+                    "prompt": self.prompt}
+        if self.server is not None:  # only then: the identities journals stored before it stay as they were
+            identity["server"] = self.server
+        return identity
 
     def to_json(self) -> dict[str, Any]:
         return {"state": self.state, "tool": self.tool, "arguments": dict(self.arguments),
                 "fingerprint": self.fingerprint, "tied": list(self.tied), "capabilities": list(self.capabilities),
                 "key": self.key, "asked": self.asked, "prompt": self.prompt, "deadline": self.deadline,
-                "contract": None if self.contract is None else dict(self.contract), "run": self.run}
+                "contract": None if self.contract is None else dict(self.contract), "run": self.run,
+                "server": self.server}
 
     def shown(self) -> dict[str, Any]:
         """What the run waits for as other programs are shown it (`forge ui`'s API, a
@@ -84,7 +92,7 @@ class Waiting:
         return cls(str(data["state"]), data.get("tool"), dict(data.get("arguments") or {}), data.get("fingerprint"),
                    tuple(data.get("tied") or ()), tuple(data.get("capabilities") or ()), data.get("key"),
                    int(data.get("asked") or 0), data.get("prompt"), data.get("deadline"), data.get("contract"),
-                   data.get("run"))
+                   data.get("run"), data.get("server"))
 
     @property
     def asks(self) -> str:
@@ -94,6 +102,8 @@ class Waiting:
         return self._by_child(self._asks())
 
     def _by_child(self, text: str) -> str:
+        if self.server is not None:
+            text = f"MCP server {self.server!r} asks, in its {self.tool}: {text}"
         return text if self.run is None else f"child run {self.run} asks: {text}"
 
     def _asks(self) -> str:
@@ -117,6 +127,10 @@ class Waiting:
         return self._by_child(self._question())
 
     def _question(self) -> str:
+        if self.server is not None:
+            fields = ", ".join(_form_fields(self))
+            return (f"{self.prompt} (answer: Answer.text(REPLY), REPLY the form's fields as a JSON object ({fields}), "
+                    f"or one field's value alone; Answer.reject({self.fingerprint}) declines)")
         if self.state == "input_required":
             return f"{self.prompt} (answer: Answer.text(REPLY))"
         if self.state == "clarification_required":
@@ -166,6 +180,8 @@ class Waiting:
         """The kinds of answer that fit: the built-in states' own; for a definition's own
         needs-input state, text (the next turn's goal), and when it waits on a call, a tool
         to run it with, or (its fingerprint) an approval or a rejection."""
+        if self.server is not None:  # the reply the server asked for, or declining it (its fingerprint)
+            return ("text", "reject")
         fixed = {"clarification_required": ("tool",), "capability_gap": ("tool", "add_tool"),
                  "approval_required": ("approve", "reject"), "in_doubt": ("did_run", "run_again"),
                  "input_required": ("text",)}.get(self.state)
@@ -270,6 +286,8 @@ class Answer:
             raise AnswerRefused(f"the run waits in {waiting.state}; answer with {' or '.join(allowed)}, not {self.kind}")
         if self.kind == "text" and (not isinstance(self.value, str) or not self.value.strip()):
             raise AnswerRefused(f"a text answer must be a non-blank string, got {self.value!r:.100}")
+        if self.kind == "text" and waiting.server is not None:
+            form_reply(waiting, self.value)
         if self.kind == "tool" and self.value not in tools | extra_tools:
             raise AnswerRefused(f"the loop has no tool named {self.value!r}; its tools are {', '.join(sorted(tools))}")
         if self.kind == "tool" and waiting.tied and self.value not in waiting.tied:
@@ -300,6 +318,73 @@ class Answer:
         except ArgumentContractError as error:
             raise AnswerRefused(f"the edited arguments break {waiting.tool}'s contract: {error}; nothing was "
                                 "sent") from None
+
+
+def form_reply(waiting: Waiting, text: str) -> dict[str, Any]:
+    """What an MCP server that asked `waiting` (elicitation) is sent for the text reply
+    `text`: the form's fields, from a JSON object of them, or, for a form of one field, from
+    that field's value alone ("42", "yes", "Oslo"), each of the type the form says.
+
+    Raises:
+        AnswerRefused: the reply is not the form's fields (a field missing or unknown, a
+            value of another type or outside its choices), naming which.
+    """
+    schema = (waiting.contract or {}).get("schema") or {}
+    fields: Mapping[str, Any] = schema.get("properties") or {}
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            given = json_text(stripped, "the reply to the form")
+        except UsageError as unread:
+            raise AnswerRefused(str(unread)) from None
+    elif len(fields) == 1:
+        given = {next(iter(fields)): stripped}
+    else:
+        raise AnswerRefused(f"the server asks for {len(fields)} fields ({', '.join(_form_fields(waiting))}): reply "
+                            "with a JSON object of them")
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise AnswerRefused(f"the form has no field {', '.join(map(repr, unknown))}; its fields are "
+                            f"{', '.join(_form_fields(waiting))}")
+    missing = [name for name in schema.get("required") or () if name not in given]
+    if missing:
+        raise AnswerRefused(f"the reply leaves out the form's required {', '.join(map(repr, missing))}")
+    return {name: _field_value(name, fields[name], value) for name, value in given.items()}
+
+
+def _form_fields(waiting: Waiting) -> list[str]:
+    fields = ((waiting.contract or {}).get("schema") or {}).get("properties") or {}
+    return [f"{name}: {field.get('type', 'string')}" for name, field in fields.items()]
+
+
+_TRUE, _FALSE = frozenset({"true", "yes", "y", "1"}), frozenset({"false", "no", "n", "0"})
+
+
+def _field_value(name: str, field: Mapping[str, Any], value: Any) -> Any:
+    """`value` (as given, or as text) as the form's field `name` takes it.
+
+    Raises:
+        AnswerRefused: it is not of the field's type, or not one of its choices."""
+    kind = field.get("type", "string")
+    made: Any = value
+    if isinstance(value, str) and kind in ("integer", "number", "boolean"):
+        text = value.strip().lower()
+        try:
+            made = int(text) if kind == "integer" else float(text) if kind == "number" else \
+                True if text in _TRUE else False if text in _FALSE else value
+        except ValueError:
+            made = value
+    fits = {"string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
+            "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "array": lambda v: isinstance(v, list) and all(isinstance(item, str) for item in v)}.get(kind)
+    if fits is not None and not fits(made):
+        raise AnswerRefused(f"the form's field {name!r} takes a {kind}, not {value!r:.100}")
+    choices = field.get("enum") or (field.get("items") or {}).get("enum")
+    chosen = made if isinstance(made, list) else [made]
+    if choices and any(item not in choices for item in chosen):
+        raise AnswerRefused(f"the form's field {name!r} takes one of {', '.join(map(str, choices))}, not {value!r:.100}")
+    return made
 
 
 def _no_handler(**arguments: Any) -> None:

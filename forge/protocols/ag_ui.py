@@ -44,6 +44,7 @@ from forge.events import (
     TextDelta,
     ToolAttemptStarted,
     ToolCallDelta,
+    ToolProgress,
     TransitionFired,
     WaitingOn,
 )
@@ -118,6 +119,8 @@ class AGUIEvents:
             return made
         if isinstance(event, ModelCallStarted | ToolAttemptStarted):
             return self._written()
+        if isinstance(event, ToolProgress):  # the protocol has no progress of its own: a custom event, forge's form
+            return [core.CustomEvent(name="forge.tool_progress", value=event.to_json(), **self._inside())]
         if isinstance(event, TransitionFired):
             return [*self._written(), *self._fired(event.record)]
         if isinstance(event, ChildRunStarted):

@@ -226,6 +226,10 @@ class Eliciting(ForkingPerformer):
                 return self._parent.ask(replace(waiting, run=self._path) if own else waiting)
             return self._ask(waiting)
         except NeedsInput as needed:
+            if waiting.server is not None:  # made again, the call would ask again: a round trip never ends
+                raise Unanswered(f"{waiting.asks}: a served run passes its MCP servers' questions on only to a "
+                                 "client that is asked in place (protocol 2025-11-25 and before); this one asks by "
+                                 "round trips") from None
             key = self._round.key(self._path) if self._parent is not None else ""
             if own:
                 needed.where = (key, *self.where())

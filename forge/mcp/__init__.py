@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError
 from forge.machine.effects import can_await
+from forge.mcp.asking import CURRENT, Elicit, Exchange
 from forge.tools import Tool
 
 try:
@@ -61,12 +62,21 @@ class MCPServer:
     (an interpreter importing a large SDK on a busy machine) but must answer calls quickly
     wants a short `timeout` and a longer `start_timeout`.
 
+    What the server asks while it runs a tool (elicitation) is the calling run's question,
+    and what it tells of its progress is the run's stream's (`forge.mcp.asking`); `elicit`
+    answers its questions where nobody answers the run (a run in memory, a call made
+    outside any run): `elicit(question)` returns a mapping of the form's fields, their
+    text, or None to decline. `timeout` counts the server's time, not a person's.
+    `protocol` is how the protocol's version is agreed: "auto" (the newest both speak),
+    "legacy" (the initialize handshake of 2025-11-25 and before), or a version to adopt.
+
     Raises:
         MCPError: from `open()`, the server could not be started or connected to.
     """
 
     def __init__(self, server: StdioServerParameters | str, *, name: str | None = None, timeout: float = 60.0,
-                 errlog: TextIO | None = None, start_timeout: float | None = None) -> None:
+                 errlog: TextIO | None = None, start_timeout: float | None = None, elicit: Elicit | None = None,
+                 protocol: str = "auto") -> None:
         for label, seconds in (("timeout", timeout), ("start_timeout", start_timeout)):
             if seconds is not None and not seconds > 0:
                 raise MCPError(f"MCPServer {label} must be a positive number of seconds, not {seconds!r}")
@@ -75,6 +85,7 @@ class MCPServer:
         self.name = name or (server if isinstance(server, str) else " ".join([server.command, *server.args]))
         self.timeout = timeout
         self.start_timeout = timeout if start_timeout is None else start_timeout
+        self.elicit, self.protocol = elicit, protocol
         self._session: _Session | None = None
         self._listing: tuple[Any, ...] = ()
         self._finalizer: weakref.finalize[[], MCPServer] | None = None
@@ -82,7 +93,7 @@ class MCPServer:
     @classmethod
     def stdio(cls, command: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
               name: str | None = None, timeout: float = 60.0, errlog: TextIO | None = None,
-              start_timeout: float | None = None) -> MCPServer:
+              start_timeout: float | None = None, elicit: Elicit | None = None, protocol: str = "auto") -> MCPServer:
         """A server forge starts as `command args…`, speaking MCP on its stdin and stdout.
 
         `env` is added to a minimal default environment (the SDK's); what the server writes
@@ -90,13 +101,14 @@ class MCPServer:
         """
         parameters = StdioServerParameters(command=command, args=list(args), env=dict(env) if env is not None else None,
                                            cwd=str(cwd) if cwd is not None else None)
-        return cls(parameters, name=name, timeout=timeout, errlog=errlog, start_timeout=start_timeout)
+        return cls(parameters, name=name, timeout=timeout, errlog=errlog, start_timeout=start_timeout, elicit=elicit,
+                   protocol=protocol)
 
     @classmethod
     def http(cls, url: str, *, name: str | None = None, timeout: float = 60.0,
-             start_timeout: float | None = None) -> MCPServer:
+             start_timeout: float | None = None, elicit: Elicit | None = None, protocol: str = "auto") -> MCPServer:
         """A server already listening for streamable HTTP at `url` (e.g. http://127.0.0.1:8000/mcp)."""
-        return cls(url, name=name, timeout=timeout, start_timeout=start_timeout)
+        return cls(url, name=name, timeout=timeout, start_timeout=start_timeout, elicit=elicit, protocol=protocol)
 
     # lifecycle
 
@@ -122,7 +134,7 @@ class MCPServer:
         session = self._session = _Session(self.name)
         ready: concurrent.futures.Future[tuple[Any, ...]] = concurrent.futures.Future()
         before = _children() if not isinstance(self.server, str) else set()
-        session.start(_transport(self.server, self.errlog), self.start_timeout, ready)
+        session.start(_transport(self.server, self.errlog), self.start_timeout, ready, self.protocol)
         try:
             self._listing = ready.result(self.start_timeout)
         except BaseException as error:
@@ -195,17 +207,19 @@ class MCPServer:
             MCPError: the server is not open.
             TimeoutError: no answer within `timeout`.
         """
-        future = self._submit(tool, arguments)
+        exchange = Exchange(self.name, tool, arguments, self.elicit)
+        future = self._submit(tool, arguments, exchange)
         try:
-            return _result_of(future.result(self.timeout))
-        except (concurrent.futures.TimeoutError, SDKError) as error:
+            return _result_of(exchange.wait(future, self.timeout))
+        except (TimeoutError, SDKError) as error:
             raise self._timed_out(tool, future, error) from None
 
     async def acall(self, tool: str, arguments: Mapping[str, Any]) -> Any:
         """`call`, awaited from any event loop (the session stays in its own)."""
-        future = self._submit(tool, arguments)
+        exchange = Exchange(self.name, tool, arguments, self.elicit, asyncio.get_running_loop())
+        future = self._submit(tool, arguments, exchange)
         try:
-            return _result_of(await asyncio.wait_for(asyncio.wrap_future(future), self.timeout))
+            return _result_of(await exchange.await_(future, self.timeout))
         except (TimeoutError, SDKError) as error:
             raise self._timed_out(tool, future, error) from None
 
@@ -219,14 +233,12 @@ class MCPServer:
         future.cancel()
         return TimeoutError(f"MCP server {self.name!r} did not answer {tool} within {self.timeout:g} s")
 
-    def _submit(self, tool: str, arguments: Mapping[str, Any]) -> concurrent.futures.Future[Any]:
+    def _submit(self, tool: str, arguments: Mapping[str, Any], exchange: Exchange) -> concurrent.futures.Future[Any]:
         self._require_open()
         session = self._session
         assert session is not None and session.loop is not None
         meta = trace_context()  # read here: the session's loop runs in another thread, outside the caller's context
-        call = session.client.call_tool(tool, dict(arguments), read_timeout_seconds=self.timeout,
-                                        **({"meta": meta} if meta else {}))
-        return asyncio.run_coroutine_threadsafe(call, session.loop)
+        return asyncio.run_coroutine_threadsafe(session.call(tool, dict(arguments), exchange, meta), session.loop)
 
     def _require_open(self) -> None:
         if not self.is_open:
@@ -276,19 +288,47 @@ class _Session:
         self.closing: asyncio.Event | None = None
         self.served: concurrent.futures.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
+        self.calls: set[Exchange] = set()
+        """The calls in flight: where a request made in place (no call's context) belongs."""
 
-    def start(self, server: Any, timeout: float,
-              ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
+    async def call(self, tool: str, arguments: dict[str, Any], exchange: Exchange, meta: dict[str, str]) -> Any:
+        """The call of `tool`, in its own task: what the server asks or tells during it goes
+        to `exchange`. The SDK's own read timeout is off: the caller's counts the server's
+        time without a person's."""
+        CURRENT.set(exchange)
+        self.calls.add(exchange)
+        try:
+            return await self.client.call_tool(tool, arguments, read_timeout_seconds=None,
+                                               progress_callback=exchange.progressed, **({"meta": meta} if meta else {}))
+        finally:
+            self.calls.discard(exchange)
+
+    async def elicited(self, context: Any, params: Any) -> Any:
+        """The session's elicitation callback: the question goes to the call it belongs to."""
+        exchange = CURRENT.get()
+        if exchange is None and len(self.calls) == 1:
+            exchange = next(iter(self.calls))
+        if exchange is None:
+            from mcp_types import INVALID_REQUEST, ErrorData
+
+            return ErrorData(code=INVALID_REQUEST, message=(
+                f"forge cannot tell which of its {len(self.calls)} calls in flight asks {params.message!r}: a "
+                "question made in place carries no link to its call (open one session per concurrent caller)"))
+        return await exchange.asked(params)
+
+    def start(self, server: Any, timeout: float, ready: concurrent.futures.Future[tuple[Any, ...]],
+              protocol: str = "auto") -> None:
         self.thread.start()
-        self.served = asyncio.run_coroutine_threadsafe(self._serve(server, timeout, ready), self.loop)
+        self.served = asyncio.run_coroutine_threadsafe(self._serve(server, timeout, ready, protocol), self.loop)
 
-    async def _serve(self, server: Any, timeout: float,
-                     ready: concurrent.futures.Future[tuple[Any, ...]]) -> None:
+    async def _serve(self, server: Any, timeout: float, ready: concurrent.futures.Future[tuple[Any, ...]],
+                     protocol: str) -> None:
         """The session's whole life, in one task: anyio's scopes must end where they began."""
         self.closing = asyncio.Event()
         self.task = asyncio.current_task()
         try:
-            async with mcp.Client(server, read_timeout_seconds=timeout) as client:
+            async with mcp.Client(server, read_timeout_seconds=timeout, elicitation_callback=self.elicited,
+                                  mode=protocol) as client:
                 listing: list[Any] = []
                 cursor = None
                 while True:

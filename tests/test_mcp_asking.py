@@ -1,0 +1,218 @@
+"""An MCP server that asks in the middle of a tool call (elicitation) asks the run: a durable
+run waits for a person's answer (parking, surviving a worker's restart) and the server gets
+it; a run in memory answers from `elicit=` or hears a ToolError naming the question; what
+the server says of its progress is the run's stream's. Against a real server
+(tests/mcp_asking_server.py), asked in place (protocol 2025-11-25) and by round trips
+(2026-07-28)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from forge import AgentLoop, Finish, Intent
+from forge.events import ToolProgress
+from forge.machine.answers import AnswerRefused, Waiting, form_reply
+from forge.mcp import MCPServer
+
+SERVER = str(Path(__file__).with_name("mcp_asking_server.py"))
+PROTOCOLS = ["legacy", "auto"]
+
+
+def _ledger(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _server(ledger: Path, protocol: str = "auto", **options) -> MCPServer:
+    return MCPServer.stdio(sys.executable, SERVER, str(ledger), name="bank", timeout=30, protocol=protocol, **options)
+
+
+def _transferring(goal, state):
+    if not state.observations:
+        return Intent.call("transfer", to="bob", amount=20)
+    return Finish(state.observations[-1].payload)
+
+
+def _finished(observation):
+    return observation.tool_name == "finish"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_elicit_answers_a_servers_question_and_the_server_acts_on_it(tmp_path, protocol):
+    asked: list[Waiting] = []
+    with _server(tmp_path / "ledger", protocol, elicit=lambda question: asked.append(question) or "yes") as bank:
+        result = AgentLoop(bank.tools(), _transferring, _finished).run("pay bob")
+    assert result.outcome == "success" and result.answer == {"result": "transferred 20 to bob"}
+    (question,) = asked
+    assert (question.state, question.server, question.tool, question.prompt) == \
+        ("input_required", "bank", "transfer", "Transfer 20 to bob?")
+    assert question.contract["schema"]["properties"] == {"confirm": {"title": "Confirm", "type": "boolean"}}
+    assert [line for line in _ledger(tmp_path / "ledger") if "did" in line] == \
+        [{"did": "transfer", "to": "bob", "amount": 20}]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_elicit_declining_sends_the_server_a_decline(tmp_path, protocol):
+    with _server(tmp_path / "ledger", protocol, elicit=lambda question: None) as bank:
+        assert bank.call("transfer", {"to": "bob", "amount": 20}) == {"result": "not transferred (decline)"}
+    assert not [line for line in _ledger(tmp_path / "ledger") if "did" in line]
+
+
+def test_a_question_nobody_answers_is_a_tool_error_naming_it_and_nothing_is_done(tmp_path):
+    with _server(tmp_path / "ledger") as bank:
+        result = AgentLoop(bank.tools(), _transferring, _finished, max_steps=1).run("pay bob")
+    (observation,) = result.state.observations
+    assert observation.status == "retryable_error"
+    assert "MCP server 'bank' asks, in its transfer: Transfer 20 to bob?" in str(observation.payload)
+    assert "nobody answers a run in memory" in str(observation.payload)
+    assert not [line for line in _ledger(tmp_path / "ledger") if "did" in line]
+
+
+def test_a_form_of_several_fields_takes_a_json_object_typed_as_the_form_says(tmp_path):
+    with _server(tmp_path / "ledger", elicit=lambda question: '{"city": "Oslo", "copies": "3"}') as bank:
+        assert bank.call("ship", {"book": "Dune"}) == {"result": "shipped 3 Dune to Oslo"}
+
+
+def test_an_elicit_reply_that_does_not_fit_the_form_is_a_tool_error_naming_the_field(tmp_path):
+    with _server(tmp_path / "ledger", elicit=lambda question: {"city": "Oslo", "copies": "many"}) as bank:
+        result = AgentLoop(bank.tools(include=["ship"]), lambda goal, state: Intent.call("ship", book="Dune")
+                           if not state.observations else Finish("x"), _finished, max_steps=1).run("ship")
+    assert "'copies' takes a integer" in str(result.state.observations[0].payload)
+    assert not _ledger(tmp_path / "ledger")
+
+
+@pytest.mark.parametrize(("reply", "said"), [
+    ("Oslo", "asks for 2 fields (city: string, copies: integer)"),
+    ('{"city": "Oslo"}', "leaves out the form's required 'copies'"),
+    ('{"city": "Oslo", "copies": 1, "gift": true}', "no field 'gift'"),
+    ('{"city": "Oslo", "copies": true}', "'copies' takes a integer"),
+    ('{"city": "Oslo",', "the reply to the form is not JSON"),
+])
+def test_a_reply_that_is_not_the_forms_fields_is_refused_naming_what_is_wrong(reply, said):
+    question = Waiting("input_required", "ship", server="bank", contract={"schema": {
+        "properties": {"city": {"type": "string"}, "copies": {"type": "integer"}}, "required": ["city", "copies"]}})
+    with pytest.raises(AnswerRefused, match=said.replace("(", r"\(").replace(")", r"\)")):
+        form_reply(question, reply)
+
+
+def test_a_one_field_form_takes_the_value_alone_and_a_choice_must_be_one_of_its_choices():
+    one = Waiting("input_required", "pick", server="s", contract={"schema": {"properties": {
+        "color": {"type": "string", "enum": ["red", "blue"]}}}})
+    assert form_reply(one, " blue ") == {"color": "blue"}
+    with pytest.raises(AnswerRefused, match="one of red, blue"):
+        form_reply(one, "green")
+
+
+def test_a_servers_question_is_answered_with_text_or_declined_by_its_calls_fingerprint():
+    question = Waiting("input_required", "transfer", {"to": "bob"}, "fp1", prompt="Sure?", server="bank",
+                       contract={"schema": {"properties": {"confirm": {"type": "boolean"}}}})
+    assert question.answers == ("text", "reject")
+    assert question.asks == "MCP server 'bank' asks, in its transfer: Sure?"
+    assert "confirm: boolean" in question.question and "Answer.reject(fp1)" in question.question
+    assert Waiting.from_json(question.to_json()) == question
+    assert "server" not in Waiting("input_required", prompt="Sure?").identity  # journals stored before keep theirs
+
+
+def test_the_servers_progress_is_streamed_as_tool_progress_events(tmp_path):
+    with _server(tmp_path / "ledger") as bank:
+        loop = AgentLoop(bank.tools(include=["count"]), lambda goal, state: Intent.call("count", to=3)
+                         if not state.observations else Finish(state.observations[-1].payload), _finished)
+        told = [event for event in loop.stream("count") if isinstance(event, ToolProgress)]
+    assert [(e.tool, e.progress, e.total, e.message) for e in told] == \
+        [("count", 1, 3, "counted 1"), ("count", 2, 3, "counted 2"), ("count", 3, 3, "counted 3")]
+    assert told[0].to_json() == {"type": "tool_progress", "tool": "count", "progress": 1, "total": 3,
+                                 "message": "counted 1"}
+
+
+def test_under_arun_elicit_answers_and_progress_is_told(tmp_path):
+    import asyncio
+
+    async def both(bank):
+        result = await AgentLoop(bank.tools(), _transferring, _finished).arun("pay bob")
+        told = [event async for event in AgentLoop(
+            bank.tools(include=["count"]), lambda goal, state: Intent.call("count", to=2)
+            if not state.observations else Finish("done"), _finished).astream("count")
+            if isinstance(event, ToolProgress)]
+        return result, told
+
+    with _server(tmp_path / "ledger", elicit=lambda question: "yes") as bank:
+        result, told = asyncio.run(both(bank))
+    assert result.answer == {"result": "transferred 20 to bob"}
+    assert [event.progress for event in told] == [1, 2]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_durable_run_waits_for_a_persons_answer_to_the_servers_question(tmp_path, make, protocol):
+    from forge.durable import Answer
+
+    ledger = tmp_path / "ledger"
+    with _server(ledger, protocol) as bank:
+        durable = make(AgentLoop(bank.tools(), _transferring, _finished))
+        waiting = durable.run("pay bob", run_id=f"mcp-ask-{protocol}")
+        assert (waiting.status, waiting.waiting.server, waiting.waiting.prompt) == \
+            ("waiting", "bank", "Transfer 20 to bob?")
+        assert not [line for line in _ledger(ledger) if "did" in line]
+        with pytest.raises(AnswerRefused, match="takes a boolean"):
+            durable.resume(waiting.run_id, Answer.text("perhaps"))
+        done = durable.resume(waiting.run_id, Answer.text("yes"))
+    assert (done.status, done.reason, done.answer) == ("finished", "verified_success", {"result": "transferred 20 to bob"})
+    assert [line for line in _ledger(ledger) if "did" in line] == [{"did": "transfer", "to": "bob", "amount": 20}]
+
+
+def test_a_durable_run_whose_question_is_declined_tells_the_server_so(tmp_path, make):
+    from forge.durable import Answer
+
+    with _server(tmp_path / "ledger") as bank:
+        durable = make(AgentLoop(bank.tools(), _transferring, _finished))
+        waiting = durable.run("pay bob", run_id="mcp-decline")
+        done = durable.resume(waiting.run_id, Answer.reject(waiting.waiting.fingerprint))
+    assert done.answer == {"result": "not transferred (decline)"}
+    assert not [line for line in _ledger(tmp_path / "ledger") if "did" in line]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_servers_question_is_answered_after_a_worker_restart_and_the_server_acts_once(tmp_path, monkeypatch,
+                                                                                         protocol):
+    """Issue 52's done-when for MCP: the run waits on the server's question, parked; its
+    worker is killed (SIGKILL); the person answers from the command line; a new worker
+    takes the run on, makes the call again, and the server, asking again, gets the answer
+    at once: the payment is made once."""
+    import signal
+    import subprocess
+
+    from test_worker_stop import eventually, start_worker, stop
+
+    from forge.durable.runs import StoredRuns
+
+    db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
+    loops = str(Path(__file__).with_name("mcp_worker_loops.py"))
+    monkeypatch.setenv("FORGE_TEST_MCP_PROTOCOL", protocol)
+    with StoredRuns(db, create=True) as runs:
+        runs.submit("banker", "pay bob", "bank-1")
+        first = start_worker(db, ledger, loops)
+        try:
+            asked = runs.wait("bank-1", timeout=120)
+            eventually(lambda: str(runs.client.list_workflows(workflow_ids=["bank-1"], load_input=False)[0].status)
+                       == "SUCCESS")  # parked: the run waits holding no worker
+        finally:
+            first.kill()
+            first.wait(30)
+        assert (asked.status, asked.waiting.server, asked.waiting.prompt) == ("waiting", "bank", "Transfer 20 to bob?")
+        assert not [line for line in _ledger(ledger) if "did" in line]
+        resumed = subprocess.run([sys.executable, "-m", "forge", "runs", "resume", "bank-1", "--db", db,
+                                  "--text", "yes", "--wait", "0"], capture_output=True, text=True, timeout=120)
+        assert resumed.returncode == 0, resumed.stderr
+        second = start_worker(db, ledger, loops)
+        try:
+            done = runs.wait("bank-1", timeout=120, answers=1)
+        finally:
+            stop(second, signal.SIGTERM)
+    assert (done.status, done.reason, done.answer) == ("finished", "verified_success", {"result": "transferred 20 to bob"})
+    lines = _ledger(ledger)
+    assert [line for line in lines if line.get("answered") == "accept"] == \
+        [{"answered": "accept", "data": {"confirm": True}}]  # (asked in place, the parked call was told "cancel")
+    assert [line for line in lines if "did" in line] == [{"did": "transfer", "to": "bob", "amount": 20}]
