@@ -40,8 +40,9 @@ if TYPE_CHECKING:
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
-__all__ = ["CALLING", "GOAL_SCHEMA", "MAX_DEPTH", "ChildFork", "LoopCycle", "calling", "children_of", "finished_children",
-           "as_json", "goal_of", "hand_off", "has_side_effects", "loop_at", "loop_tool", "planned", "why_not", "RAN"]
+__all__ = ["CALLING", "GOAL_SCHEMA", "MAX_DEPTH", "ChildFork", "LoopCycle", "RemoteAgent", "calling", "children_of",
+           "finished_children", "as_json", "goal_of", "hand_off", "has_side_effects", "loop_at", "loop_tool", "planned",
+           "remote_agents_of", "why_not", "RAN"]
 
 GOAL_SCHEMA: Mapping[str, Any] = {
     "type": "object",
@@ -183,6 +184,23 @@ def has_side_effects(loop: Any) -> bool:
 def children_of(loop: Any) -> dict[str, Any]:
     """The loops `loop`'s tools run as children, by tool name (its own tools only)."""
     return {tool.name: tool.child for tool in loop.tools if tool.child is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteAgent:
+    """An agent in another process that a tool sends its goal to (an A2A agent:
+    `forge.protocols.a2a.a2a_tool`), as its handler says it (`handler.remote`): drawn beside
+    the loop as a child run is (`forge.diagram`), though its machine is not forge's to draw."""
+
+    name: str
+    url: str
+    protocol: str = "A2A"
+
+
+def remote_agents_of(loop: Any) -> dict[str, RemoteAgent]:
+    """The agents in other processes `loop`'s tools call, by tool name (its own tools only)."""
+    return {tool.name: remote for tool in loop.tools
+            if isinstance(remote := getattr(tool.handler, "remote", None), RemoteAgent)}
 
 
 @dataclass(frozen=True, slots=True)

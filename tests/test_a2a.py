@@ -19,9 +19,10 @@ import uvicorn
 from a2a.client import ClientConfig, create_client
 from a2a.helpers.proto_helpers import new_text_message
 from a2a.types import Role, SendMessageRequest, TaskState
+from google.protobuf.json_format import MessageToDict
 
 from forge import AgentLoop, Ask, Finish, Intent, tool
-from forge.protocols.a2a import a2a_app
+from forge.protocols.a2a import a2a_app, a2a_tool
 
 
 @tool
@@ -251,3 +252,89 @@ def test_forge_serve_speaks_one_protocol_at_a_time(capsys):
 
     assert main(["serve", "--a2a", "--ag-ui", "examples/writer.py:writer"]) == 1
     assert "one protocol at a time: --a2a or --ag-ui, not both" in capsys.readouterr().err
+
+
+def streamed(url, text, task=None):
+    """Send `text` as a stream (A2A's message/stream) with a2a-sdk's client: every update
+    the client read, in order."""
+    async def sent():
+        import httpx
+        from a2a.client.card_resolver import A2ACardResolver
+
+        async with httpx.AsyncClient() as http:
+            card = await A2ACardResolver(http, url).get_agent_card()
+        client = await create_client(card, ClientConfig(streaming=True))
+        message = new_text_message(text, role=Role.ROLE_USER)
+        if task is not None:
+            message.task_id, message.context_id = task.id, task.context_id
+        try:
+            return [each async for each in client.send_message(SendMessageRequest(message=message))]
+        finally:
+            await client.close()
+    return asyncio.run(sent())
+
+
+def _working(updates):
+    """The working statuses a streamed task told: each one's words and its record's trigger."""
+    told = []
+    for update in updates:
+        if update.HasField("status_update") and update.status_update.status.state == TaskState.TASK_STATE_WORKING \
+                and update.status_update.status.HasField("message"):
+            text, data = update.status_update.status.message.parts
+            told.append((text.text, MessageToDict(data)["data"]["trigger"]))
+    return told
+
+
+def test_a_streamed_task_tells_each_transition_as_its_working_status_then_completes(served):
+    url = served(AgentLoop([weather], asking, lambda o: o.tool_name == "finish"))
+    updates = streamed(url, "Oslo")
+    told = _working(updates)
+    assert [trigger for _, trigger in told] == ["choose", "call", "record", "replan", "finish", "record", "stop"]
+    assert "select ─choose→ execute" in told[0][0] and "chose weather" in told[0][0]
+    final = [u for u in updates if u.HasField("status_update")][-1].status_update.status.state
+    assert final == TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.mark.slow
+def test_a_streamed_durable_task_tells_its_run_from_the_database_each_turn_from_where_it_was(served, db, tmp_path,
+                                                                                            monkeypatch):
+    """A durable task read as a stream: its run's transitions as a worker fires them, read
+    from the runs' database; the reply's stream goes on from the answer, not from the start."""
+    import signal
+
+    from protocol_workers import LOOPS, payer_on
+    from test_worker_stop import start_worker, stop
+
+    db, ledger = str(db), tmp_path / "ledger"
+    with payer_on(db, ledger, monkeypatch) as payer:
+        url = served(payer)
+        worker = start_worker(db, ledger, LOOPS)
+        try:
+            asking_updates = streamed(url, "pay bob")
+            task = next(update.task for update in asking_updates if update.HasField("task"))
+            answered_updates = streamed(url, "approve", task=task)
+        finally:
+            stop(worker, signal.SIGTERM)
+    asked = [trigger for _, trigger in _working(asking_updates)]
+    assert asked[0] == "choose" and "answer" not in asked
+    assert [update.status_update.status.state for update in asking_updates if update.HasField("status_update")][-1] \
+        == TaskState.TASK_STATE_INPUT_REQUIRED
+    went_on = [trigger for _, trigger in _working(answered_updates)]
+    assert went_on[0] == "answer" and went_on[-1] == "stop" and went_on.count("answer") == 1
+    assert ledger.read_text().splitlines() == ["pay bob 20"]
+
+
+def test_an_a2a_agent_tool_is_drawn_beside_the_loop_as_a_child_run_is(served):
+    from forge.child import RemoteAgent, remote_agents_of
+    from forge.diagram import diagram, mermaid
+
+    url = served(AgentLoop([weather], asking, lambda o: o.tool_name == "finish"))
+    remote = a2a_tool(url, "forecaster", side_effect=False)
+    caller = AgentLoop([remote], lambda goal, state: Finish("x"), lambda o: True)
+    assert remote_agents_of(caller) == {"forecaster": RemoteAgent("forge: single-agent tool loop", url)}
+    dot = diagram(caller).source
+    assert f'"forecaster/__remote" [label="forecaster: A2A agent forge: single-agent tool loop\\n{url}"' in dot
+    assert 'execute -> "forecaster/__remote" [label="forecaster (A2A task)"' in dot
+    text = mermaid(caller)
+    assert f'state "forecaster: A2A agent forge: single-agent tool loop ({url})" as forecaster__remote' in text
+    assert "execute --> forecaster__remote: forecaster (A2A task)" in text

@@ -262,3 +262,45 @@ def test_a_tools_progress_is_a_custom_event_in_forges_own_form():
                          ).of(ToolProgress("count", 2, 3, "counted 2"))
     assert (made.type.value, made.name) == ("CUSTOM", "forge.tool_progress")
     assert made.value == {"type": "tool_progress", "tool": "count", "progress": 2, "total": 3, "message": "counted 2"}
+
+
+def test_each_step_ends_with_a_snapshot_of_the_runs_state(serve):
+    def looking(goal, state):
+        return Finish(state.observations[-1].payload) if state.observations else Intent.call("weather", city="Oslo")
+
+    _, events = post(serve(AgentLoop([weather], looking, lambda o: isinstance(o.payload, Finish))), run_input("go"))
+    kinds = kept_the_rules(events)
+    snapshots = [e.snapshot for e in events if e.type.value == "STATE_SNAPSHOT"]
+    assert snapshots == [{"run_id": "r1", "state": "select", "step": 1, "observations": 1},
+                         {"run_id": "r1", "state": "verified_success", "step": 2, "observations": 2}]
+    assert [kinds[kinds.index("STATE_SNAPSHOT", i) + 1] for i in range(len(kinds)) if kinds[i] == "STATE_SNAPSHOT"] \
+        == ["STEP_FINISHED", "STEP_FINISHED"]
+
+
+@pytest.mark.slow
+def test_a_client_reconnecting_to_a_waiting_durable_run_reads_it_again_to_where_it_waits(serve, db, tmp_path,
+                                                                                        monkeypatch):
+    """A client that lost its stream posts the same input again (same run id): it reads the
+    run from its start as the runs' database has it, up to the interrupt it waits on, and
+    the run is not started again: answered once, it pays once."""
+    import signal
+
+    from protocol_workers import LOOPS, payer_on
+    from test_worker_stop import start_worker, stop
+
+    db, ledger = str(db), tmp_path / "ledger"
+    with payer_on(db, ledger, monkeypatch) as payer:
+        port = serve(payer)
+        worker = start_worker(db, ledger, LOOPS)
+        try:
+            _, first = post(port, run_input("pay bob", thread="t", run="again-1"))
+            _, again = post(port, run_input("pay bob", thread="t", run="again-1"))
+            (interrupt,) = again[-1].outcome.interrupts
+            _, answered = post(port, run_input("", thread="t", run="again-2", resume=[
+                {"interruptId": interrupt.id, "status": "resolved", "payload": "approve"}]))
+        finally:
+            stop(worker, signal.SIGTERM)
+    assert kept_the_rules(again) == kept_the_rules(first)
+    assert interrupt.id == first[-1].outcome.interrupts[0].id == "again-1~1"
+    assert answered[-1].type.value == "RUN_FINISHED" and answered[-1].result == "paid bob 20"
+    assert ledger.read_text().splitlines() == ["pay bob 20"]

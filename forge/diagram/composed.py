@@ -6,8 +6,10 @@ Each child is drawn inside its parent: a Graphviz cluster (DOT, SVG, …) or a c
 state that calls tools (its action `call_tool` or `call_tools`) to the child's start; a loop
 it may hand off to is drawn the same way, joined from the states where its policy decides
 (`select_tool`) by an edge "handoff to NAME"; a child's own children nest inside it the
-same way. A loop whose policy falls back from model to model (`forge.fallback`) has a note
-beside those states naming the models in turn. With a result, each machine carries its
+same way. An agent in another process a tool calls (an A2A agent, `forge.child.RemoteAgent`)
+is a box beside the loop, joined as a child is: its machine is not forge's to draw. A loop
+whose policy falls back from model to model (`forge.fallback`) has a note beside those
+states naming the models in turn. With a result, each machine carries its
 run's overlay: the parent's trace, and in each cluster the last run of that child the result
 holds (`result.children`). A loop without children draws exactly as `forge.diagram.diagram`.
 """
@@ -18,16 +20,19 @@ from typing import Any
 
 import graphviz
 
-from forge.child import children_of
+from forge.child import children_of, remote_agents_of
 from forge.diagram.dot import START_NODE, to_digraph
 from forge.diagram.mermaid import edge_lines, to_mermaid
 from forge.diagram.overlay import RunOverlay, overlay_of
 from forge.diagram.style import TAKEN, WORKING
 
-__all__ = ["CALLING_ACTIONS", "MODELS_NODE", "composed_digraph", "composed_mermaid", "fallback_chain"]
+__all__ = ["CALLING_ACTIONS", "MODELS_NODE", "REMOTE_NODE", "composed_digraph", "composed_mermaid", "fallback_chain"]
 
 CALLING_ACTIONS = frozenset({"call_tool", "call_tools"})
 """The stage actions of the states where a loop calls its tools, so where a child runs."""
+
+REMOTE_NODE = "__remote"
+"""The box of an agent in another process a tool calls (`forge.child.RemoteAgent`), after the tool's name."""
 
 MODELS_NODE = "__models"
 """The note naming a fallback's models (`fallback_chain`), beside the states where its policy decides."""
@@ -44,7 +49,20 @@ def composed_digraph(loop: Any, result: Any = None) -> graphviz.Digraph:
         graph.attr(compound="true")
     _models(graph, loop, "")
     _clusters(graph, loop, result, "")
+    _remotes(graph, loop, "")
     return graph
+
+
+def _remotes(graph: graphviz.Digraph, loop: Any, prefix: str) -> None:
+    """Each agent in another process a tool calls (an A2A agent), as a box beside the
+    loop, joined as a child run is, from the states that call tools."""
+    for tool, remote in remote_agents_of(loop).items():
+        node = f"{prefix}{tool}/{REMOTE_NODE}"
+        graph.node(node, f"{tool}: {remote.protocol} agent {remote.name}\\n{remote.url}", shape="box3d",
+                   style="dashed", color=WORKING.line, fontsize="10")
+        for state in _calling_states(loop):
+            graph.edge(prefix + state, node, label=f"{tool} ({remote.protocol} task)", style="dashed",
+                       color=WORKING.line)
 
 
 def fallback_chain(loop: Any) -> str | None:
@@ -82,6 +100,10 @@ def composed_mermaid(loop: Any, result: Any = None) -> str:
         deciding = [state.name for state in loop.definition.states if state.action == "select_tool"]
         text = text.rstrip("\n") + "\n" + "".join(f"    note right of {state} : models, in turn: {chain}\n"
                                                  for state in deciding)
+    for tool, remote in remote_agents_of(loop).items():
+        name = f"{tool}{REMOTE_NODE}"
+        text = text.rstrip("\n") + f'\n    state "{tool}: {remote.protocol} agent {remote.name} ({remote.url})" as {name}\n' \
+            + "".join(f"    {state} --> {name}: {tool} ({remote.protocol} task)\n" for state in _calling_states(loop))
     lines = text.rstrip("\n").split("\n")
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("classDef")) if any(
         line.strip().startswith("classDef") for line in lines) else len(lines)
@@ -119,6 +141,7 @@ def _clusters(graph: graphviz.Digraph, loop: Any, result: Any, prefix: str) -> N
                      color=WORKING.line)
         _models(cluster, child, inner)
         _clusters(cluster, child, child_result, inner)
+        _remotes(cluster, child, inner)
         graph.subgraph(cluster)
         for state in states:
             graph.edge(prefix + state, inner + START_NODE, label=label, style="dashed",

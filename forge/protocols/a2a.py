@@ -67,10 +67,21 @@ def a2a_app(loop: Any, url: str, *, contexts: int = 1000, name: str | None = Non
     from a2a.server.tasks import InMemoryTaskStore
     from starlette.applications import Starlette
 
+    class Handler(DefaultRequestHandler):
+        """The SDK's handler, telling the executor when its client streams (`message/stream`)."""
+
+        async def on_message_send_stream(self, params: Any, context: Any) -> Any:
+            context.state[_STREAMING] = True
+            async for event in super().on_message_send_stream(params, context):
+                yield event
+
     card = agent_card(loop, url, name=name)
-    handler = DefaultRequestHandler(agent_executor=_executor(loop, contexts), task_store=InMemoryTaskStore(),
-                                    agent_card=card)
+    handler = Handler(agent_executor=_executor(loop, contexts), task_store=InMemoryTaskStore(), agent_card=card)
     return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")])
+
+
+_STREAMING = "forge_streaming"
+"""Set in a request's call context when its client reads the task as a stream."""
 
 
 def _executor(loop: Any, contexts: int) -> Any:
@@ -92,8 +103,13 @@ def _executor(loop: Any, contexts: int) -> Any:
                 await self._durably(context, updater)
                 return
             state = self.kept.get(context.context_id)
-            result = await loop.arun(context.get_user_input(), run_id=context.task_id,
-                                     **({"state": state} if state is not None else {}))
+            options = {"run_id": context.task_id, **({"state": state} if state is not None else {})}
+            if _streams(context):
+                async for event in loop.astream(context.get_user_input(), **options):
+                    await _told(updater, event)
+                result = event.result  # the stream's last event: RunFinished
+            else:
+                result = await loop.arun(context.get_user_input(), **options)
             self.kept[context.context_id] = result.state
             self.kept.move_to_end(context.context_id)
             while len(self.kept) > contexts:
@@ -127,6 +143,8 @@ def _executor(loop: Any, contexts: int) -> Any:
                     return
                 await run_in_threadpool(runs.resume, run_id, _answer(context.get_user_input(), stored.waiting))
                 answers = stored.answers + 1
+            if _streams(context):
+                await _followed(runs, run_id, answers, updater)
             ended = await run_in_threadpool(runs.wait, run_id, None, answers)
             if ended.status == "waiting" and ended.waiting is not None:
                 await updater.requires_input(updater.new_agent_message([new_text_part(ended.waiting.asks)]))
@@ -153,6 +171,44 @@ def _executor(loop: Any, contexts: int) -> Any:
 
     durable = callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
     return LoopExecutor()
+
+
+def _streams(context: Any) -> bool:
+    call = getattr(context, "call_context", None)
+    return bool(call is not None and call.state.get(_STREAMING))
+
+
+async def _told(updater: Any, event: Any) -> None:
+    """A transition the run fired, told as the task's working status: what happened in
+    words, and the transition's record as data."""
+    from forge.events import TransitionFired
+
+    if isinstance(event, TransitionFired):
+        from a2a.helpers.proto_helpers import new_data_part, new_text_part
+        from a2a.types import TaskState
+
+        from forge.narrate import describe
+
+        record = event.record
+        parts = [new_text_part(describe(record)), new_data_part(json.loads(json.dumps(record.to_json(), default=str)))]
+        await updater.update_status(TaskState.TASK_STATE_WORKING, updater.new_agent_message(parts))
+
+
+async def _followed(runs: Any, run_id: str, answers: int, updater: Any) -> None:
+    """Tell the durable run's transitions from the runs' database as it moves, until it
+    waits or stops: from its `answers`-th answer on (what came before was told before)."""
+    from starlette.concurrency import iterate_in_threadpool
+
+    from forge.events import TransitionFired
+    from forge.machine.definition import ANSWER_TRIGGER
+
+    telling = answers == 0
+    async for event in iterate_in_threadpool(runs.stream(run_id)):
+        if not telling and isinstance(event, TransitionFired) and event.record.trigger == ANSWER_TRIGGER:
+            answers -= 1
+            telling = answers == 0
+        if telling:
+            await _told(updater, event)
 
 
 def _answer(text: str, waiting: Any) -> Any:
@@ -194,12 +250,23 @@ def a2a_tool(url: str, name: str | None = None, *, side_effect: bool = True, tim
     except Exception as error:
         raise UsageError(f"no A2A agent card at {url!r}: {type(error).__name__}: {error}") from error
     called = name or re.sub(r"[^A-Za-z0-9_]+", "_", card.name).strip("_").lower() or "agent"
-
-    def ask_agent(goal: str) -> Any:
-        return _run_async(_asked(card, called, goal), timeout)
-
-    return Tool(called, {called}, ask_agent, side_effect=side_effect, schema=GOAL_SCHEMA,
+    return Tool(called, {called}, _Asking(card, called, url, timeout), side_effect=side_effect, schema=GOAL_SCHEMA,
                 description=f"ask the agent {card.name!r}: {card.description}")
+
+
+class _Asking:
+    """An A2A agent tool's handler: each call a new task of the agent of `card`; `remote`
+    says which agent it is, for the loop's diagram (`forge.child.RemoteAgent`)."""
+
+    def __init__(self, card: Any, name: str, url: str, timeout: float) -> None:
+        from forge.child import RemoteAgent
+
+        self.card, self.name, self.timeout = card, name, timeout
+        self.remote = RemoteAgent(card.name, url)
+        self.__name__ = name
+
+    def __call__(self, goal: str) -> Any:
+        return _run_async(_asked(self.card, self.name, goal), self.timeout)
 
 
 async def _card(url: str) -> Any:

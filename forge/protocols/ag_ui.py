@@ -77,6 +77,7 @@ class AGUIEvents:
         self.run: Any = None  # the run itself (`observer`): its observations are the results' content
         self.children: list[str] = []  # the child runs under way, innermost last: what the model says is theirs
         self.recorded = 0  # the observations the records read so far told of
+        self.at: str | None = None  # the machine's state after the last transition told
 
     def observer(self) -> Any:
         """The observer to run the loop with (`astream(..., observers=[...])`): it keeps the
@@ -152,10 +153,12 @@ class AGUIEvents:
         return {"subagent_run_id": self.children[-1]} if self.children else {}
 
     def _step_ended(self) -> list[Any]:
+        """A loop step's end: the run's state as it stands (a snapshot), then the step's end."""
         if self.step is None:
             return []
         ended, self.step = self.step, None
-        return [self.core.StepFinishedEvent(step_name=f"step {ended}")]
+        snapshot = {"run_id": self.forge_run, "state": self.at, "step": ended, "observations": self.recorded}
+        return [self.core.StateSnapshotEvent(snapshot=snapshot), self.core.StepFinishedEvent(step_name=f"step {ended}")]
 
     def _text_written(self) -> list[Any]:
         if self.message is None:
@@ -178,6 +181,7 @@ class AGUIEvents:
         if record.step != self.step:  # a step of the loop: select, call, record, verify
             made.extend([*self._step_ended(), self.core.StepStartedEvent(step_name=f"step {record.step}")])
             self.step = record.step
+        self.at = record.dest
         if record.trigger == "choose" and ("tool" in detail or "tools" in detail):
             made.extend(self._chosen(record))
         elif record.source in self.recording:
