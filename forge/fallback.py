@@ -114,6 +114,15 @@ class FallbackPolicy:
         """Each model making the wrap-up call (`ChatPolicy.wrapping_up`)."""
         return self._each("wrapping_up")
 
+    def as_chat(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """`request` (in the first model's form) in the chat-completions form."""
+        return dict(self.models[0].as_chat(request))
+
+    def from_chat(self, chat: Mapping[str, Any]) -> dict[str, Any]:
+        """A chat-completions request in the first model's form (`send` turns it into each
+        other model's in turn)."""
+        return dict(self.models[0].from_chat(chat))
+
     def requests(self, goal: str, state: LoopState) -> Any:
         """The first model's requests (see `forge.policy.ModelPolicy`)."""
         return self.models[0].requests(goal, state)

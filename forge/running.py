@@ -84,7 +84,7 @@ def refuse_async(spec: LoopSpec) -> None:
 def result_of(spec: LoopSpec, run: Run) -> LoopResult:
     """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
     from forge.result import LoopResult
-    from forge.usage import usage_of, with_children
+    from forge.usage import usage_of, with_children, with_sampled
 
     if not spec.engine.is_terminal(run):
         raise UsageError(f"the run has not finished; it is in state {run.state!r}")
@@ -103,7 +103,7 @@ def result_of(spec: LoopSpec, run: Run) -> LoopResult:
         journal=run.journal,
         html_view=_inspector,
         question=run.facts.question,
-        usage=with_children(usage_of(run.loop_state.messages, run.first_message), children),
+        usage=with_children(with_sampled(usage_of(run.loop_state.messages, run.first_message), run.journal), children),
         children=children,
         wrap_up=run.facts.wrap_up,
     )

@@ -28,7 +28,7 @@ from typing import Any
 
 from forge.errors import ForgeError, UsageError
 
-__all__ = ["USAGE_KEY", "BudgetExhausted", "ModelCall", "Usage", "check_budget", "usage_of", "with_children"]
+__all__ = ["USAGE_KEY", "BudgetExhausted", "ModelCall", "Usage", "check_budget", "usage_of", "with_children", "with_sampled"]
 
 USAGE_KEY = "_usage"
 """Where an assistant message keeps its call's usage."""
@@ -178,6 +178,14 @@ def check_budget(usage: Usage, budget: int | None, prompt_tokens: int = 0) -> No
     used, next_at_least = whole.total_tokens, max(whole.next_call_at_least, prompt_tokens)
     if used >= budget or used + next_at_least > budget:
         raise BudgetExhausted(used, budget, next_at_least)
+
+
+def with_sampled(usage: Usage, journal: Sequence[Any]) -> Usage:
+    """`usage` with the model calls MCP servers asked of the run's model (`sampling` calls
+    of its `journal`, `forge.mcp.asking`), after its own."""
+    sampled = tuple(ModelCall.from_json(entry.value["usage"]) for entry in journal
+                    if entry.kind == "sampling" and isinstance(entry.value, Mapping) and "usage" in entry.value)
+    return Usage(usage.calls + sampled, usage.earlier) if sampled else usage
 
 
 def with_children(usage: Usage, children: Sequence[Any]) -> Usage:

@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
 from pydantic import BaseModel
 
 LEDGER = Path(sys.argv[1])
@@ -75,6 +83,29 @@ async def ship(book: str, ctx: Context) -> str | InputRequiredResult:
         return f"not shipped ({action})"
     _note(did="ship", book=book, **data)
     return f"shipped {data['copies']} {book} to {data['city']}"
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str | InputRequiredResult:
+    """Summarize a text with the client's model (sampling)."""
+    _note(called="summarize", text=text)
+    asked = CreateMessageRequestParams(messages=[SamplingMessage(role="user", content=TextContent(
+        type="text", text=f"Summarize: {text}"))], system_prompt="Be brief.", max_tokens=50)
+    if ctx.protocol_version is not None and ctx.protocol_version >= "2026":
+        replies = ctx.input_responses
+        if replies is None or "sample" not in replies:
+            return InputRequiredResult(input_requests={"sample": CreateMessageRequest(params=asked)})
+        made = replies["sample"]
+    else:
+        made = await ctx.session.create_message(asked.messages, max_tokens=asked.max_tokens,
+                                                system_prompt=asked.system_prompt)
+    first = not LEDGER.exists() or '"sampled"' not in LEDGER.read_text()
+    _note(sampled=made.content.text, model=made.model)
+    if text.startswith("slowly") and first:  # the caller may be killed now: the sample had, the call not done
+        import anyio
+
+        await anyio.sleep(60)
+    return f"summary: {made.content.text}"
 
 
 @server.tool()

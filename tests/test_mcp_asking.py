@@ -216,3 +216,105 @@ def test_a_servers_question_is_answered_after_a_worker_restart_and_the_server_ac
     assert [line for line in lines if line.get("answered") == "accept"] == \
         [{"answered": "accept", "data": {"confirm": True}}]  # (asked in place, the parked call was told "cancel")
     assert [line for line in lines if "did" in line] == [{"did": "transfer", "to": "bob", "amount": 20}]
+
+
+def _model(*replies):
+    from forge.chat_server import ChatServer
+
+    return ChatServer(list(replies))
+
+
+def _summarizing(server, model):
+    import openai
+
+    from forge.llm import ChatPolicy
+
+    policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=model.url, api_key="k", max_retries=0),
+                        async_client=openai.AsyncOpenAI(base_url=model.url, api_key="k", max_retries=0))
+    return AgentLoop(server.tools(include=["summarize"]), policy, lambda o: isinstance(o.payload, Finish))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_servers_sampling_is_made_by_the_runs_model_and_journaled_before_its_call(tmp_path, protocol):
+    from forge.chat_server import reply
+
+    with _model(reply(None, ("c1", "summarize", {"text": "a long story"})), reply("It is short."),
+                reply("Done.")) as model, _server(tmp_path / "ledger", protocol) as bank:
+        result = _summarizing(bank, model).run("summarize a long story")
+    assert result.reason == "verified_success"
+    assert model.requests[1]["messages"] == [{"role": "system", "content": "Be brief."},
+                                             {"role": "user", "content": "Summarize: a long story"}]
+    assert model.requests[1]["max_tokens"] == 50 and "tools" not in model.requests[1]
+    kinds = [(entry.kind, entry.value if entry.kind == "tool" else None) for entry in result.journal]
+    at = kinds.index(("sampling", None))
+    assert kinds[at + 1] == ("tool", {"result": "summary: It is short."})
+    assert {"sampled": "It is short.", "model": "test-model"} in _ledger(tmp_path / "ledger")
+    assert len(result.usage.calls) == 3  # the two decisions and the sample: the run's model made all three
+
+
+def test_a_replay_answers_the_sampling_with_its_call_and_asks_no_model(tmp_path):
+    from forge.chat_server import reply
+
+    with _model(reply(None, ("c1", "summarize", {"text": "a long story"})), reply("It is short."),
+                reply("Done.")) as model, _server(tmp_path / "ledger") as bank:
+        loop = _summarizing(bank, model)
+        result = loop.run("summarize a long story")
+        asked = len(model.requests)
+        again = loop.replay(result.journal, goal="summarize a long story")
+    assert len(model.requests) == asked
+    assert list(again.journal) == list(result.journal)
+
+
+def test_sampling_under_arun_is_made_by_the_runs_model(tmp_path):
+    import asyncio
+
+    from forge.chat_server import reply
+
+    with _model(reply(None, ("c1", "summarize", {"text": "a long story"})), reply("It is short."),
+                reply("Done.")) as model, _server(tmp_path / "ledger") as bank:
+        result = asyncio.run(_summarizing(bank, model).arun("summarize a long story"))
+    assert [entry.kind for entry in result.journal].count("sampling") == 1
+    assert result.state.observations[0].payload == {"result": "summary: It is short."}
+
+
+def test_sampling_for_a_run_whose_policy_asks_no_model_is_refused_naming_why(tmp_path):
+    with _server(tmp_path / "ledger") as bank:
+        result = AgentLoop(bank.tools(include=["summarize"]), lambda goal, state: Intent.call(
+            "summarize", text="x") if not state.observations else Finish("x"), _finished, max_steps=1).run("go")
+    assert "policy asks no model (a Python policy)" in str(result.state.observations[0].payload)
+
+
+@pytest.mark.slow
+def test_a_sample_stored_before_a_crash_answers_the_call_made_again_and_the_model_is_asked_once(tmp_path,
+                                                                                                monkeypatch):
+    """The worker dies after the server's sampling was made and stored, in the middle of the
+    call; the next worker makes the call again and the server's sampling is answered from
+    the store: the model is not asked again."""
+    import signal
+
+    from test_worker_stop import eventually, start_worker, stop
+
+    from forge.chat_server import reply
+    from forge.durable.runs import StoredRuns
+
+    db, ledger = str(tmp_path / "runs.sqlite"), tmp_path / "ledger"
+    loops = str(Path(__file__).with_name("mcp_worker_loops.py"))
+    with _model(reply(None, ("c1", "summarize", {"text": "slowly told"})), reply("It is short."),
+                reply("Done.")) as model, StoredRuns(db, create=True) as runs:
+        monkeypatch.setenv("FORGE_TEST_MODEL_URL", model.url)
+        runs.submit("summarizer", "summarize it", "sum-1")
+        first = start_worker(db, ledger, loops)
+        try:
+            eventually(lambda: any("sampled" in line for line in _ledger(ledger)))
+        finally:
+            first.kill()
+            first.wait(30)
+        assert len(model.requests) == 2  # the decision, the server's sample
+        second = start_worker(db, ledger, loops)
+        try:
+            done = runs.wait("sum-1", timeout=180)
+        finally:
+            stop(second, signal.SIGTERM)
+    assert (done.status, done.reason) == ("finished", "verified_success")
+    assert len(model.requests) == 3  # and the last decision: neither the first nor the sample asked again
+    assert [line["sampled"] for line in _ledger(ledger) if "sampled" in line] == ["It is short.", "It is short."]

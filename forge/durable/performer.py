@@ -41,7 +41,7 @@ from forge.durable.database import RunsDatabase
 from forge.durable.serializer import from_row, row
 from forge.errors import UsageError
 from forge.machine.effects import Call
-from forge.machine.journal import DecidedAsCode, Journal, JournalEntry, SharedRequests
+from forge.machine.journal import WITHIN_CALLS, DecidedAsCode, Journal, JournalEntry, SharedRequests
 from forge.machine.performers import Performer, Position, ReplayingPerformer
 from forge.tools import Tool
 
@@ -253,6 +253,12 @@ class DurablePerformer(ReplayingPerformer):
     def call(self, effect: Call) -> Any:
         if effect.kind == "answer" and self.remaining and self._next >= self.seeded:
             return self._answered_again(effect)
+        if effect.kind in WITHIN_CALLS and (taken := self.within_answer(effect)) is not None:
+            if taken.error is not None:
+                raise taken.error
+            return taken.value
+        if effect.kind == "tool" and self.remaining:
+            self.take_within()  # a tool call cut short: the calls made inside it are stored, its outcome is not
         if not effect.kind or self.remaining:
             return super().call(effect)
         if self.stopping.is_set():
@@ -265,7 +271,7 @@ class DurablePerformer(ReplayingPerformer):
             self._asked_at = effect.step
         elif effect.kind == "policy" and type(effect.identity) is DecidedAsCode and self._asked_at == effect.step:
             return value  # made again from the stored requests on recovery: stored with the step's next write
-        if effect.kind in ("model", "policy", "guard", "approver", "answer", "handoff"):
+        if effect.kind in ("model", "policy", "guard", "approver", "answer", "handoff", "sampling"):
             if self.asks_later and (effect.kind == "answer" or (effect.kind == "approver" and value is None)):
                 return value  # stored with the question it leads to, or the step's next write (`asks_later`)
             if inspect.isawaitable(value):

@@ -74,6 +74,7 @@ __all__ = [
     "ContractRefused",
     "DecidedAsCode",
     "JOURNAL_KINDS",
+    "WITHIN_CALLS",
     "Journal",
     "JournalCodec",
     "JournalEncodeError",
@@ -89,8 +90,15 @@ __all__ = [
     "shared_prefix",
 ]
 
-JOURNAL_KINDS = ("model", "policy", "guard", "tool", "verify", "approver", "wait", "answer", "handoff")
-"""The kinds of call a journal records, in the order a step usually makes them."""
+JOURNAL_KINDS = ("model", "policy", "guard", "tool", "verify", "approver", "wait", "answer", "handoff", "sampling")
+"""The kinds of call a journal records, in the order a step usually makes them. A
+`sampling` call is one made inside a tool call (an MCP server asking the run's model,
+`forge.mcp.asking`): journaled as it settles, before the tool call it was made in, and
+replayed with that call (`WITHIN_CALLS`)."""
+
+WITHIN_CALLS = frozenset({"sampling"})
+"""The kinds of call made inside a tool call: a replay answering the tool call takes them
+with it, and a tool call made again after a crash is answered them in order."""
 
 class DecidedAsCode(NamedTuple):
     """What a policy that runs as code was asked (a decision's identity, equal to the plain

@@ -40,6 +40,7 @@ from forge.machine.effects import (
     tell,
 )
 from forge.machine.journal import (
+    WITHIN_CALLS,
     ContractRefused,
     DecidedAsCode,
     Journal,
@@ -222,7 +223,7 @@ class ReplayingPerformer(Performer):
     one recorded (another kind, name, transition, step or arguments) or the journal ended.
     """
 
-    __slots__ = ("_next", "masked", "patch", "patched", "recorded", "recorded_children")
+    __slots__ = ("_next", "masked", "patch", "patched", "recorded", "recorded_children", "within")
 
     def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, patched: int | None = None,
                  patch: Any = None, masked: Masking | None = None, children: Sequence[Any] = ()) -> None:
@@ -231,6 +232,44 @@ class ReplayingPerformer(Performer):
         self.patched, self.patch = patched, patch
         self.masked = masked  # a call as a file written with the loop's `redact` keeps it
         self.recorded_children = list(children)  # the recorded run's child runs (forge.child), not yet replayed
+        self.within: list[JournalEntry] = []
+        """The recorded calls made inside the tool call under way (`WITHIN_CALLS`), not yet
+        asked again: a tool call made again live is answered them in order."""
+
+    def take_within(self) -> None:
+        """Take the recorded calls made inside the tool call about to be answered or made
+        (they come before it), journaled again; kept in `within` for a call made live."""
+        transition = self.where()[0]
+        self.within = []
+        while (expected := self._expected()) is not None and expected.kind in WITHIN_CALLS \
+                and expected.transition == transition:
+            self._next += 1
+            self.journal.append(expected)
+            self.within.append(expected)
+
+    def within_call(self, effect: Call) -> Any:
+        """A call made inside a tool call made again: its recorded answer (`within_answer`),
+        or, with none, the call made live."""
+        taken = self.within_answer(effect)
+        if taken is None:
+            return Performer.call(self, effect)
+        if taken.error is not None:
+            raise taken.error
+        return taken.value
+
+    def within_answer(self, effect: Call) -> JournalEntry | None:
+        """The recorded answer to `effect`, a call made inside a tool call made again (the
+        next of `within`, when it is the same call), taken; None: it is made live (what
+        was recorded after a call that differs is dropped)."""
+        if not self.within:
+            return None
+        transition, step = self.where()
+        made = JournalEntry(self.journal.run_id, transition, effect.step or step, effect.kind, effect.name,
+                            effect.identity)
+        if not self.within[0].same_call(made):
+            self.within = []
+            return None
+        return self.within.pop(0)
 
     def replayed_children(self, before: int) -> None:
         """Keep the recorded child runs made before transition `before` with the run's own
@@ -339,6 +378,10 @@ class ReplayingPerformer(Performer):
             return self.local(effect)
         if type(effect.identity) is DecidedAsCode:  # the policy runs again; `settled` checks its decision
             return Performer.call(self, effect)
+        if effect.kind in WITHIN_CALLS:
+            return self.within_call(effect)
+        if effect.kind == "tool":
+            self.take_within()
         transition, step = self.where()
         step = effect.step or step
         entry = self._answer(JournalEntry(self.journal.run_id, transition, step, effect.kind, effect.name,
@@ -432,6 +475,11 @@ class ForkingPerformer(ReplayingPerformer):
         transition = self.where()[0]
         if self.at is None:  # live from the first call that is not the next recorded one
             expected = self.recorded[self._next] if self.remaining else None
+            if made is not None and made.kind == "tool":  # the calls made inside it come first
+                ahead = self._next
+                while expected is not None and expected.kind in WITHIN_CALLS:
+                    ahead += 1
+                    expected = self.recorded[ahead] if ahead < len(self.recorded) else None
             live = expected is None or made is None or not expected.same_call(made)
         else:
             live = not self.remaining and transition >= self.at

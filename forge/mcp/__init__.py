@@ -305,16 +305,29 @@ class _Session:
 
     async def elicited(self, context: Any, params: Any) -> Any:
         """The session's elicitation callback: the question goes to the call it belongs to."""
+        exchange = self._exchange()
+        return await exchange.asked(params) if exchange is not None else self._unplaced(f"asks {params.message!r}")
+
+    async def sampled(self, context: Any, params: Any) -> Any:
+        """The session's sampling callback: the request goes to the call it belongs to,
+        made through its run's model."""
+        exchange = self._exchange()
+        return await exchange.sampled(params) if exchange is not None else self._unplaced("asks for a completion")
+
+    def _exchange(self) -> Exchange | None:
+        """The call a server's request belongs to: the one whose task made it (a round
+        trip), else the only call in flight."""
         exchange = CURRENT.get()
         if exchange is None and len(self.calls) == 1:
             exchange = next(iter(self.calls))
-        if exchange is None:
-            from mcp_types import INVALID_REQUEST, ErrorData
+        return exchange
 
-            return ErrorData(code=INVALID_REQUEST, message=(
-                f"forge cannot tell which of its {len(self.calls)} calls in flight asks {params.message!r}: a "
-                "question made in place carries no link to its call (open one session per concurrent caller)"))
-        return await exchange.asked(params)
+    def _unplaced(self, what: str) -> Any:
+        from mcp_types import INVALID_REQUEST, ErrorData
+
+        return ErrorData(code=INVALID_REQUEST, message=(
+            f"forge cannot tell which of its {len(self.calls)} calls in flight {what}: a request made in place "
+            "carries no link to its call (open one session per concurrent caller)"))
 
     def start(self, server: Any, timeout: float, ready: concurrent.futures.Future[tuple[Any, ...]],
               protocol: str = "auto") -> None:
@@ -328,7 +341,7 @@ class _Session:
         self.task = asyncio.current_task()
         try:
             async with mcp.Client(server, read_timeout_seconds=timeout, elicitation_callback=self.elicited,
-                                  mode=protocol) as client:
+                                  sampling_callback=self.sampled, mode=protocol) as client:
                 listing: list[Any] = []
                 cursor = None
                 while True:

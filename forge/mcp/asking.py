@@ -1,7 +1,7 @@
 """What an MCP server asks in the middle of a tool call, and who answers it.
 
-A server may, while it runs a tool, ask its client's user a question (elicitation) and
-say how far it got (progress). forge hands each to the run that made the call:
+A server may, while it runs a tool, ask its client's user a question (elicitation), ask
+the client's model for a completion (sampling) and say how far it got (progress). forge hands each to the run that made the call:
 
 - **a question is the run's question**: a `Waiting` in `input_required` naming the server
   (`Waiting.server`), the call (`tool`, `arguments`, its fingerprint) and the form the
@@ -20,6 +20,11 @@ say how far it got (progress). forge hands each to the run that made the call:
   waiting. This is how MCP's own multi-round-trip requests work (protocol 2026-07-28: a
   tool call that needs input is made again with the reply), so a server's tool asks
   before it acts.
+- **a request for a completion** (sampling) is made by the run's own model policy (its
+  `send`, the request in its form through the chat form: `sampling_chat`), journaled as a
+  `sampling` call before the tool call it was made in: a replay answers it with its call, a
+  call made again after a crash is answered the stored reply (`ReplayingPerformer.within`),
+  and the run's `usage` counts it. A run whose policy asks no model sends the server an error.
 - **progress** is a `ToolProgress` event of the run's stream, while someone listens.
 
 Every request a server sends reaches the call that it belongs to: a request made by a
@@ -34,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import inspect
 import queue
 import time
 from collections.abc import Callable, Mapping
@@ -44,8 +50,9 @@ from forge.child import CALLING
 from forge.events import ToolProgress, sink
 from forge.machine.answers import AnswerRefused, Waiting, form_reply
 from forge.machine.asking import fingerprint_of
+from forge.machine.effects import Call
 
-__all__ = ["CURRENT", "Elicit", "Exchange"]
+__all__ = ["CURRENT", "Elicit", "Exchange", "sampling_chat", "sampling_result"]
 
 Elicit = Callable[[Waiting], Any]
 """`elicit(question)`: the reply to an MCP server's question when nobody answers the run
@@ -69,8 +76,8 @@ class Exchange:
                  loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.server, self.tool, self.arguments, self.elicit = server, tool, dict(arguments), elicit
         lineage = CALLING.get()
-        performer = lineage[-1].performer if lineage else None
-        self.performer = performer if performer is not None and performer.asks() else None
+        self.run: Any = lineage[-1] if lineage else None
+        self.performer = self.run.performer if self.run is not None else None
         self.listener = sink()
         self._loop = loop
         self._inbox: queue.Queue[Any] | asyncio.Queue[Any] = asyncio.Queue() if loop is not None else queue.Queue()
@@ -88,6 +95,13 @@ class Exchange:
         """The server's elicitation, answered by the caller: an `ElicitResult`."""
         reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._post(("ask", params, reply))
+        return await asyncio.wrap_future(reply)
+
+    async def sampled(self, params: Any) -> Any:
+        """The server's sampling request, made by the caller through the run's model: a
+        `CreateMessageResult`, or an `ErrorData` saying why not."""
+        reply: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._post(("sample", params, reply))
         return await asyncio.wrap_future(reply)
 
     async def progressed(self, progress: float, total: float | None, message: str | None) -> None:
@@ -120,8 +134,12 @@ class Exchange:
             if item[0] == "progress":
                 self._tell(item[1])
                 continue
-            _, params, reply = item
-            self._answer(call, params, reply, lambda question: self._reply(question, self._asked(question)))
+            kind, params, reply = item
+            if kind == "sample":
+                self._answer(call, params, reply, self._sampled)
+            else:
+                self._answer(call, params, reply,
+                             lambda asked: self._reply(self.question(asked), self._asked(self.question(asked))))
 
     async def await_(self, call: concurrent.futures.Future[Any], timeout: float) -> Any:
         """`wait`, awaited in the caller's event loop."""
@@ -142,21 +160,24 @@ class Exchange:
             if item[0] == "progress":
                 self._tell(item[1])
                 continue
-            _, params, reply = item
-            question = self.question(params)
+            kind, params, reply = item
             try:
-                answered = self._asked(question)
-                if asyncio.iscoroutine(answered) or isinstance(answered, asyncio.Future):
-                    answered = await answered
-                reply.set_result(self._reply(question, answered))
+                reply.set_result(await (self._asampled(params) if kind == "sample" else self._aanswered(params)))
             except BaseException:
                 _cancel(call, reply)
                 raise
 
+    async def _aanswered(self, params: Any) -> Any:
+        question = self.question(params)
+        answered = self._asked(question)
+        if inspect.isawaitable(answered):
+            answered = await answered
+        return self._reply(question, answered)
+
     def _answer(self, call: concurrent.futures.Future[Any], params: Any, reply: concurrent.futures.Future[Any],
-                answering: Callable[[Waiting], Any]) -> None:
+                answering: Callable[[Any], Any]) -> None:
         try:
-            reply.set_result(answering(self.question(params)))
+            reply.set_result(answering(params))
         except BaseException:  # a question nobody answers, or a durable run parking on it: the call ends
             _cancel(call, reply)
             raise
@@ -174,6 +195,51 @@ class Exchange:
         return Waiting("input_required", self.tool, self.arguments, fingerprint_of(self.tool, self.arguments),
                        prompt=prompt, contract={"schema": schema}, server=self.server)
 
+    def _sampling(self, params: Any) -> tuple[Call | None, Any]:
+        """The call that makes the server's sampling request through the run's model policy
+        (`send`, in its own wire form through the chat form, `from_chat`): journaled by the
+        run's performer as a `sampling` call; or, when it cannot be made, the `ErrorData` the
+        server is sent instead."""
+        from mcp_types import INVALID_PARAMS, INVALID_REQUEST, ErrorData
+
+        policy: Any = getattr(getattr(self.run, "config", None), "policy", None)
+        if not (callable(getattr(policy, "send", None)) and callable(getattr(policy, "from_chat", None))):
+            return None, ErrorData(code=INVALID_REQUEST, message=(
+                f"forge samples with the model of the run that calls {self.tool}, and "
+                + ("this call is made outside any run" if self.run is None else
+                   "that run's policy asks no model (a Python policy)")))
+        try:
+            chat = sampling_chat(params, str(getattr(policy, "model", "model")))
+        except ValueError as refused:
+            return None, ErrorData(code=INVALID_PARAMS, message=str(refused))
+        request = policy.from_chat(chat)
+        return Call(policy.send, (request,), "the MCP server's sampling", "sampling", str(request.get("model") or
+                                                                                          chat["model"]), request), None
+
+    def _sampled(self, params: Any) -> Any:
+        call, refused = self._sampling(params)
+        if call is None:
+            return refused
+        try:
+            reply = self.performer.call(call) if self.performer is not None else call.fn(*call.args)
+        except Exception as error:
+            return _failed(error)
+        return sampling_result(reply)
+
+    async def _asampled(self, params: Any) -> Any:
+        call, refused = self._sampling(params)
+        if call is None:
+            return refused
+        try:
+            reply = self.performer.call(call) if self.performer is not None else call.fn(*call.args)
+            if inspect.isawaitable(reply):
+                reply = await reply
+                if self.performer is not None:
+                    self.performer.settled(call, 0, reply, None)
+        except Exception as error:
+            return _failed(error)
+        return sampling_result(reply)
+
     def _asked(self, question: Waiting) -> Any:
         """The answer to `question` as the journal keeps answers (`Answer.to_json()`), a
         reply of `elicit=`, or an awaitable of either.
@@ -181,7 +247,7 @@ class Exchange:
         Raises:
             ToolError: nobody answers the run, and the server has no `elicit=`.
         """
-        if self.performer is not None:
+        if self.performer is not None and self.performer.asks():
             return self.performer.ask(question)
         if self.elicit is not None:
             return {"elicited": self.elicit(question)}
@@ -210,6 +276,47 @@ class Exchange:
         if answered.get("kind") == "text":
             return ElicitResult(action="accept", content=form_reply(question, str(answered.get("value"))))
         return ElicitResult(action="decline")
+
+
+def sampling_chat(params: Any, model: str) -> dict[str, Any]:
+    """A server's sampling request (`CreateMessageRequestParams`) as a chat-completions
+    request to `model`: its system prompt, its messages' text, its token limit, temperature
+    and stop sequences.
+
+    Raises:
+        ValueError: a message that is not text (an image, audio, a tool's use): forge
+            samples text."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": params.system_prompt}] if params.system_prompt \
+        else []
+    for message in params.messages:
+        blocks = message.content if isinstance(message.content, list) else [message.content]
+        if any(getattr(block, "type", None) != "text" for block in blocks):
+            kinds = sorted({str(getattr(block, "type", "?")) for block in blocks} - {"text"})
+            raise ValueError(f"forge samples text; this request has {', '.join(kinds)} content")
+        messages.append({"role": message.role, "content": "".join(block.text for block in blocks)})
+    chat: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": params.max_tokens}
+    if params.temperature is not None:
+        chat["temperature"] = params.temperature
+    if params.stop_sequences:
+        chat["stop"] = list(params.stop_sequences)
+    return chat
+
+
+def sampling_result(reply: Any) -> Any:
+    """The model's `reply` (as the journal keeps a model's reply: `{"message", "usage"}`) as
+    the `CreateMessageResult` the server is sent."""
+    from mcp_types import CreateMessageResult, TextContent
+
+    message, usage = reply.get("message") or {}, reply.get("usage") or {}
+    return CreateMessageResult(role="assistant", content=TextContent(type="text", text=str(message.get("content") or "")),
+                               model=str(usage.get("model") or usage.get("request_model") or "model"),
+                               stop_reason="endTurn")
+
+
+def _failed(error: Exception) -> Any:
+    from mcp_types import INTERNAL_ERROR, ErrorData
+
+    return ErrorData(code=INTERNAL_ERROR, message=f"the model failed: {type(error).__name__}: {error}")
 
 
 def _json(value: Any) -> str:
