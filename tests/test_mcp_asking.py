@@ -318,3 +318,23 @@ def test_a_sample_stored_before_a_crash_answers_the_call_made_again_and_the_mode
     assert (done.status, done.reason) == ("finished", "verified_success")
     assert len(model.requests) == 3  # and the last decision: neither the first nor the sample asked again
     assert [line["sampled"] for line in _ledger(ledger) if "sampled" in line] == ["It is short.", "It is short."]
+
+
+def test_a_served_runs_server_question_is_asked_of_the_served_client_in_place():
+    from eliciting_client import call_answering
+    from test_serve import served
+
+    reference = f"{Path(__file__).with_name('served_mcp_loops.py')}:banking"
+    result, asked = call_answering(served(reference), "banking", {"goal": "pay bob"}, [("accept", {"reply": "yes"})],
+                                   "legacy")
+    assert not result.is_error and result.content[0].text == "{'result': 'transferred 20 to bob'}"
+    assert asked[0].message == "MCP server 'bank' asks, in its transfer: Transfer 20 to bob?"
+
+
+def test_a_served_runs_server_question_cannot_go_by_round_trips_and_the_call_says_why():
+    from eliciting_client import call_answering
+    from test_serve import served
+
+    reference = f"{Path(__file__).with_name('served_mcp_loops.py')}:banking"
+    result, _ = call_answering(served(reference), "banking", {"goal": "pay bob"}, [("accept", {"reply": "yes"})])
+    assert result.is_error and "asks by round trips" in result.content[0].text
