@@ -109,10 +109,12 @@ def test_a_typed_answer_is_a_json_artifact(served):
         degrees: int
 
     loop = AgentLoop([weather], lambda goal, state: Finish(Forecast("Oslo", 4)), lambda o: True, output=Forecast)
-    task, _ = send(served(loop), "forecast")
-    from google.protobuf.json_format import MessageToDict
-
+    task, card = send(served(loop), "forecast")
     assert MessageToDict(task.artifacts[0].parts[0])["data"] == {"city": "Oslo", "degrees": 4}
+    (extension,) = card.capabilities.extensions
+    assert extension.uri == "urn:forge-fsm:answer-schema"
+    assert MessageToDict(extension.params)["schema"]["properties"].keys() == {"city", "degrees"}
+    assert list(card.skills[0].output_modes) == list(card.default_output_modes) == ["application/json"]
 
 
 def test_a_run_that_fails_fails_its_task_naming_the_reason(served):

@@ -3,7 +3,7 @@ across processes and vendors.
 
 `agent_card(loop, url)` describes the loop as A2A's agent card says an agent: its name and
 description (the definition's), one skill whose tags are its tools, text in and text or JSON
-out. `a2a_app(loop, url)` serves it — the card at `/.well-known/agent-card.json`, A2A's
+out (a typed loop's: JSON, its answer's JSON Schema in the card's extension `ANSWER_SCHEMA`). `a2a_app(loop, url)` serves it — the card at `/.well-known/agent-card.json`, A2A's
 JSON-RPC at `/` — with the SDK's own request handler and task store: each task is a run of
 the loop on the message's text (its run id the task's id); a typed or text answer is the
 task's artifact and the task completes; a run that asks its user leaves the task
@@ -30,7 +30,7 @@ from typing import Any
 from forge.child import as_json
 from forge.extras import extra_module
 
-__all__ = ["a2a_app", "a2a_tool", "agent_card"]
+__all__ = ["ANSWER_SCHEMA", "a2a_app", "a2a_tool", "agent_card"]
 
 
 def _sdk() -> Any:
@@ -46,13 +46,31 @@ def agent_card(loop: Any, url: str, *, name: str | None = None, version: str = "
     called = name or definition.title or definition.name
     tools = [tool.name for tool in runnable.tools]
     description = definition.description or f"a forge loop ({definition.name})"
+    output = getattr(runnable, "output", None)
+    answers = ["application/json"] if output is not None else ["text/plain", "application/json"]
     skill = types.AgentSkill(id=definition.name, name=called, description=f"{description} Tools: {', '.join(tools)}.",
-                             tags=tools)
+                             tags=tools, input_modes=["text/plain"], output_modes=answers)
+    extensions = [] if output is None else [_answer_schema(types, output.schema)]
     return types.AgentCard(
         name=called, description=description, version=version,
         supported_interfaces=[types.AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0")],
-        capabilities=types.AgentCapabilities(streaming=True), skills=[skill],
-        default_input_modes=["text/plain"], default_output_modes=["text/plain", "application/json"])
+        capabilities=types.AgentCapabilities(streaming=True, extensions=extensions), skills=[skill],
+        default_input_modes=["text/plain"], default_output_modes=answers)
+
+
+ANSWER_SCHEMA = "urn:forge-fsm:answer-schema"
+"""The agent card extension that carries a typed loop's answer schema (`params.schema`)."""
+
+
+def _answer_schema(types: Any, schema: Any) -> Any:
+    """The card's extension saying the JSON Schema of a typed loop's answer: what the task's
+    artifact (a data part) holds when the task completes."""
+    from google.protobuf.struct_pb2 import Struct
+
+    params = Struct()
+    params.update({"schema": json.loads(json.dumps(schema, default=str))})
+    return types.AgentExtension(uri=ANSWER_SCHEMA, description="the JSON Schema of the task's artifact: the loop's "
+                                "typed answer", required=False, params=params)
 
 
 def a2a_app(loop: Any, url: str, *, contexts: int = 1000, name: str | None = None) -> Any:
