@@ -2,8 +2,9 @@
 across processes and vendors.
 
 `agent_card(loop, url)` describes the loop as A2A's agent card says an agent: its name and
-description (the definition's), one skill whose tags are its tools, text in and text or JSON
-out (a typed loop's: JSON, its answer's JSON Schema in the card's extension `ANSWER_SCHEMA`). `a2a_app(loop, url)` serves it — the card at `/.well-known/agent-card.json`, A2A's
+description (the definition's), one skill whose tags are its tools, text in and text or
+JSON out (a typed loop's: JSON, its answer's JSON Schema in the card's extension
+`ANSWER_SCHEMA`). `a2a_app(loop, url)` serves it — the card at `/.well-known/agent-card.json`, A2A's
 JSON-RPC at `/` — with the SDK's own request handler and task store: each task is a run of
 the loop on the message's text (its run id the task's id); a typed or text answer is the
 task's artifact and the task completes; a run that asks its user leaves the task
