@@ -400,75 +400,90 @@ def _answer_of(args: argparse.Namespace) -> Any:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    """`forge runs VERB`: one function per verb, each given the stored runs."""
+    from forge.durable.runs import StoredRuns
+
+    verbs: dict[str, Callable[[Any, argparse.Namespace], int]] = {
+        "list": _runs_list, "show": _runs_show, "fork": _runs_fork, "cancel": _runs_cancel,
+        "follow": lambda runs, given: _follow(runs, given.run_id, given.every, given.db), "resume": _runs_resume}
+    with StoredRuns(args.db) as runs:
+        return verbs[args.action](runs, args)
+
+
+def _runs_list(runs: Any, args: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from forge.durable.runs import StoredRuns
+    rows = runs.find(status=args.status, limit=args.limit)[0] if args.status else runs.list(args.limit)
+    if not rows:
+        print(f"no {args.status + ' ' if args.status else ''}runs in {runs.url}")
+    for row in rows:
+        when = datetime.fromtimestamp(row.created_at).isoformat(" ", "seconds") if row.created_at else "?"
+        print(f"{row.run_id:<34} {row.status:<10} {when}  {row.loop}: {row.goal}")
+    return 0
+
+
+def _runs_show(runs: Any, args: argparse.Namespace) -> int:
     from forge.narrate import describe
 
-    with StoredRuns(args.db) as runs:
-        if args.action == "list":
-            rows = runs.find(status=args.status, limit=args.limit)[0] if args.status else runs.list(args.limit)
-            if not rows:
-                print(f"no {args.status + ' ' if args.status else ''}runs in {runs.url}")
-            for row in rows:
-                when = datetime.fromtimestamp(row.created_at).isoformat(" ", "seconds") if row.created_at else "?"
-                print(f"{row.run_id:<34} {row.status:<10} {when}  {row.loop}: {row.goal}")
-            return 0
-        if args.action == "show":
-            stored = runs.get(args.run_id)
-            print(f"run {stored.run_id} · {stored.loop} · {stored.status}" +
-                  (f" · {stored.reason} ({stored.outcome})" if stored.reason else ""))
-            print(f"goal: {stored.goal}")
-            if stored.forked_from is not None:
-                print(f"forked from {stored.forked_from.run_id} at transition {stored.forked_from.transition}" +
-                      (f", patched: {stored.forked_from.patch}" if stored.forked_from.patch else ""))
-            if stored.continues:
-                print(f"continues the conversation of run {stored.continues}")
-            for number, trace in enumerate(stored.traces, start=1):
-                if stored.legacy:
-                    print(f"turn {number}:")
-                for record in trace:
-                    print(describe(record))
-            if stored.answer_text is not None:
-                print(f"answer: {stored.answer_text}")
-            if stored.waiting is not None:
-                _print_waiting(stored.waiting, args.run_id, args.db)
-            if stored.error:
-                print(f"error: {stored.error}")
-            return 0
-        if args.action == "fork":
-            if args.at is None:
-                raise UsageError("forge runs fork needs --at K: the transition to fork at")
-            patch = _patch_of(args.patch) if args.patch else None
-            new = runs.fork(args.run_id, args.at, patch, args.run_id_new)
-            loop = runs.get(args.run_id).loop
-            print(f"forked {args.run_id} at transition {args.at} into {new}: queued for a worker serving loop {loop!r} "
-                  f"(forge worker --db {args.db} --loops MODULE)")
-            return 0
-        if args.action == "cancel":
-            runs.cancel(args.run_id)
-            print(f"cancelled {args.run_id}")
-            return 0
-        if args.action == "follow":
-            return _follow(runs, args.run_id, args.every, args.db)
-        answered = runs.get(args.run_id).answers
-        runs.resume(args.run_id, _answer_of(args))
-        print(f"answered {args.run_id}")
-        server = runs.who_serves(args.run_id)
-        hint = ("" if server is not None else
-                f"no forge worker is live, so the run goes on only in the program that started it, if it is still "
-                f"running: start a worker (forge worker --db {args.db} --loops MODULE, where MODULE makes the "
-                f"durable loop named {runs.get(args.run_id).loop!r}) or that program again")
-        if hint:
-            print(f"note: {hint}")
-        if args.wait:
-            try:
-                stored = runs.wait(args.run_id, args.wait, answers=answered + 1)
-            except TimeoutError:
-                print(f"still {runs.get(args.run_id).status} after {args.wait:g} s" + (f": {hint}" if hint else ""))
-                return 1
-            print(f"{stored.status}" + (f": {stored.summary}" if stored.summary else ""))
-        return 0
+    stored = runs.get(args.run_id)
+    print(f"run {stored.run_id} · {stored.loop} · {stored.status}" +
+          (f" · {stored.reason} ({stored.outcome})" if stored.reason else ""))
+    print(f"goal: {stored.goal}")
+    if stored.forked_from is not None:
+        print(f"forked from {stored.forked_from.run_id} at transition {stored.forked_from.transition}" +
+              (f", patched: {stored.forked_from.patch}" if stored.forked_from.patch else ""))
+    if stored.continues:
+        print(f"continues the conversation of run {stored.continues}")
+    for number, trace in enumerate(stored.traces, start=1):
+        if stored.legacy:
+            print(f"turn {number}:")
+        for record in trace:
+            print(describe(record))
+    if stored.answer_text is not None:
+        print(f"answer: {stored.answer_text}")
+    if stored.waiting is not None:
+        _print_waiting(stored.waiting, args.run_id, args.db)
+    if stored.error:
+        print(f"error: {stored.error}")
+    return 0
+
+
+def _runs_fork(runs: Any, args: argparse.Namespace) -> int:
+    if args.at is None:
+        raise UsageError("forge runs fork needs --at K: the transition to fork at")
+    patch = _patch_of(args.patch) if args.patch else None
+    new = runs.fork(args.run_id, args.at, patch, args.run_id_new)
+    loop = runs.get(args.run_id).loop
+    print(f"forked {args.run_id} at transition {args.at} into {new}: queued for a worker serving loop {loop!r} "
+          f"(forge worker --db {args.db} --loops MODULE)")
+    return 0
+
+
+def _runs_cancel(runs: Any, args: argparse.Namespace) -> int:
+    runs.cancel(args.run_id)
+    print(f"cancelled {args.run_id}")
+    return 0
+
+
+def _runs_resume(runs: Any, args: argparse.Namespace) -> int:
+    answered = runs.get(args.run_id).answers
+    runs.resume(args.run_id, _answer_of(args))
+    print(f"answered {args.run_id}")
+    server = runs.who_serves(args.run_id)
+    hint = ("" if server is not None else
+            f"no forge worker is live, so the run goes on only in the program that started it, if it is still "
+            f"running: start a worker (forge worker --db {args.db} --loops MODULE, where MODULE makes the "
+            f"durable loop named {runs.get(args.run_id).loop!r}) or that program again")
+    if hint:
+        print(f"note: {hint}")
+    if args.wait:
+        try:
+            stored = runs.wait(args.run_id, args.wait, answers=answered + 1)
+        except TimeoutError:
+            print(f"still {runs.get(args.run_id).status} after {args.wait:g} s" + (f": {hint}" if hint else ""))
+            return 1
+        print(f"{stored.status}" + (f": {stored.summary}" if stored.summary else ""))
+    return 0
 
 
 def _print_waiting(waiting: Any, run_id: str, db: str | None) -> None:

@@ -125,21 +125,7 @@ class Tool:
         object.__setattr__(self, "raises", tuple(raises))
         object.__setattr__(self, "inline", bool(inline))
         object.__setattr__(self, "child", None)
-        if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.raises):
-            raise UsageError(f"tool {name!r}: raises must list exception classes, got {list(self.raises)!r}")
-        if self.repeatable and not self.side_effect:
-            raise UsageError(f"tool {name!r}: repeatable=True says each call is a new side effect; it needs "
-                             "side_effect=True (a tool without side effects runs every time anyway)")
-        if on_crash not in ("retry", "ask"):
-            raise UsageError(f"tool {name!r}: on_crash must be 'retry' or 'ask', got {on_crash!r}")
-        if errors not in ("raise", "report"):
-            raise UsageError(f"tool {name!r}: errors must be 'raise' or 'report', got {errors!r}")
-        if is_error is not None and not callable(is_error):
-            raise UsageError(f"tool {name!r}: is_error must be callable as is_error(value) -> bool")
-        if not isinstance(self.name, str) or not self.name.strip():
-            raise UsageError("tool name must be a non-empty string")
-        if not callable(self.handler):
-            raise UsageError(f"tool {self.name!r}: handler must be callable")
+        self._check_options()
         if schema is not None:
             if not isinstance(schema, Mapping):
                 raise UsageError(f"tool {self.name!r}: schema must be a JSON Schema object, got {type(schema).__name__}")
@@ -154,6 +140,28 @@ class Tool:
             )
         object.__setattr__(self, "_contract", ToolContract(self.name, self.required, self.handler, self.optional,
                                                            self.schema, _whole_integers(self.schema)))
+
+    def _check_options(self) -> None:
+        """Refuse options that do not fit together or are not what they say.
+
+        Raises:
+            UsageError: naming the tool and the option."""
+        name = self.name
+        if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in self.raises):
+            raise UsageError(f"tool {name!r}: raises must list exception classes, got {list(self.raises)!r}")
+        if self.repeatable and not self.side_effect:
+            raise UsageError(f"tool {name!r}: repeatable=True says each call is a new side effect; it needs "
+                             "side_effect=True (a tool without side effects runs every time anyway)")
+        if self.on_crash not in ("retry", "ask"):
+            raise UsageError(f"tool {name!r}: on_crash must be 'retry' or 'ask', got {self.on_crash!r}")
+        if self.errors not in ("raise", "report"):
+            raise UsageError(f"tool {name!r}: errors must be 'raise' or 'report', got {self.errors!r}")
+        if self.is_error is not None and not callable(self.is_error):
+            raise UsageError(f"tool {name!r}: is_error must be callable as is_error(value) -> bool")
+        if not isinstance(name, str) or not name.strip():
+            raise UsageError("tool name must be a non-empty string")
+        if not callable(self.handler):
+            raise UsageError(f"tool {name!r}: handler must be callable")
 
     @classmethod
     def from_function(cls, function: Callable[..., Any], capabilities: Iterable[str] | None = None,

@@ -338,3 +338,15 @@ def test_a_served_runs_server_question_cannot_go_by_round_trips_and_the_call_say
     reference = f"{Path(__file__).with_name('served_mcp_loops.py')}:banking"
     result, _ = call_answering(served(reference), "banking", {"goal": "pay bob"}, [("accept", {"reply": "yes"})])
     assert result.is_error and "asks by round trips" in result.content[0].text
+
+
+def test_a_sampling_request_of_anything_but_text_is_refused_naming_what_it_has():
+    from mcp_types import CreateMessageRequestParams, ImageContent, SamplingMessage
+
+    from forge.errors import UsageError
+    from forge.mcp.asking import sampling_chat
+
+    params = CreateMessageRequestParams(messages=[SamplingMessage(role="user", content=ImageContent(
+        type="image", data="AAAA", mime_type="image/png"))], max_tokens=5)
+    with pytest.raises(UsageError, match="forge samples text; this request has image content"):
+        sampling_chat(params, "m")

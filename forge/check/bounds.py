@@ -66,19 +66,38 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
     Raises:
         ValueError: a limit below 1 (from StopController).
     """
-    controller = StopController(max_steps, repeat_limit)
-    models = {s.name: stages.actions[s.action].abstract for s in definition.states if s.action}
-    actions = {s.name: s.action for s in definition.states if s.action}
-    terminal = {s.name for s in definition.states if s.terminal}
-    routes: dict[str, dict[str | None, list[TransitionDef]]] = {}
-    for t in definition.transitions:
-        verdict = stages.guards[t.guard].verdict if t.guard else None
-        routes.setdefault(t.source, {}).setdefault(verdict, []).append(t)
+    return _Search(definition, StopController(max_steps, repeat_limit), stages).run(progress, every)
 
-    def successors(run: AbstractRun) -> Iterator[tuple[TransitionDef | str, AbstractRun]]:
-        model = models.get(run.state)
-        results = model(run, controller) if model else iter([(None, run)])
-        by_verdict = routes.get(run.state, {})
+
+_Frame = tuple[AbstractRun, Iterator[tuple[TransitionDef | str, AbstractRun]], int]
+"""A run on the search's path, its successors not yet explored, and the longest run after it so far."""
+
+
+class _Search:
+    """A depth-first search of a definition's abstract runs for a controller's limits: the
+    longest run to a terminal state, or the path that shows there is none (a cycle, a run
+    past the step budget, a stage that cannot run)."""
+
+    def __init__(self, definition: MachineDefinition, controller: StopController, stages: StageCatalog) -> None:
+        self.controller, self.stages = controller, stages
+        self.max_steps, self.repeat_limit = controller.max_steps, controller.repeat_limit
+        self.models = {s.name: stages.actions[s.action].abstract for s in definition.states if s.action}
+        self.actions = {s.name: s.action for s in definition.states if s.action}
+        self.terminal = {s.name for s in definition.states if s.terminal}
+        self.routes: dict[str, dict[str | None, list[TransitionDef]]] = {}
+        for t in definition.transitions:
+            verdict = stages.guards[t.guard].verdict if t.guard else None
+            self.routes.setdefault(t.source, {}).setdefault(verdict, []).append(t)
+        self.start = AbstractRun(definition.initial)
+        self.longest: dict[AbstractRun, int] = {}
+        self.on_path: dict[AbstractRun, int] = {self.start: 0}
+        self.path: list[TransitionDef] = []
+        self.stack: list[_Frame] = []
+
+    def successors(self, run: AbstractRun) -> Iterator[tuple[TransitionDef | str, AbstractRun]]:
+        model = self.models.get(run.state)
+        results = model(run, self.controller) if model else iter([(None, run)])
+        by_verdict = self.routes.get(run.state, {})
         for verdict, after in results:
             if verdict == NEEDS:
                 yield NEEDS, after
@@ -86,50 +105,58 @@ def explore(definition: MachineDefinition, max_steps: int = 8, repeat_limit: int
             for t in (*by_verdict.get(verdict, ()), *by_verdict.get(None, ())):
                 yield t, replace(after, state=t.dest)
 
-    longest: dict[AbstractRun, int] = {}
-    start = AbstractRun(definition.initial)
-    on_path: dict[AbstractRun, int] = {start: 0}
-    path: list[TransitionDef] = []
-    stack: list[tuple[AbstractRun, Iterator[tuple[TransitionDef | str, AbstractRun]], int]] = []
-    started, reported = time.monotonic(), 0.0
+    def failed(self, **why: object) -> Boundedness:
+        return Boundedness(self.max_steps, self.repeat_limit, None, len(self.longest) + len(self.on_path),
+                           tuple(self.path), **why)  # type: ignore[arg-type]
 
-    def failed(**why: object) -> Boundedness:
-        return Boundedness(max_steps, repeat_limit, None, len(longest) + len(on_path), tuple(path), **why)  # type: ignore[arg-type]
+    def run(self, progress: Callable[[int], None] | None, every: float) -> Boundedness:
+        if self.start.state in self.terminal:
+            return Boundedness(self.max_steps, self.repeat_limit, 0, 0)
+        self.stack.append((self.start, self.successors(self.start), 0))
+        started, reported = time.monotonic(), 0.0
+        while self.stack:
+            ended = self._deeper()
+            if isinstance(ended, Boundedness):
+                return ended
+            if ended and progress is not None and time.monotonic() - started - reported >= every:
+                reported = time.monotonic() - started
+                progress(len(self.longest))
+        return Boundedness(self.max_steps, self.repeat_limit, self.longest[self.start], len(self.longest))
 
-    if start.state in terminal:
-        return Boundedness(max_steps, repeat_limit, 0, 0)
-    stack.append((start, successors(start), 0))
-    while stack:
-        run, children, best = stack[-1]
+    def _deeper(self) -> Boundedness | bool:
+        """One move of the search from the run on top of the stack: down to its next
+        successor not yet known (False), or, with none left, back up (True); a verdict when
+        the path shows the definition unbounded."""
+        run, children, best = self.stack[-1]
         for edge, after in children:
             if isinstance(edge, str):  # the stage here cannot run
-                needed = stages.actions[actions[run.state]].needs or edge
-                return failed(needs=f"{run.state}: {actions[run.state]} needs {needed}")
-            if after.state in terminal:
+                needed = self.stages.actions[self.actions[run.state]].needs or edge
+                return self.failed(needs=f"{run.state}: {self.actions[run.state]} needs {needed}")
+            if after.state in self.terminal:
                 best = max(best, 1)
                 continue
-            known = longest.get(after)
+            known = self.longest.get(after)
             if known is not None:
                 best = max(best, known + 1)
                 continue
-            path.append(edge)
-            if after in on_path:
-                return failed()
-            if after.steps > max_steps:
-                return failed(over_budget=True)
-            stack[-1] = (run, children, best)
-            on_path[after] = len(path)
-            stack.append((after, successors(after), 0))
-            break
-        else:
-            stack.pop()
-            del on_path[run]
-            longest[run] = best
-            if stack:
-                parent, siblings, parent_best = stack[-1]
-                stack[-1] = (parent, siblings, max(parent_best, best + 1))
-                path.pop()
-            if progress is not None and time.monotonic() - started - reported >= every:
-                reported = time.monotonic() - started
-                progress(len(longest))
-    return Boundedness(max_steps, repeat_limit, longest[start], len(longest))
+            self.path.append(edge)
+            if after in self.on_path:
+                return self.failed()
+            if after.steps > self.max_steps:
+                return self.failed(over_budget=True)
+            self.stack[-1] = (run, children, best)
+            self.on_path[after] = len(self.path)
+            self.stack.append((after, self.successors(after), 0))
+            return False
+        self._back_up(run, best)
+        return True
+
+    def _back_up(self, run: AbstractRun, best: int) -> None:
+        """`run` explored: its longest run known, and its parent's updated."""
+        self.stack.pop()
+        del self.on_path[run]
+        self.longest[run] = best
+        if self.stack:
+            parent, siblings, parent_best = self.stack[-1]
+            self.stack[-1] = (parent, siblings, max(parent_best, best + 1))
+            self.path.pop()

@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from forge.agent.retry import ToolError
+from forge.errors import UsageError
 from forge.child import CALLING
 from forge.events import ToolProgress, sink
 from forge.machine.answers import AnswerRefused, Waiting, form_reply
@@ -210,7 +211,7 @@ class Exchange:
                    "that run's policy asks no model (a Python policy)")))
         try:
             chat = sampling_chat(params, str(getattr(policy, "model", "model")))
-        except ValueError as refused:
+        except UsageError as refused:
             return None, ErrorData(code=INVALID_PARAMS, message=str(refused))
         request = policy.from_chat(chat)
         return Call(policy.send, (request,), "the MCP server's sampling", "sampling", str(request.get("model") or
@@ -284,15 +285,15 @@ def sampling_chat(params: Any, model: str) -> dict[str, Any]:
     and stop sequences.
 
     Raises:
-        ValueError: a message that is not text (an image, audio, a tool's use): forge
-            samples text."""
+        ValueError: (a UsageError) a message that is not text (an image, audio, a tool's
+            use): forge samples text."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": params.system_prompt}] if params.system_prompt \
         else []
     for message in params.messages:
         blocks = message.content if isinstance(message.content, list) else [message.content]
         if any(getattr(block, "type", None) != "text" for block in blocks):
             kinds = sorted({str(getattr(block, "type", "?")) for block in blocks} - {"text"})
-            raise ValueError(f"forge samples text; this request has {', '.join(kinds)} content")
+            raise UsageError(f"forge samples text; this request has {', '.join(kinds)} content")
         messages.append({"role": message.role, "content": "".join(block.text for block in blocks)})
     chat: dict[str, Any] = {"model": model, "messages": messages, "max_tokens": params.max_tokens}
     if params.temperature is not None:

@@ -133,11 +133,36 @@ def _unwrapped(run: Run, step: int, intent: Any
 
 
 def _selected(run: Run) -> Steps[StageOutcome]:
-    config, state = run.config, run.loop_state
-    step = state.step_count + 1
+    step = run.loop_state.step_count + 1
+    over = _over_budget(run, step)
+    if over is not None:
+        return over
+    decision = yield from _decision(run, step)
+    if isinstance(decision, StageOutcome):
+        return decision
+    intent, batch, rest, handed = decision
+    detail, seen = _new_messages(run)
+    counts: CountChanges = {"messages_seen": seen} if seen else _NONE
+    if isinstance(intent, Ask):
+        detail["ask"] = quoted(intent.question, 200)
+        return StageOutcome(Selection.ASKED, detail, counts=counts,
+                            facts={"step": step, "intent": None, "question": intent.question,
+                                   "action": Action(ASK, "the policy asked the user")},
+                            observe=(ASK, "ok", intent, None))
+    if isinstance(intent, Finish):
+        return _finished(run, intent, handed, detail, counts, step)
+    if batch:
+        return (yield from _batched_outcome(run, batch, rest, detail, counts, step))
+    return (yield from _single(run, intent, rest, detail, counts, step))
+
+
+def _over_budget(run: Run, step: int) -> StageOutcome | None:
+    """The outcome of a run that has spent a budget (tokens, money, working time) before its
+    policy is asked again; None while none is spent (a policy may stop sooner: BudgetExhausted)."""
+    config = run.config
     budget = config.token_budget
-    if budget is not None:  # a run that has spent its budget asks no more (a policy may stop sooner: BudgetExhausted)
-        used = usage_of(state.messages)  # the whole conversation's, every turn: all its messages are this "turn"
+    if budget is not None:
+        used = usage_of(run.loop_state.messages)  # the whole conversation's, every turn: all its messages are this "turn"
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
     if config.cost_budget is not None:  # … nor past its money budget (`forge.pricing`)
@@ -151,6 +176,18 @@ def _selected(run: Run) -> Steps[StageOutcome]:
                                 {"time_worked_s": round(worked, 3), "time_budget_s": config.time_budget},
                                 facts={"step": step, "action": None,
                                        "error": TimeBudgetExhausted(worked, config.time_budget)})
+    return None
+
+
+_Decision = tuple[Any, tuple[tuple[Intent, Action], ...], tuple[Intent, ...], str | None]
+"""What the policy decided, unwrapped: the intent (or Finish, Ask), the batch made of a list
+of intents with the plan's rest, and the loop it handed off to."""
+
+
+def _decision(run: Run, step: int) -> Steps[_Decision | StageOutcome]:
+    """The policy's decision (the plan's rest, when it planned), unwrapped; the outcome of a
+    policy that failed or spent the token budget instead."""
+    config = run.config
     batch: tuple[tuple[Intent, Action], ...] = ()
     rest: tuple[Intent, ...] = ()
     handed: str | None = None
@@ -167,47 +204,54 @@ def _selected(run: Run) -> Steps[StageOutcome]:
                              "has no input_required state to wait in: add a transition from the policy's state "
                              "guarded by policy_asked (as machines/single_agent.toml has)")
     except BudgetExhausted as error:
-        if budget is None:
+        if config.token_budget is None:
             return _policy_failed(error, step)
         detail, seen = _new_messages(run)
         return _out_of_budget(error, step, detail, {"messages_seen": seen} if seen else _NONE)
     except Exception as error:  # the policy is user code: any failure ends the run, recorded
         return _policy_failed(error, step)
-    detail, seen = _new_messages(run)
-    counts: CountChanges = {"messages_seen": seen} if seen else _NONE
-    if isinstance(intent, Ask):
-        detail["ask"] = quoted(intent.question, 200)
-        return StageOutcome(Selection.ASKED, detail, counts=counts,
-                            facts={"step": step, "intent": None, "question": intent.question,
-                                   "action": Action(ASK, "the policy asked the user")},
-                            observe=(ASK, "ok", intent, None))
-    if isinstance(intent, Finish):
-        if handed is not None:
-            detail["handoff"] = handed
-        detail["finish"] = quoted(_shown(intent.answer), 200)
-        if config.output is not None:
-            try:
-                intent = Finish(config.output.validated(intent.answer))
-            except AnswerInvalid as invalid:
-                detail["answer_invalid"] = error_text(invalid)
-                return StageOutcome(Selection.ANSWER_INVALID, detail, counts=counts,
-                                    facts={"step": step, "intent": None, "status": "retryable_error", "payload": invalid,
-                                           "action": Action(FINISH, "the policy's answer is not a valid output")})
-        return StageOutcome(Selection.FINISHED, detail, counts=counts,
-                            facts={"step": step, "intent": None, "action": Action(FINISH, "the policy gave its answer"),
-                                   "status": "ok", "payload": intent})
-    if batch:
-        detail["tools"] = [chosen.tool_name for _, chosen in batch]
-        if any(each.call_id is not None for each, _ in batch):
-            detail["call_ids"] = [each.call_id for each, _ in batch]
-        subjects = []
-        for each, chosen in batch:
-            subjects.append((yield from _arguments_text(run, chosen.tool_name, each)))
-        batched: FactChanges = {"step": step, "intent": None, "action": None, "batch": batch}
-        if rest:
-            batched["plan"] = rest
-            detail["planned"] = len(rest)
-        return StageOutcome(Selection.BATCHED, detail, subjects, batched, counts)
+    return intent, batch, rest, handed
+
+
+def _finished(run: Run, intent: Finish, handed: str | None, detail: dict[str, Any], counts: CountChanges,
+              step: int) -> StageOutcome:
+    """The outcome of the policy's answer: finished, or refused by the loop's `output`."""
+    if handed is not None:
+        detail["handoff"] = handed
+    detail["finish"] = quoted(_shown(intent.answer), 200)
+    output = run.config.output
+    if output is not None:
+        try:
+            intent = Finish(output.validated(intent.answer))
+        except AnswerInvalid as invalid:
+            detail["answer_invalid"] = error_text(invalid)
+            return StageOutcome(Selection.ANSWER_INVALID, detail, counts=counts,
+                                facts={"step": step, "intent": None, "status": "retryable_error", "payload": invalid,
+                                       "action": Action(FINISH, "the policy's answer is not a valid output")})
+    return StageOutcome(Selection.FINISHED, detail, counts=counts,
+                        facts={"step": step, "intent": None, "action": Action(FINISH, "the policy gave its answer"),
+                               "status": "ok", "payload": intent})
+
+
+def _batched_outcome(run: Run, batch: tuple[tuple[Intent, Action], ...], rest: tuple[Intent, ...],
+                     detail: dict[str, Any], counts: CountChanges, step: int) -> Steps[StageOutcome]:
+    """The outcome of calls to make together, each with its arguments in words."""
+    detail["tools"] = [chosen.tool_name for _, chosen in batch]
+    if any(each.call_id is not None for each, _ in batch):
+        detail["call_ids"] = [each.call_id for each, _ in batch]
+    subjects = []
+    for each, chosen in batch:
+        subjects.append((yield from _arguments_text(run, chosen.tool_name, each)))
+    batched: FactChanges = {"step": step, "intent": None, "action": None, "batch": batch}
+    if rest:
+        batched["plan"] = rest
+        detail["planned"] = len(rest)
+    return StageOutcome(Selection.BATCHED, detail, subjects, batched, counts)
+
+
+def _single(run: Run, intent: Intent, rest: tuple[Intent, ...], detail: dict[str, Any], counts: CountChanges,
+            step: int) -> Steps[StageOutcome]:
+    """The outcome of one intent: the one tool that answers it, or why none does."""
     action: Action | None = None
     refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
