@@ -266,6 +266,13 @@ class DurablePerformer(ReplayingPerformer):
         self.shown = len(self._run().trace)  # type: ignore[union-attr]
         if effect.kind == "tool":
             return self._tool(effect)
+        return self._stored_when_made(effect)
+
+    def _stored_when_made(self, effect: Call) -> Any:
+        """`effect` (not a tool's) made live and stored at once when recovery could not make
+        it again as it was: what a model, a guard, an approver, a person, a handoff or an MCP
+        server's sample said (a decision made from stored replies is stored with the step's
+        next write)."""
         value = Performer.call(self, effect)
         if effect.kind == "model":
             self._asked_at = effect.step

@@ -305,7 +305,35 @@ def _async_machine_class() -> type[Machine]:
     machine, a failure is attributed to the callback that raised, and no Task is made per
     callback.
     """
-    from transitions.extensions.asyncio import AsyncEvent, AsyncMachine, AsyncTransition
+    from transitions.extensions.asyncio import AsyncMachine
+
+    class _AsyncMachine(AsyncMachine):
+        transition_cls = _async_transition_class()
+        event_cls = _async_event_class()
+
+        async def callbacks(self, funcs: Iterable[Any], event_data: Any) -> None:  # type: ignore[override]
+            for func in funcs:
+                result = self.resolve_callable(func, event_data)(event_data)
+                if result is not None and isinstance(result, Awaitable):  # a callback's None: no ABC check
+                    await result
+
+        # transitions tracks the task of every trigger per model, so that a new event can
+        # cancel a transition still running on the same model. A forge run fires one
+        # transition at a time (afire awaits each), so there is never one to cancel; the
+        # bookkeeping is skipped, and a cancelled arun task raises CancelledError directly.
+        async def process_context(self, func: Any, model: Any) -> Any:
+            return await self._process_async(func, model)
+
+        async def cancel_running_transitions(self, model: Any, msg: Any = None) -> None:
+            return None
+
+    return _AsyncMachine
+
+
+def _async_transition_class() -> type[Any]:
+    """transitions' AsyncTransition as forge's `_Transition` is the sync one (plain
+    transitions fire without callbacks; a chosen transition's guards are not asked again)."""
+    from transitions.extensions.asyncio import AsyncTransition
 
     class _AsyncTransition(AsyncTransition):
         condition_cls = _Condition  # type: ignore[assignment]  # forge's guards are plain functions: no coroutine each
@@ -333,6 +361,13 @@ def _async_machine_class() -> type[Machine]:
                 return True
             return all(c.check(event_data) for c in self.conditions)
 
+    return _AsyncTransition
+
+
+def _async_event_class() -> type[Any]:
+    """transitions' AsyncEvent as forge's `_Event` is the sync one."""
+    from transitions.extensions.asyncio import AsyncEvent
+
     class _AsyncEvent(AsyncEvent):
         """As `_Event`: a machine without a queue runs a trigger at once, without the partial
         and the two coroutines (`process_context`, `_process_async`) it would go through."""
@@ -353,27 +388,7 @@ def _async_machine_class() -> type[Machine]:
             event_data.result = await chosen.execute(event_data)
             return bool(event_data.result)
 
-    class _AsyncMachine(AsyncMachine):
-        transition_cls = _AsyncTransition
-        event_cls = _AsyncEvent
-
-        async def callbacks(self, funcs: Iterable[Any], event_data: Any) -> None:  # type: ignore[override]
-            for func in funcs:
-                result = self.resolve_callable(func, event_data)(event_data)
-                if result is not None and isinstance(result, Awaitable):  # a callback's None: no ABC check
-                    await result
-
-        # transitions tracks the task of every trigger per model, so that a new event can
-        # cancel a transition still running on the same model. A forge run fires one
-        # transition at a time (afire awaits each), so there is never one to cancel; the
-        # bookkeeping is skipped, and a cancelled arun task raises CancelledError directly.
-        async def process_context(self, func: Any, model: Any) -> Any:
-            return await self._process_async(func, model)
-
-        async def cancel_running_transitions(self, model: Any, msg: Any = None) -> None:
-            return None
-
-    return _AsyncMachine
+    return _AsyncEvent
 
 
 def _mark_plain(machine: Machine, event: Event) -> None:

@@ -185,37 +185,7 @@ def _build(path: str, data: Mapping[str, Any], stages: StageCatalog) -> tuple[Ma
 
     transitions = _transitions(problem, data.get("transitions"), {s.name: s for s in states}, stages)
     for state in states:
-        out = [t for t in transitions if t.source == state.name]
-        timeouts = [t for t in out if t.trigger == TIMEOUT_TRIGGER]
-        if state.timeout is not None and len(timeouts) != 1:
-            problem(f"states.{state.name}.timeout",
-                    f"a state with a timeout needs exactly one transition from it with trigger = {TIMEOUT_TRIGGER!r} "
-                    f"(to an escalation state, a rejection that replans, or a terminal state); it has {len(timeouts)}",
-                    "timeout-edge")
-        for t in timeouts:
-            if state.timeout is None:
-                problem(t.entry, f"a {TIMEOUT_TRIGGER!r} transition leaves a state with a deadline; give "
-                                 f"[states.{state.name}] a timeout (timeout = \"15m\")", "timeout-edge")
-            elif not state.terminal and t.guard != "approval_timed_out":
-                problem(t.entry, "the timeout edge of an approval state is taken when the approver has not answered "
-                                 "in time: guard it with approval_timed_out", "timeout-edge")
-            elif state.terminal and t.guard is not None:
-                problem(t.entry, "the timeout edge of a waiting state is taken when its deadline passes: it has no "
-                                 "guard", "timeout-edge")
-        out = [t for t in out if t.trigger != TIMEOUT_TRIGGER or state.timeout is None]
-        if state.terminal and out:
-            problem(
-                f"states.{state.name}",
-                f"terminal state has outgoing transitions ({', '.join(t.entry for t in out)}); "
-                "remove them or make the state non-terminal",
-                "terminal-outgoing",
-            )
-        if not state.terminal and not out:
-            problem(
-                f"states.{state.name}",
-                "non-terminal state has no outgoing transition; add one or set terminal = true",
-                "dead-end",
-            )
+        _state_edges(problem, state, [t for t in transitions if t.source == state.name])
     definition = MachineDefinition(
         name=name,
         initial=initial,
@@ -291,6 +261,34 @@ def parse_duration(value: Any) -> float:
     return seconds
 
 
+def _state_edges(problem: _Report, state: StateDef, out: list[TransitionDef]) -> None:
+    """Report what the transitions out of `state` lack or have too many of: its deadline's
+    one timeout edge, an edge out of a terminal state, none out of another."""
+    timeouts = [t for t in out if t.trigger == TIMEOUT_TRIGGER]
+    if state.timeout is not None and len(timeouts) != 1:
+        problem(f"states.{state.name}.timeout",
+                f"a state with a timeout needs exactly one transition from it with trigger = {TIMEOUT_TRIGGER!r} "
+                f"(to an escalation state, a rejection that replans, or a terminal state); it has {len(timeouts)}",
+                "timeout-edge")
+    for t in timeouts:
+        if state.timeout is None:
+            problem(t.entry, f"a {TIMEOUT_TRIGGER!r} transition leaves a state with a deadline; give "
+                             f"[states.{state.name}] a timeout (timeout = \"15m\")", "timeout-edge")
+        elif not state.terminal and t.guard != "approval_timed_out":
+            problem(t.entry, "the timeout edge of an approval state is taken when the approver has not answered "
+                             "in time: guard it with approval_timed_out", "timeout-edge")
+        elif state.terminal and t.guard is not None:
+            problem(t.entry, "the timeout edge of a waiting state is taken when its deadline passes: it has no "
+                             "guard", "timeout-edge")
+    out = [t for t in out if t.trigger != TIMEOUT_TRIGGER or state.timeout is None]
+    if state.terminal and out:
+        problem(f"states.{state.name}", f"terminal state has outgoing transitions ({', '.join(t.entry for t in out)}); "
+                "remove them or make the state non-terminal", "terminal-outgoing")
+    if not state.terminal and not out:
+        problem(f"states.{state.name}", "non-terminal state has no outgoing transition; add one or set terminal = true",
+                "dead-end")
+
+
 def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
     if not isinstance(raw, Mapping) or not raw:
         problem("states", "missing [states.<name>] tables")
@@ -303,51 +301,55 @@ def _states(problem: _Report, raw: Any, stages: StageCatalog) -> list[StateDef]:
         if not isinstance(body, Mapping):
             problem(entry, "must be a table")
             continue
-        _unknown_keys(problem, entry, body, _STATE_KEYS)
-        terminal = body.get("terminal", False)
-        if not isinstance(terminal, bool):
-            problem(f"{entry}.terminal", "must be true or false")
-            terminal = False
-        outcome = body.get("outcome")
-        action = body.get("action")
-        for key, value in (("outcome", outcome), ("action", action)):
-            if value is not None and not isinstance(value, str):
-                problem(f"{entry}.{key}", f"must be a string, not {_kind(value)}")
-        outcome = outcome if isinstance(outcome, str) else None
-        action = action if isinstance(action, str) else None
-        timeout = None
-        if "timeout" in body:
-            try:
-                timeout = parse_duration(body["timeout"])
-            except UsageError as error:
-                problem(f"{entry}.timeout", str(error))
-            if timeout is not None and not ((terminal and outcome == "needs_input") or action == "request_approval"):
-                problem(f"{entry}.timeout", "only a waiting state has a deadline: a terminal state with outcome = "
-                                            "\"needs_input\", or a state running request_approval", "timeout-edge")
-                timeout = None
-        if terminal:
-            if outcome not in OUTCOMES:
-                problem(f"{entry}.outcome", f"terminal state needs outcome = one of {_listing(OUTCOMES)}")
-            if action is not None:
-                problem(f"{entry}.action", "terminal states run no action; remove it")
-        else:
-            if outcome is not None:
-                problem(f"{entry}.outcome", "only terminal states have an outcome")
-            if action is not None and action not in stages.actions:
-                problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(stages.actions)} "
-                        "(a stage of your own? pass AgentLoop(..., stages=...), or forge check --stages MODULE:NAME)",
-                        "unknown-callback")
-        states.append(
-            StateDef(
-                name=name,
-                terminal=terminal,
-                outcome=cast(Outcome, outcome) if outcome in OUTCOMES else None,
-                action=action if isinstance(action, str) else None,
-                doc=str(body.get("doc", "")),
-                timeout=timeout,
-            )
-        )
+        states.append(_state(problem, name, body, stages))
     return states
+
+
+def _state(problem: _Report, name: str, body: Mapping[str, Any], stages: StageCatalog) -> StateDef:
+    """The state `[states.NAME]` says, what is wrong with it reported."""
+    entry = f"states.{name}"
+    _unknown_keys(problem, entry, body, _STATE_KEYS)
+    terminal = body.get("terminal", False)
+    if not isinstance(terminal, bool):
+        problem(f"{entry}.terminal", "must be true or false")
+        terminal = False
+    outcome, action = body.get("outcome"), body.get("action")
+    for key, value in (("outcome", outcome), ("action", action)):
+        if value is not None and not isinstance(value, str):
+            problem(f"{entry}.{key}", f"must be a string, not {_kind(value)}")
+    outcome = outcome if isinstance(outcome, str) else None
+    action = action if isinstance(action, str) else None
+    timeout = _deadline(problem, entry, body, waits=(terminal and outcome == "needs_input") or action == "request_approval")
+    if terminal:
+        if outcome not in OUTCOMES:
+            problem(f"{entry}.outcome", f"terminal state needs outcome = one of {_listing(OUTCOMES)}")
+        if action is not None:
+            problem(f"{entry}.action", "terminal states run no action; remove it")
+    else:
+        if outcome is not None:
+            problem(f"{entry}.outcome", "only terminal states have an outcome")
+        if action is not None and action not in stages.actions:
+            problem(f"{entry}.action", f"unknown action {action!r}; actions are {_listing(stages.actions)} "
+                    "(a stage of your own? pass AgentLoop(..., stages=...), or forge check --stages MODULE:NAME)",
+                    "unknown-callback")
+    return StateDef(name=name, terminal=terminal, outcome=cast(Outcome, outcome) if outcome in OUTCOMES else None,
+                    action=action, doc=str(body.get("doc", "")), timeout=timeout)
+
+
+def _deadline(problem: _Report, entry: str, body: Mapping[str, Any], waits: bool) -> float | None:
+    """A state's `timeout`, in seconds: only a waiting state (`waits`) has one."""
+    if "timeout" not in body:
+        return None
+    timeout = None
+    try:
+        timeout = parse_duration(body["timeout"])
+    except UsageError as error:
+        problem(f"{entry}.timeout", str(error))
+    if timeout is not None and not waits:
+        problem(f"{entry}.timeout", "only a waiting state has a deadline: a terminal state with outcome = "
+                                    "\"needs_input\", or a state running request_approval", "timeout-edge")
+        return None
+    return timeout
 
 
 def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef], stages: StageCatalog
@@ -360,43 +362,49 @@ def _transitions(problem: _Report, raw: Any, states: Mapping[str, StateDef], sta
         return []
     transitions = []
     for index, body in enumerate(raw):
-        entry = f"transitions[{index}]"
         if not isinstance(body, Mapping):
-            problem(entry, "must be a table")
+            problem(f"transitions[{index}]", "must be a table")
             continue
-        _unknown_keys(problem, entry, body, _TRANSITION_KEYS)
-        fields = {}
-        for key in ("source", "trigger", "dest"):
-            value = body.get(key)
-            if not isinstance(value, str) or not value:
-                problem(f"{entry}.{key}", f"missing {key}")
-                value = ""
-            fields[key] = value
-        transition = TransitionDef(index, guard=body.get("guard"), doc=str(body.get("doc", "")), **fields)
-        entry = transition.entry
-        if fields["trigger"] and not _NAME.fullmatch(fields["trigger"]):
-            problem(entry, f"trigger {fields['trigger']!r} is not an identifier")
-        elif fields["trigger"] == FAILURE_TRIGGER:
-            problem(entry, f"trigger {FAILURE_TRIGGER!r} is reserved for the implicit edge to "
-                           "fatal_error that a failing hook takes; name this trigger differently")
-        for key in ("source", "dest"):
-            if fields[key] and fields[key] not in states:
-                problem(entry, f"unknown {key} state {fields[key]!r}; states are {_listing(states)}", "unknown-state")
-        guard = transition.guard
-        if guard is not None:
-            source = states.get(fields["source"])
-            if not isinstance(guard, str) or guard not in guards:
-                problem(entry, f"unknown guard {guard!r}; guards are {_listing(guards)}", "unknown-callback")
-            elif source is not None and not source.terminal and guards[guard].action != source.action:
-                problem(
-                    entry,
-                    f"guard {guard!r} tests the verdict of action {guards[guard].action!r}, "
-                    f"but state {source.name!r} runs {source.action!r}; use one of "
-                    f"{_listing(g for g, spec in guards.items() if spec.action == source.action)}",
-                    "guard-action-mismatch",
-                )
-        transitions.append(transition)
+        transitions.append(_transition(problem, index, body, states, guards))
     return transitions
+
+
+def _transition(problem: _Report, index: int, body: Mapping[str, Any], states: Mapping[str, StateDef],
+                guards: Mapping[str, Any]) -> TransitionDef:
+    """The transition `[[transitions]]` number `index` says, what is wrong with it reported."""
+    _unknown_keys(problem, f"transitions[{index}]", body, _TRANSITION_KEYS)
+    fields = {}
+    for key in ("source", "trigger", "dest"):
+        value = body.get(key)
+        if not isinstance(value, str) or not value:
+            problem(f"transitions[{index}].{key}", f"missing {key}")
+            value = ""
+        fields[key] = value
+    transition = TransitionDef(index, guard=body.get("guard"), doc=str(body.get("doc", "")), **fields)
+    entry = transition.entry
+    if fields["trigger"] and not _NAME.fullmatch(fields["trigger"]):
+        problem(entry, f"trigger {fields['trigger']!r} is not an identifier")
+    elif fields["trigger"] == FAILURE_TRIGGER:
+        problem(entry, f"trigger {FAILURE_TRIGGER!r} is reserved for the implicit edge to "
+                       "fatal_error that a failing hook takes; name this trigger differently")
+    for key in ("source", "dest"):
+        if fields[key] and fields[key] not in states:
+            problem(entry, f"unknown {key} state {fields[key]!r}; states are {_listing(states)}", "unknown-state")
+    if transition.guard is not None:
+        _check_guard(problem, transition, states.get(fields["source"]), guards)
+    return transition
+
+
+def _check_guard(problem: _Report, transition: TransitionDef, source: StateDef | None, guards: Mapping[str, Any]) -> None:
+    """Report a guard that does not exist, or tests another action's verdict than its source state runs."""
+    guard, entry = transition.guard, transition.entry
+    if not isinstance(guard, str) or guard not in guards:
+        problem(entry, f"unknown guard {guard!r}; guards are {_listing(guards)}", "unknown-callback")
+    elif source is not None and not source.terminal and guards[guard].action != source.action:
+        problem(entry, f"guard {guard!r} tests the verdict of action {guards[guard].action!r}, but state "
+                       f"{source.name!r} runs {source.action!r}; use one of "
+                       f"{_listing(g for g, spec in guards.items() if spec.action == source.action)}",
+                "guard-action-mismatch")
 
 
 def _unknown_keys(problem: _Report, entry: str, body: Mapping[str, Any], allowed: frozenset[str]) -> None:

@@ -46,8 +46,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from forge.agent.retry import ToolError
-from forge.errors import UsageError
 from forge.child import CALLING
+from forge.errors import UsageError
 from forge.events import ToolProgress, sink
 from forge.machine.answers import AnswerRefused, Waiting, form_reply
 from forge.machine.asking import fingerprint_of

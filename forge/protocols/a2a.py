@@ -105,9 +105,11 @@ _STREAMING = "forge_streaming"
 
 def _executor(loop: Any, contexts: int) -> Any:
     """The SDK's `AgentExecutor` that runs `loop` for each task (see the module)."""
-    from a2a.helpers.proto_helpers import new_data_part, new_task_from_user_message, new_text_part
+    from a2a.helpers.proto_helpers import new_task_from_user_message
     from a2a.server.agent_execution import AgentExecutor
     from a2a.server.tasks import TaskUpdater
+
+    durable = callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
 
     class LoopExecutor(AgentExecutor):
         def __init__(self) -> None:
@@ -119,61 +121,9 @@ def _executor(loop: Any, contexts: int) -> Any:
                 await event_queue.enqueue_event(new_task_from_user_message(context.message))
             await updater.start_work()
             if durable:
-                await self._durably(context, updater)
-                return
-            state = self.kept.get(context.context_id)
-            options = {"run_id": context.task_id, **({"state": state} if state is not None else {})}
-            if _streams(context):
-                async for event in loop.astream(context.get_user_input(), **options):
-                    await _told(updater, event)
-                result = event.result  # the stream's last event: RunFinished
+                await _durable_task(loop, context, updater)
             else:
-                result = await loop.arun(context.get_user_input(), **options)
-            self.kept[context.context_id] = result.state
-            self.kept.move_to_end(context.context_id)
-            while len(self.kept) > contexts:
-                self.kept.popitem(last=False)
-            if result.outcome == "success":
-                await updater.add_artifact([_part(result.answer)], name="answer")
-                await updater.complete()
-            elif result.outcome == "needs_input":
-                asked = result.question or f"the run waits in {result.reason}"
-                await updater.requires_input(updater.new_agent_message([new_text_part(asked)]))
-            else:
-                why = f": {type(result.error).__name__}: {result.error}" if result.error is not None else ""
-                await updater.failed(updater.new_agent_message([new_text_part(f"the run ended in {result.reason}{why}")]))
-
-        async def _durably(self, context: Any, updater: Any) -> None:
-            """The task as a durable run of the loop (its id the task's), taken by a worker: a
-            new task starts it; a message to a task that waits answers what it waits for
-            (`_answer`), bound to that question. The task follows the run from the runs'
-            database until it finishes or waits again, whichever worker runs it."""
-            from starlette.concurrency import run_in_threadpool
-
-            runs, run_id = loop.runs, context.task_id
-            if context.current_task is None:
-                await run_in_threadpool(loop.submit, context.get_user_input(), run_id)
-                answers = 0
-            else:
-                stored = await run_in_threadpool(runs.get, run_id)
-                if stored.waiting is None:
-                    await updater.failed(updater.new_agent_message([new_text_part(
-                        f"the run is {stored.status}: it waits for nothing")]))
-                    return
-                await run_in_threadpool(runs.resume, run_id, _answer(context.get_user_input(), stored.waiting))
-                answers = stored.answers + 1
-            if _streams(context):
-                await _followed(runs, run_id, answers, updater)
-            ended = await run_in_threadpool(runs.wait, run_id, None, answers)
-            if ended.status == "waiting" and ended.waiting is not None:
-                await updater.requires_input(updater.new_agent_message([new_text_part(ended.waiting.asks)]))
-            elif ended.outcome == "success":
-                await updater.add_artifact([_part(ended.answer)], name="answer")
-                await updater.complete()
-            else:
-                why = f": {ended.error}" if ended.error else ""
-                await updater.failed(updater.new_agent_message([new_text_part(
-                    f"the run ended in {ended.reason or ended.status}{why}")]))
+                await _task(loop, context, updater, self.kept, contexts)
 
         async def cancel(self, context: Any, event_queue: Any) -> None:
             if durable:
@@ -182,14 +132,77 @@ def _executor(loop: Any, contexts: int) -> Any:
                 await run_in_threadpool(loop.cancel, context.task_id)
             await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
-    def _part(answer: Any) -> Any:
-        """An answer as an artifact's part: text, or JSON data for a typed answer."""
-        shown = as_json(answer)
-        return new_text_part(shown) if isinstance(shown, str) else new_data_part(json.loads(json.dumps(shown,
-                                                                                                     default=str)))
-
-    durable = callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
     return LoopExecutor()
+
+
+async def _task(loop: Any, context: Any, updater: Any, kept: OrderedDict[str, Any], contexts: int) -> None:
+    """The task as a run of the loop in memory, going on from its context's last state (the
+    last `contexts` contexts are kept); streamed transition by transition to a client that
+    streams."""
+    state = kept.get(context.context_id)
+    options = {"run_id": context.task_id, **({"state": state} if state is not None else {})}
+    if _streams(context):
+        async for event in loop.astream(context.get_user_input(), **options):
+            await _told(updater, event)
+        result = event.result  # the stream's last event: RunFinished
+    else:
+        result = await loop.arun(context.get_user_input(), **options)
+    kept[context.context_id] = result.state
+    kept.move_to_end(context.context_id)
+    while len(kept) > contexts:
+        kept.popitem(last=False)
+    why = f": {type(result.error).__name__}: {result.error}" if result.error is not None else ""
+    asked = (result.question or f"the run waits in {result.reason}") if result.outcome == "needs_input" else None
+    await _ended(updater, result.outcome == "success", result.answer, asked, f"the run ended in {result.reason}{why}")
+
+
+async def _durable_task(loop: Any, context: Any, updater: Any) -> None:
+    """The task as a durable run of the loop (its id the task's), taken by a worker: a new
+    task starts it; a message to a task that waits answers what it waits for (`_answer`),
+    bound to that question. The task follows the run from the runs' database until it
+    finishes or waits again, whichever worker runs it."""
+    from starlette.concurrency import run_in_threadpool
+
+    runs, run_id = loop.runs, context.task_id
+    if context.current_task is None:
+        await run_in_threadpool(loop.submit, context.get_user_input(), run_id)
+        answers = 0
+    else:
+        stored = await run_in_threadpool(runs.get, run_id)
+        if stored.waiting is None:
+            await _ended(updater, False, None, None, f"the run is {stored.status}: it waits for nothing")
+            return
+        await run_in_threadpool(runs.resume, run_id, _answer(context.get_user_input(), stored.waiting))
+        answers = stored.answers + 1
+    if _streams(context):
+        await _followed(runs, run_id, answers, updater)
+    ended = await run_in_threadpool(runs.wait, run_id, None, answers)
+    asked = ended.waiting.asks if ended.status == "waiting" and ended.waiting is not None else None
+    why = f": {ended.error}" if ended.error else ""
+    await _ended(updater, ended.outcome == "success", ended.answer, asked,
+                 f"the run ended in {ended.reason or ended.status}{why}")
+
+
+async def _ended(updater: Any, succeeded: bool, answer: Any, asked: str | None, failure: str) -> None:
+    """The task's state as its run left it: input-required with what it `asked`, completed
+    with the answer as its artifact, or failed saying why (`failure`)."""
+    from a2a.helpers.proto_helpers import new_text_part
+
+    if asked is not None:
+        await updater.requires_input(updater.new_agent_message([new_text_part(asked)]))
+    elif succeeded:
+        await updater.add_artifact([_part(answer)], name="answer")
+        await updater.complete()
+    else:
+        await updater.failed(updater.new_agent_message([new_text_part(failure)]))
+
+
+def _part(answer: Any) -> Any:
+    """An answer as an artifact's part: text, or JSON data for a typed answer."""
+    from a2a.helpers.proto_helpers import new_data_part, new_text_part
+
+    shown = as_json(answer)
+    return new_text_part(shown) if isinstance(shown, str) else new_data_part(json.loads(json.dumps(shown, default=str)))
 
 
 def _streams(context: Any) -> bool:

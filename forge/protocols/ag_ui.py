@@ -99,54 +99,54 @@ class AGUIEvents:
 
     def of(self, event: StreamEvent) -> list[Any]:
         """The AG-UI events `event` makes (none for what the protocol has no place for)."""
+        made = _MAKERS.get(type(event))
+        return made(self, event) if made is not None else []
+
+    def _text(self, event: TextDelta) -> list[Any]:
+        made = self._calls_written()
+        if self.message is None:
+            self.messages += 1
+            self.message = f"{self.forge_run}/message.{self.messages}"
+            made.append(self.core.TextMessageStartEvent(message_id=self.message, role="assistant", **self._inside()))
+        return [*made, self.core.TextMessageContentEvent(message_id=self.message, delta=event.text, **self._inside())]
+
+    def _call_written(self, event: ToolCallDelta) -> list[Any]:
+        core, made = self.core, self._text_written()
+        if event.index not in self.writing and event.call_id is not None:
+            self.writing[event.index] = event.call_id
+            self.announced.add(event.call_id)
+            made.append(core.ToolCallStartEvent(tool_call_id=event.call_id, tool_call_name=event.name or "",
+                                                parent_message_id=None, **self._inside()))
+        call_id = self.writing.get(event.index)
+        if call_id is not None and event.arguments:
+            made.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=event.arguments, **self._inside()))
+        return made
+
+    def _progress(self, event: ToolProgress) -> list[Any]:
+        """The protocol has no progress of its own: a custom event, in forge's form."""
+        return [self.core.CustomEvent(name="forge.tool_progress", value=event.to_json(), **self._inside())]
+
+    def _child_started(self, event: ChildRunStarted) -> list[Any]:
+        self.children.append(event.path)
+        return [*self._written(), self.core.SubagentStartedEvent(
+            subagent_run_id=event.path, name=event.tool, parent_tool_call_id=self.awaiting[0] if self.awaiting else None)]
+
+    def _child_finished(self, event: ChildRunFinished) -> list[Any]:
         core = self.core
-        if isinstance(event, TextDelta):
-            made = self._calls_written()
-            if self.message is None:
-                self.messages += 1
-                self.message = f"{self.forge_run}/message.{self.messages}"
-                made.append(core.TextMessageStartEvent(message_id=self.message, role="assistant", **self._inside()))
-            return [*made, core.TextMessageContentEvent(message_id=self.message, delta=event.text, **self._inside())]
-        if isinstance(event, ToolCallDelta):
-            made = self._text_written()
-            if event.index not in self.writing and event.call_id is not None:
-                self.writing[event.index] = event.call_id
-                self.announced.add(event.call_id)
-                made.append(core.ToolCallStartEvent(tool_call_id=event.call_id, tool_call_name=event.name or "",
-                                                    parent_message_id=None, **self._inside()))
-            call_id = self.writing.get(event.index)
-            if call_id is not None and event.arguments:
-                made.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=event.arguments, **self._inside()))
-            return made
-        if isinstance(event, ModelCallStarted | ToolAttemptStarted):
-            return self._written()
-        if isinstance(event, ToolProgress):  # the protocol has no progress of its own: a custom event, forge's form
-            return [core.CustomEvent(name="forge.tool_progress", value=event.to_json(), **self._inside())]
-        if isinstance(event, TransitionFired):
-            return [*self._written(), *self._fired(event.record)]
-        if isinstance(event, ChildRunStarted):
-            self.children.append(event.path)
-            return [*self._written(), core.SubagentStartedEvent(
-                subagent_run_id=event.path, name=event.tool,
-                parent_tool_call_id=self.awaiting[0] if self.awaiting else None)]
-        if isinstance(event, ChildRunFinished):
-            if event.path in self.children:
-                self.children.remove(event.path)
-            if event.outcome == "success":
-                return [*self._written(), core.SubagentFinishedEvent(
-                    subagent_run_id=event.path, outcome=core.SubagentFinishedSuccessOutcome(type="success"))]
-            return [*self._written(), core.SubagentErrorEvent(subagent_run_id=event.path, code=event.reason,
-                                                              message=f"the child run ended in {event.reason}")]
-        if isinstance(event, WaitingOn):
-            self.interrupted = True
-            return [*self._written(), *self._step_ended(), core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
-                                          outcome=core.RunFinishedInterruptOutcome(
-                                              type="interrupt", interrupts=[self._interrupt(event.waiting)]))]
-        if isinstance(event, RunFinished):
-            return [*self._written(), *self._step_ended(), *self._finished(event.result)]
-        if isinstance(event, RunStopped):
-            return [*self._written(), *self._step_ended(), *self._stopped(event.result)]
-        return []
+        if event.path in self.children:
+            self.children.remove(event.path)
+        if event.outcome == "success":
+            return [*self._written(), core.SubagentFinishedEvent(
+                subagent_run_id=event.path, outcome=core.SubagentFinishedSuccessOutcome(type="success"))]
+        return [*self._written(), core.SubagentErrorEvent(subagent_run_id=event.path, code=event.reason,
+                                                          message=f"the child run ended in {event.reason}")]
+
+    def _waiting(self, event: WaitingOn) -> list[Any]:
+        core = self.core
+        self.interrupted = True
+        return [*self._written(), *self._step_ended(), core.RunFinishedEvent(
+            thread_id=self.thread_id, run_id=self.run_id,
+            outcome=core.RunFinishedInterruptOutcome(type="interrupt", interrupts=[self._interrupt(event.waiting)]))]
 
     def _inside(self) -> dict[str, str]:
         """The child run what the model says belongs to, as AG-UI names it (none: the run's own)."""
@@ -274,6 +274,22 @@ class AGUIEvents:
         why = f": {stored.error}" if stored.error else ""
         return [core.RunErrorEvent(message=f"the run ended in {stored.reason or stored.status}{why}",
                                    code=str(stored.reason or stored.status))]
+
+
+_MAKERS: dict[type, Any] = {
+    TextDelta: AGUIEvents._text,
+    ToolCallDelta: AGUIEvents._call_written,
+    ModelCallStarted: lambda events, event: events._written(),
+    ToolAttemptStarted: lambda events, event: events._written(),
+    ToolProgress: AGUIEvents._progress,
+    TransitionFired: lambda events, event: [*events._written(), *events._fired(event.record)],
+    ChildRunStarted: AGUIEvents._child_started,
+    ChildRunFinished: AGUIEvents._child_finished,
+    WaitingOn: AGUIEvents._waiting,
+    RunFinished: lambda events, event: [*events._written(), *events._step_ended(), *events._finished(event.result)],
+    RunStopped: lambda events, event: [*events._written(), *events._step_ended(), *events._stopped(event.result)],
+}
+"""What each kind of forge event makes of AG-UI's, by its type (`AGUIEvents.of`)."""
 
 
 def _split(text: Any, count: int) -> list[str]:
