@@ -20,7 +20,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC
 from pathlib import Path
@@ -204,6 +204,30 @@ def new_run_id(run_id: str | None) -> str:
     if not isinstance(run_id, str) or not run_id.strip():
         raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
     return run_id
+
+
+class _Page:
+    """The rows of one page of a search, kept as they are read: `offset` fitting rows
+    skipped, then up to `limit` kept (`fits(row)` says which fit)."""
+
+    def __init__(self, offset: int, limit: int, fits: Callable[[RunRow], bool]) -> None:
+        self.offset, self.limit, self.fits = offset, limit, fits
+        self.skipped = 0
+        self.wanted: builtins.list[RunRow] = []
+
+    def full_after(self, rows: Iterable[RunRow]) -> bool:
+        """Take what fits of `rows`; True once a fitting row is found past a full page
+        (more follow)."""
+        for row in rows:
+            if not self.fits(row):
+                continue
+            if self.skipped < self.offset:
+                self.skipped += 1
+                continue
+            if len(self.wanted) == self.limit:
+                return True
+            self.wanted.append(row)
+        return False
 
 
 class StoredRuns:
@@ -426,34 +450,28 @@ class StoredRuns:
         """
         if text and len(text) > SEARCH_LIMIT:
             raise UsageError(f"a search is at most {SEARCH_LIMIT} characters, got {len(text):,}")
-        wanted: builtins.list[RunRow] = []
-        skipped = seen = 0
         statuses = set(_WORKFLOW_STATUSES.get(status, ())) if status else None
         if reason:  # only a run that finished or waits has ended in a state
             statuses = (statuses if statuses is not None else {"SUCCESS", "PENDING"}) & {"SUCCESS", "PENDING"}
         if statuses is not None and not statuses:
-            return wanted, False
+            return [], False
         if text:
             self.note_new_runs()
         if status in _CHAINED_LISTED and not text:
             return self._find_with_chained(status, reason, loop, offset, limit)
+        page = _Page(offset, limit, lambda row: (not status or row.status == status) and
+                     (not reason or row.reason == reason))
+        seen = 0
         while True:
             ids = self.database.search_runs(text, window, seen) if text else None
             if ids is not None and not ids:
-                return wanted, False
+                return page.wanted, False
             rows, read = self._rows(window, seen, sorted(statuses) if statuses else None, text, ids, loop)
             seen += read
-            for row in rows:
-                if (status and row.status != status) or (reason and row.reason != reason):
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                if len(wanted) == limit:
-                    return wanted, True
-                wanted.append(row)
+            if page.full_after(rows):
+                return page.wanted, True
             if read < window:
-                return wanted, False
+                return page.wanted, False
 
     def _find_with_chained(self, status: str, reason: str | None, loop: str | None, offset: int, limit: int,
                            chained: bool = True) -> tuple[builtins.list[RunRow], bool]:
