@@ -47,20 +47,7 @@ class IndexPlanner:
     hints: Mapping[str, Any] = field(default_factory=lambda: {"lang": "en"})
 
     def __call__(self, goal: str, state: LoopState) -> Intent:
-        notes: list[str] | None = None
-        texts: dict[str, str] = {}
-        facts: dict[str, dict[str, Any]] = {}
-        refused: set[str] = set()
-        for observation in state.observations:
-            payload = observation.payload
-            if observation.status == "ok" and observation.tool_name == "list_notes":
-                notes = list(payload)
-            elif observation.status == "ok" and observation.tool_name == "read_note":
-                texts[payload["path"]] = payload["text"]
-            elif observation.status == "ok" and observation.tool_name == "analyse":
-                facts[payload["path"]] = payload
-            elif isinstance(payload, ArgumentContractError):
-                refused |= set(payload.unexpected)
+        notes, texts, facts, refused = _known(state)
         if notes is None:
             return Intent({"fs", "list"}, {"folder": self.folder})
         for path in notes:
@@ -73,3 +60,23 @@ class IndexPlanner:
         text = render_index({path: facts[path] for path in notes}, self.folder)
         return Intent({"fs", "write"}, {"path": self.index_path, "text": text},
                       idempotency_key=f"write:{self.index_path}")
+
+
+def _known(state: LoopState) -> tuple[list[str] | None, dict[str, str], dict[str, dict[str, Any]], set[str]]:
+    """What the run has found out so far: the notes listed, each note's text, each note's
+    analysis, and the arguments a contract refused."""
+    notes: list[str] | None = None
+    texts: dict[str, str] = {}
+    facts: dict[str, dict[str, Any]] = {}
+    refused: set[str] = set()
+    for observation in state.observations:
+        payload = observation.payload
+        if observation.status == "ok" and observation.tool_name == "list_notes":
+            notes = list(payload)
+        elif observation.status == "ok" and observation.tool_name == "read_note":
+            texts[payload["path"]] = payload["text"]
+        elif observation.status == "ok" and observation.tool_name == "analyse":
+            facts[payload["path"]] = payload
+        elif isinstance(payload, ArgumentContractError):
+            refused |= set(payload.unexpected)
+    return notes, texts, facts, refused

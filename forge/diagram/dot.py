@@ -188,20 +188,7 @@ def _compared(definition: MachineDefinition, a: RunOverlay, b: RunOverlay, diver
                        for name, o in zip(names, (a, b), strict=True))
     graph = _started(definition, f"{definition.title or definition.name}{LINE_BREAK}{ended}")
     for state in definition.states:
-        palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
-        attrs = {"shape": "box", "style": "rounded,filled", "fillcolor": palette.fill, "color": palette.line}
-        label = f"{state.name}{LINE_BREAK}({state.outcome})" if state.terminal else state.name
-        if state.terminal:
-            attrs["peripheries"] = "2"
-        if state.name not in a.visited | b.visited:
-            attrs.update(fillcolor=FADED.fill, color=FADED.line, fontcolor="#9e9e9e")
-        for name, run in zip(names, (a, b), strict=True):
-            if state.name == run.position:
-                attrs["penwidth"] = "3.5"
-                label += f"{LINE_BREAK}■ {name} ended here" if run.finished else f"{LINE_BREAK}▶ {name} is here"
-        if state.name == diverged:
-            attrs.update(penwidth="3.5", color=FAILED)
-            label += f"{LINE_BREAK}◆ the runs diverge here"
+        label, attrs = _compared_state(state, a, b, diverged, names)
         graph.node(state.name, label=label, id=f"state-{state.name}", **attrs)
     for transition in definition.transitions:
         first, second = a.edge_counts.get(transition.index, 0), b.edge_counts.get(transition.index, 0)
@@ -228,6 +215,27 @@ def _compared(definition: MachineDefinition, a: RunOverlay, b: RunOverlay, diver
         bottom.attr(rank="sink")
         bottom.node(LEGEND_NODE)
     return graph
+
+
+def _compared_state(state: Any, a: RunOverlay, b: RunOverlay, diverged: str | None,
+                    names: tuple[str, str]) -> tuple[str, dict[str, str]]:
+    """A state's node on a diagram of two runs, its label and attributes: faded where
+    neither went, marked where each is or ended and where they diverge."""
+    palette = OUTCOME_COLOURS[state.outcome] if state.terminal and state.outcome else WORKING
+    attrs = {"shape": "box", "style": "rounded,filled", "fillcolor": palette.fill, "color": palette.line}
+    label = f"{state.name}{LINE_BREAK}({state.outcome})" if state.terminal else state.name
+    if state.terminal:
+        attrs["peripheries"] = "2"
+    if state.name not in a.visited | b.visited:
+        attrs.update(fillcolor=FADED.fill, color=FADED.line, fontcolor="#9e9e9e")
+    for name, run in zip(names, (a, b), strict=True):
+        if state.name == run.position:
+            attrs["penwidth"] = "3.5"
+            label += f"{LINE_BREAK}■ {name} ended here" if run.finished else f"{LINE_BREAK}▶ {name} is here"
+    if state.name == diverged:
+        attrs.update(penwidth="3.5", color=FAILED)
+        label += f"{LINE_BREAK}◆ the runs diverge here"
+    return label, attrs
 
 
 def _tool_counts(tools: Mapping[str, int], per_line: int = 2) -> str:

@@ -48,16 +48,7 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         DatabaseAway: the runs' database did not answer for `OUTAGE_LIMIT` seconds (a
             shorter outage is ridden out): the worker stopped without handing its runs back.
     """
-    from forge.errors import UsageError
-
-    if not LOOPS:
-        raise UsageError("a worker needs the durable loops its runs name: attach them (loop.durable(NAME)) first")
-    if concurrency < 1:
-        raise UsageError(f"concurrency must be at least 1, got {concurrency}")
-    if grace < 0:
-        raise UsageError(f"grace must be at least 0 seconds, got {grace}")
-    if not 0 < beat_every < dead_after:
-        raise UsageError(f"dead_after ({dead_after} s) must be more than beat_every ({beat_every} s), itself above 0")
+    _check_worker(concurrency, grace, beat_every, dead_after)
     me = executor_id or executor_name()
     launch(db, executor_id=me, concurrency=concurrency, worker=True)
     database = HOST.database
@@ -73,13 +64,7 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         started()
     away: DatabaseAway | None = None
     try:
-        while not stop.is_set():
-            database.beat(me)
-            for silent in database.silent_workers(dead_after, besides=me):
-                recovered = _recover(silent)
-                database.forget_worker(silent)
-                _log.warning("worker %s: recovered %d runs of silent worker %s", me, len(recovered or ()), silent)
-            stop.wait(beat_every)
+        _beat_until(stop, database, me, beat_every, dead_after)
     except DatabaseAway as error:
         away = error
         _log.error("worker %s: %s; it stops, and its runs go to the other workers once it has been silent "
@@ -95,6 +80,38 @@ def work(db: str | os.PathLike[str] | None, concurrency: int = 4, *, executor_id
         raise away
     _log.info("worker %s stopped; handed back %d runs", me, len(left))
     return left
+
+
+def _check_worker(concurrency: int, grace: float, beat_every: float, dead_after: float) -> None:
+    """Refuse a worker with no loops to serve, or limits that cannot work together.
+
+    Raises:
+        UsageError: naming what is wrong."""
+    from forge.errors import UsageError
+
+    if not LOOPS:
+        raise UsageError("a worker needs the durable loops its runs name: attach them (loop.durable(NAME)) first")
+    if concurrency < 1:
+        raise UsageError(f"concurrency must be at least 1, got {concurrency}")
+    if grace < 0:
+        raise UsageError(f"grace must be at least 0 seconds, got {grace}")
+    if not 0 < beat_every < dead_after:
+        raise UsageError(f"dead_after ({dead_after} s) must be more than beat_every ({beat_every} s), itself above 0")
+
+
+def _beat_until(stop: threading.Event, database: Any, me: str, beat_every: float, dead_after: float) -> None:
+    """Beat every `beat_every` seconds until `stop`, taking on the runs of each peer silent
+    for `dead_after`.
+
+    Raises:
+        DatabaseAway: the database did not answer for `OUTAGE_LIMIT` seconds."""
+    while not stop.is_set():
+        database.beat(me)
+        for silent in database.silent_workers(dead_after, besides=me):
+            recovered = _recover(silent)
+            database.forget_worker(silent)
+            _log.warning("worker %s: recovered %d runs of silent worker %s", me, len(recovered or ()), silent)
+        stop.wait(beat_every)
 
 
 CHECKED_DBOS = "3."

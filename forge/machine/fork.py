@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from forge.errors import UsageError, WrongType
-from forge.machine.journal import ForkOrigin, JournalEntry
+from forge.machine.journal import WITHIN_CALLS, ForkOrigin, JournalEntry
 
 __all__ = ["CALLS_OF_ACTION", "ForkPlan", "Patch", "PatchRefused", "RecordedChild", "RecordedRun", "fork_plan", "goal_of",
            "read_recorded", "recorded_child"]
@@ -255,7 +255,7 @@ def _answer_of(value: Any) -> Any:
 
 
 def _decision_of(value: Any) -> Any:
-    from forge.policy import Finish, Intent
+    from forge.policy import Finish
 
     if not isinstance(value, dict):
         raise UsageError(f"'decision' must be an object: {{\"tool\": …, \"arguments\": …}} or {{\"finish\": …}}, "
@@ -267,6 +267,16 @@ def _decision_of(value: Any) -> Any:
     unknown = set(value) - {"tool", "capabilities", "arguments"}
     if unknown:
         raise UsageError(f"'decision' takes 'tool' or 'capabilities', and 'arguments'; not {', '.join(sorted(unknown))}")
+    return _call_decision(value)
+
+
+def _call_decision(value: Mapping[str, Any]) -> Any:
+    """A patched decision that calls a tool, by name or by capabilities, read from JSON.
+
+    Raises:
+        UsageError: naming what is wrong."""
+    from forge.policy import Intent
+
     arguments = value.get("arguments", {})
     if not isinstance(arguments, dict):
         raise UsageError(f"'decision.arguments' must be an object, got {arguments!r}")
@@ -325,14 +335,7 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
             a tool the loop lacks, or with arguments its contract refuses.
         ValueError: no goal is given and the journal records no policy call.
     """
-    if at is None and patch is not None:
-        raise PatchRefused("a patch replaces the outcome at one transition: pass at=K with it")
-    last = transitions + 1 if next_action is not None else max(transitions, 1)
-    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= last):
-        raise PatchRefused(f"cannot fork at transition {at!r}: the run fired transitions 1 to {transitions}")
-    if patch is not None and not isinstance(patch, Patch):
-        raise PatchRefused(f"patch must be a forge Patch (Patch.tool_result(...), Patch.decision(...), …), "
-                           f"got {type(patch).__name__}")
+    _check_fork(transitions, at, patch, next_action)
     goal = goal if goal is not None else goal_of(recorded)
     if goal is None:
         raise UsageError("the journal records no policy call to take the goal from: pass goal=...")
@@ -343,14 +346,9 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
     origin = ForkOrigin(source, at, None if patch is None else patch.to_json())
     if patch is None:
         return ForkPlan(at, before, None, origin, goal)
-    there = [entry for entry in recorded if entry.transition == at]
+    there = [entry for entry in recorded if entry.transition == at and entry.kind not in WITHIN_CALLS]
     if not there and at > transitions and next_action is not None:
-        kind = CALLS_OF_ACTION.get(next_action)
-        if kind != patch.kind:
-            calls = f"which calls {_KIND_NAMES[kind]}" if kind else "which calls nothing in the world"
-            raise PatchRefused(f"transition {at} runs {next_action}, {calls}; a {patch.form} patch does not fit")
-        if patch.form == "decision":
-            _checked_decision(patch.value, tools, at)
+        _check_pending(patch, tools, at, next_action)
         return ForkPlan(at, before, None, origin, goal, pending=patch)
     if not there:
         made = sorted({entry.transition for entry in recorded})
@@ -366,6 +364,35 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
     if patch.form == "decision":
         patched = _decision_entry(patched, call, patch.value, tools, at)
     return ForkPlan(at, (*before, patched), len(before), origin, goal)
+
+
+def _check_fork(transitions: int, at: int | None, patch: Patch | None, next_action: str | None) -> None:
+    """Refuse a fork at no transition of the run, or with a patch that is not one.
+
+    Raises:
+        PatchRefused: naming what is wrong."""
+    if at is None and patch is not None:
+        raise PatchRefused("a patch replaces the outcome at one transition: pass at=K with it")
+    last = transitions + 1 if next_action is not None else max(transitions, 1)
+    if at is not None and (isinstance(at, bool) or not isinstance(at, int) or not 1 <= at <= last):
+        raise PatchRefused(f"cannot fork at transition {at!r}: the run fired transitions 1 to {transitions}")
+    if patch is not None and not isinstance(patch, Patch):
+        raise PatchRefused(f"patch must be a forge Patch (Patch.tool_result(...), Patch.decision(...), …), "
+                           f"got {type(patch).__name__}")
+
+
+def _check_pending(patch: Patch, tools: Mapping[str, Any] | Collection[str], at: int, next_action: str) -> None:
+    """Refuse a patch for the transition past the recorded ones that its action would not
+    make (a tool's result where the policy decides), or a decision the loop cannot make.
+
+    Raises:
+        PatchRefused: naming what is wrong."""
+    kind = CALLS_OF_ACTION.get(next_action)
+    if kind != patch.kind:
+        calls = f"which calls {_KIND_NAMES[kind]}" if kind else "which calls nothing in the world"
+        raise PatchRefused(f"transition {at} runs {next_action}, {calls}; a {patch.form} patch does not fit")
+    if patch.form == "decision":
+        _checked_decision(patch.value, tools, at)
 
 
 _KIND_NAMES = {"tool": "a tool", "policy": "the policy", "verify": "verify", "approver": "the approver",

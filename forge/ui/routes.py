@@ -155,41 +155,8 @@ class Pages:
         except RunNotFound as error:  # a feed of nothing would make a browser reconnect forever
             return failed_page(404, str(error), self.query)
 
-        async def changes() -> Any:
-            """One message per change after `seen` (the digest a page was made at); without
-            `seen`, the first message is the run as it is now. With `answered=N` (a page that
-            answered question N), one message once the run no longer waits on it. A run that no longer runs ends
-            the stream; so does a database that cannot be read, with an `error` event (a
-            browser's EventSource then connects again by itself)."""
-            last, followed = request.query_params.get("seen") or "", 0.0
-            answered = _answered(request)  # a page that answered question N: told once it is no longer asked
-            until = time.monotonic() + ANSWER_FOLLOWED_FOR
-            while True:
-                try:
-                    if time.monotonic() - followed > FOLLOW_RENEWED_EVERY:
-                        await run_in_threadpool(self.runs.follow, run_id)
-                        followed = time.monotonic()
-                    stored = await run_in_threadpool(self.runs.get, run_id)
-                    now = "" if answered else await run_in_threadpool(_moment, self.runs, stored)
-                except (ForgeError, LookupError) as error:
-                    yield f"event: error\ndata: {json.dumps({'error': str(error)})}\n\n"
-                    return
-                if answered:  # its own digest moves as a followed run stores what it fired: not a change
-                    taken = stored.waiting is None or stored.waiting.asked != answered
-                    if taken:
-                        yield f"data: {json.dumps({'status': stored.status})}\n\n"
-                    if taken or time.monotonic() > until or await request.is_disconnected():
-                        return
-                    await asyncio.sleep(0.25)
-                    continue
-                if now != last:
-                    yield f"data: {json.dumps({'status': stored.status})}\n\n"
-                last = now
-                if stored.status not in ("queued", "running") or await request.is_disconnected():
-                    return
-                await asyncio.sleep(0.25)
-
-        return StreamingResponse(changes(), media_type="text/event-stream", headers={"cache-control": "no-store"})
+        return StreamingResponse(_changes(self.runs, run_id, request), media_type="text/event-stream",
+                                 headers={"cache-control": "no-store"})
 
     async def answer(self, request: Request) -> Response:
         refused, form = await self.guard.posted(request)
@@ -397,3 +364,48 @@ def _moment(runs: StoredRuns, stored: Any) -> str:
     making the page and listening for changes goes unseen."""
     shown = (stored.status, stored.answers, *runs.database.so_far(stored.run_id))
     return str(hashlib.sha256(repr(shown).encode()).hexdigest()[:16])
+
+
+async def _changes(runs: Any, run_id: str, request: Request) -> Any:
+    """One message per change after `seen` (the digest a page was made at); without `seen`,
+    the first message is the run as it is now. With `answered=N` (a page that answered
+    question N), one message once the run no longer waits on it. A run that no longer runs
+    ends the stream; so does a database that cannot be read, with an `error` event (a
+    browser's EventSource then connects again by itself)."""
+    answered = _answered(request)  # a page that answered question N: told once it is no longer asked
+    last, until = request.query_params.get("seen") or "", time.monotonic() + ANSWER_FOLLOWED_FOR
+    read = _Reading(runs, run_id)
+    while True:
+        try:
+            stored = await read.stored()
+            now = "" if answered else await run_in_threadpool(_moment, runs, stored)
+        except (ForgeError, LookupError) as error:
+            yield f"event: error\ndata: {json.dumps({'error': str(error)})}\n\n"
+            return
+        if answered:  # its own digest moves as a followed run stores what it fired: not a change
+            taken = stored.waiting is None or stored.waiting.asked != answered
+            if taken:
+                yield f"data: {json.dumps({'status': stored.status})}\n\n"
+            if taken or time.monotonic() > until or await request.is_disconnected():
+                return
+        else:
+            if now != last:
+                yield f"data: {json.dumps({'status': stored.status})}\n\n"
+            last = now
+            if stored.status not in ("queued", "running") or await request.is_disconnected():
+                return
+        await asyncio.sleep(0.25)
+
+
+class _Reading:
+    """A run read again and again for a page's feed, followed while it is read (the process
+    running it stores its transitions as it goes), the follow renewed now and then."""
+
+    def __init__(self, runs: Any, run_id: str) -> None:
+        self.runs, self.run_id, self.followed = runs, run_id, 0.0
+
+    async def stored(self) -> Any:
+        if time.monotonic() - self.followed > FOLLOW_RENEWED_EVERY:
+            await run_in_threadpool(self.runs.follow, self.run_id)
+            self.followed = time.monotonic()
+        return await run_in_threadpool(self.runs.get, self.run_id)
