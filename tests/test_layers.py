@@ -199,3 +199,12 @@ def test_no_module_reads_a_private_attribute_it_does_not_define():
                     and node.attr not in own):
                 found.add((shown, node.attr))
     assert found - set(PRIVATE_SEAMS) == set()
+
+
+def test_the_architecture_page_names_every_entry_of_the_package():
+    """docs/architecture.md says what each file and folder at `forge/`'s top is (issue 49,
+    item 4): a new one is named there when it is made."""
+    page = (FORGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    entries = sorted(path.name for path in FORGE.iterdir() if path.name != "__pycache__")
+    unnamed = [name for name in entries if f"forge/{name}" not in page]
+    assert unnamed == []

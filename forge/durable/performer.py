@@ -34,7 +34,7 @@ import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.durable.database import RunsDatabase
@@ -45,7 +45,8 @@ from forge.machine.journal import WITHIN_CALLS, DecidedAsCode, Journal, JournalE
 from forge.machine.performers import Performer, Position, ReplayingPerformer
 from forge.tools import Tool
 
-__all__ = ["DurableChild", "DurablePerformer", "InDoubt", "ProcessStopping", "StoredCalls", "idempotency_key"]
+__all__ = ["DurableChild", "DurablePerformer", "ForkSeed", "InDoubt", "ProcessStopping", "StoredCalls", "WorkerHooks",
+           "idempotency_key"]
 
 _KEY: ContextVar[str | None] = ContextVar("forge_durable_key", default=None)
 
@@ -150,29 +151,50 @@ answer as the journal keeps it (`Answer.to_json()`), None when the deadline pass
 `arun`, a coroutine of that."""
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerHooks:
+    """What the process running a durable run gives its performer: how to ask about a call
+    found in flight at a crash (`in_doubt`), how to wait for a person's answer (`ask`), the
+    run's configuration with the tools an answer adds (`configure(extra_tools)`), and the
+    event set when the process stops (no call is made after it)."""
+
+    in_doubt: InDoubt | None = None
+    ask: Ask | None = None
+    configure: Callable[[tuple[str, ...]], Any] | None = None
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True, slots=True)
+class ForkSeed:
+    """What a fork's run was seeded with: how many of its stored calls were copied from the
+    run it was forked from (`count`), and the patched call among them (`patched`, its
+    index, and the `patch`), marked as `ReplayingPerformer` marks it."""
+
+    count: int = 0
+    patched: int | None = None
+    patch: Any = None
+
+
 class DurablePerformer(ReplayingPerformer):
     """Answers the calls `stored` has (calling nothing), then performs live, storing each
-    call as described in the module. `tools` are the run's tools by name (for `on_crash`);
-    `in_doubt` asks about a call found in flight; `ask` waits for a person's answer;
-    `configure(extra_tools)` is the run's configuration with tools answers added; `patched`
-    and `patch`, in a fork, mark the patched call (as `ReplayingPerformer`'s do), and
-    `seeded` is how many of the stored calls the fork was seeded with.
+    call as described in the module: its run's, whose id is `stored.run_id`, the run's own
+    tools (for `on_crash`) and sleep. `hooks` are what the process running it gives it;
+    `seed`, for a fork, what its journal was seeded with.
     """
 
     __slots__ = ("_added", "_asked_at", "_children", "_flush_settled", "_kept", "_pending", "asker", "asks_later",
                  "configure",
                  "in_doubt", "key_prefix", "run_id", "seeded", "shown", "status_later", "stopping", "stored", "tools")
 
-    def __init__(self, stored: StoredCalls, journal: Journal, run: Position, *, run_id: str, tools: Mapping[str, Tool],
-                 sleep: Callable[[float], Any], in_doubt: InDoubt | None = None, ask: Ask | None = None,
-                 configure: Callable[[tuple[str, ...]], Any] | None = None, patched: int | None = None,
-                 patch: Any = None, seeded: int = 0, stopping: threading.Event | None = None) -> None:
-        super().__init__(stored.calls, journal, run, patched, patch)
-        self.stopping = stopping or threading.Event()
-        self.sleep = sleep
-        self.stored, self.run_id, self.tools = stored, run_id, tools
-        self.key_prefix = run_id  # a tool call's key is `KEY_PREFIX/STEP/TOOL` (`idempotency_key()`)
-        self.in_doubt, self.asker, self.configure, self.seeded = in_doubt, ask, configure, seeded
+    def __init__(self, stored: StoredCalls, journal: Journal, run: Any, hooks: WorkerHooks | None = None,
+                 seed: ForkSeed | None = None) -> None:
+        hooks, seed = hooks or WorkerHooks(), seed or ForkSeed()
+        super().__init__(stored.calls, journal, run, seed.patched, seed.patch)
+        self.stopping = hooks.stopping
+        self.sleep = run.config.sleep
+        self.stored, self.run_id, self.tools = stored, stored.run_id, run.config.tools
+        self.key_prefix = stored.run_id  # a tool call's key is `KEY_PREFIX/STEP/TOOL` (`idempotency_key()`)
+        self.in_doubt, self.asker, self.configure, self.seeded = hooks.in_doubt, hooks.ask, hooks.configure, seed.count
         self._added: tuple[str, ...] = ()
         self._kept = len(stored.calls)  # journal entries already in the database
         self._pending: list[tuple[Any, ...]] = []
@@ -424,8 +446,8 @@ class DurableChild(DurablePerformer):
     __slots__ = ("_parent",)
 
     def __init__(self, journal: Journal, run: Any, parent: DurablePerformer, path: str, key: str) -> None:
-        super().__init__(StoredCalls(parent.database, path, codec=parent.stored.codec), journal, run, run_id=path,
-                         tools=run.config.tools, sleep=run.config.sleep, stopping=parent.stopping)
+        super().__init__(StoredCalls(parent.database, path, codec=parent.stored.codec), journal, run,
+                         WorkerHooks(stopping=parent.stopping))
         self._parent, self.key_prefix = parent, key
 
     def asks(self) -> bool:

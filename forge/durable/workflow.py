@@ -45,7 +45,7 @@ from forge.durable.answers import CANCELLED, Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
 from forge.durable.live import LiveRuns
-from forge.durable.performer import DurablePerformer, ProcessStopping, StoredCalls
+from forge.durable.performer import DurablePerformer, ForkSeed, ProcessStopping, StoredCalls, WorkerHooks
 from forge.durable.result import StoredChild
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
@@ -459,11 +459,10 @@ class _Workflow:
         forked = self.forked_from
 
         def perform(journal: Journal, run: Run) -> DurablePerformer:
-            performer = DurablePerformer(
-                stored, journal, run, run_id=self.run_id, tools=run.config.tools, sleep=run.config.sleep,
-                in_doubt=self.in_doubt, ask=ask, configure=self._configured,
-                patched=forked.get("patched") if forked else None, patch=forked.get("patch") if forked else None,
-                seeded=int(forked.get("seeded") or 0) if forked else 0, stopping=HOST.stopping)
+            seed = ForkSeed(int(forked.get("seeded") or 0), forked.get("patched"), forked.get("patch")) if forked \
+                else None
+            hooks = WorkerHooks(self.in_doubt, ask, self._configured, HOST.stopping)
+            performer = DurablePerformer(stored, journal, run, hooks, seed)
             if forked is not None:
                 journal.forked_from = ForkOrigin(forked["run_id"], forked["transition"], forked.get("patch"))
             performer.asks_later = self.polls

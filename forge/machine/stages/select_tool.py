@@ -150,10 +150,10 @@ def _selected(run: Run) -> Steps[StageOutcome]:
                                    "action": Action(ASK, "the policy asked the user")},
                             observe=(ASK, "ok", intent, None))
     if isinstance(intent, Finish):
-        return _finished(run, intent, handed, detail, counts, step)
+        return _finished(run, intent, handed, detail, counts)
     if batch:
-        return (yield from _batched_outcome(run, batch, rest, detail, counts, step))
-    return (yield from _single(run, intent, rest, detail, counts, step))
+        return (yield from _batched_outcome(run, batch, rest, detail, counts))
+    return (yield from _single(run, intent, rest, detail, counts))
 
 
 def _over_budget(run: Run, step: int) -> StageOutcome | None:
@@ -213,9 +213,10 @@ def _decision(run: Run, step: int) -> Steps[_Decision | StageOutcome]:
     return intent, batch, rest, handed
 
 
-def _finished(run: Run, intent: Finish, handed: str | None, detail: dict[str, Any], counts: CountChanges,
-              step: int) -> StageOutcome:
+def _finished(run: Run, intent: Finish, handed: str | None, detail: dict[str, Any], counts: CountChanges
+              ) -> StageOutcome:
     """The outcome of the policy's answer: finished, or refused by the loop's `output`."""
+    step = run.loop_state.step_count + 1
     if handed is not None:
         detail["handoff"] = handed
     detail["finish"] = quoted(_shown(intent.answer), 200)
@@ -234,8 +235,9 @@ def _finished(run: Run, intent: Finish, handed: str | None, detail: dict[str, An
 
 
 def _batched_outcome(run: Run, batch: tuple[tuple[Intent, Action], ...], rest: tuple[Intent, ...],
-                     detail: dict[str, Any], counts: CountChanges, step: int) -> Steps[StageOutcome]:
+                     detail: dict[str, Any], counts: CountChanges) -> Steps[StageOutcome]:
     """The outcome of calls to make together, each with its arguments in words."""
+    step = run.loop_state.step_count + 1
     detail["tools"] = [chosen.tool_name for _, chosen in batch]
     if any(each.call_id is not None for each, _ in batch):
         detail["call_ids"] = [each.call_id for each, _ in batch]
@@ -249,9 +251,10 @@ def _batched_outcome(run: Run, batch: tuple[tuple[Intent, Action], ...], rest: t
     return StageOutcome(Selection.BATCHED, detail, subjects, batched, counts)
 
 
-def _single(run: Run, intent: Intent, rest: tuple[Intent, ...], detail: dict[str, Any], counts: CountChanges,
-            step: int) -> Steps[StageOutcome]:
+def _single(run: Run, intent: Intent, rest: tuple[Intent, ...], detail: dict[str, Any], counts: CountChanges
+            ) -> Steps[StageOutcome]:
     """The outcome of one intent: the one tool that answers it, or why none does."""
+    step = run.loop_state.step_count + 1
     action: Action | None = None
     refused: UnknownTool | AmbiguousToolChoice | NoMatchingTool | None = None
     try:
