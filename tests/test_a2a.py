@@ -57,6 +57,7 @@ def served():
         running.append((server, thread))
         return url
 
+    serve.running = running
     yield serve
     for server, thread in running:
         server.should_exit = True
@@ -340,3 +341,43 @@ def test_an_a2a_agent_tool_is_drawn_beside_the_loop_as_a_child_run_is(served):
     text = mermaid(caller)
     assert f'state "forecaster: A2A agent forge: single-agent tool loop ({url})" as forecaster__remote' in text
     assert "execute --> forecaster__remote: forecaster (A2A task)" in text
+
+
+@pytest.mark.slow
+def test_a_durable_task_outlives_the_app_and_the_next_app_takes_its_answer(served, db, tmp_path, monkeypatch):
+    """A durable loop's A2A app keeps its tasks in the runs' database: the app that made a
+    task is stopped while the task is input-required, and the reply sent to a new app on
+    the same database answers the run; the payment is made once."""
+    import signal
+
+    from protocol_workers import LOOPS, payer_on
+    from test_worker_stop import start_worker, stop
+
+    from forge.protocols.a2a import TASKS_TABLE
+
+    db, ledger = str(db), tmp_path / "ledger"
+    with payer_on(db, ledger, monkeypatch) as payer:
+        worker = start_worker(db, ledger, LOOPS)
+        try:
+            first = served(payer)
+            asked, _ = send(first, "pay bob")
+            _stop_serving(served, first)
+            done, _ = send(served(payer), "approve", task=asked)
+        finally:
+            stop(worker, signal.SIGTERM)
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert (done.id, done.status.state) == (asked.id, TaskState.TASK_STATE_COMPLETED)
+    assert done.artifacts[0].parts[0].text == "paid bob 20"
+    assert ledger.read_text().splitlines() == ["pay bob 20"]
+    import sqlite3
+
+    with sqlite3.connect(db) as stored:
+        assert stored.execute(f"select count(*) from {TASKS_TABLE} where id = ?", (asked.id,)).fetchone() == (1,)
+
+
+def _stop_serving(served, url):
+    """Stop the app `served` serves at `url`, as a process restart would."""
+    for server, thread in served.running:
+        if str(server.config.port) in url:
+            server.should_exit = True
+            thread.join(10)

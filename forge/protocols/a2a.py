@@ -13,7 +13,8 @@ the run going on from where it was; a run that ends otherwise fails the task wit
 reason. In memory, a context's state lives as long as the app (the last `contexts`). Given
 a durable loop (`loop.durable(...)`), each task is a durable run whose id is the task's, taken
 by whichever `forge worker` is free: the task follows it in the runs' database (a worker
-restarted in the middle included); a run that waits — a question, an approval — leaves the
+restarted in the middle included), and the app keeps its tasks there too (`TASKS_TABLE`: a
+restart of the app itself forgets none); a run that waits — a question, an approval — leaves the
 task input-required with what it asks, and the next message to the task answers it, bound to
 that question ("approve" or "reject" for an approval).
 
@@ -24,6 +25,7 @@ journaled, approved, keyed and replayed as any tool call is.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict
 from typing import Any
@@ -31,7 +33,7 @@ from typing import Any
 from forge.child import as_json
 from forge.extras import extra_module
 
-__all__ = ["ANSWER_SCHEMA", "a2a_app", "a2a_tool", "agent_card"]
+__all__ = ["ANSWER_SCHEMA", "TASKS_TABLE", "a2a_app", "a2a_tool", "agent_card"]
 
 
 def _sdk() -> Any:
@@ -95,8 +97,46 @@ def a2a_app(loop: Any, url: str, *, contexts: int = 1000, name: str | None = Non
                 yield event
 
     card = agent_card(loop, url, name=name)
-    handler = Handler(agent_executor=_executor(loop, contexts), task_store=InMemoryTaskStore(), agent_card=card)
+    store = _stored_tasks(loop) if _is_durable(loop) else InMemoryTaskStore()
+    handler = Handler(agent_executor=_executor(loop, contexts), task_store=store, agent_card=card)
     return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")])
+
+
+TASKS_TABLE = "forge_a2a_tasks"
+"""The table of the runs' database a durable loop's A2A app keeps its tasks in."""
+
+
+def _is_durable(loop: Any) -> bool:
+    return callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
+
+
+def _stored_tasks(loop: Any) -> Any:
+    """A durable loop's tasks, kept in its runs' database (`TASKS_TABLE`, through the SDK's
+    `DatabaseTaskStore` on SQLAlchemy's async drivers, aiosqlite or asyncpg): a task outlives
+    the app as its run does, so the next message to a waiting task answers it whichever app
+    process takes the message, after a restart too."""
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url = make_url(loop.runs.url)
+    driver = "sqlite+aiosqlite" if url.get_backend_name() == "sqlite" else "postgresql+asyncpg"
+    store = DatabaseTaskStore(create_async_engine(url.set(drivername=driver)))
+    store.task_model = _task_model()  # the SDK makes a model per store it names: one for the process instead
+    return store
+
+
+@functools.lru_cache(maxsize=1)
+def _task_model() -> Any:
+    """The SDK's task columns on `TASKS_TABLE`, a model made once per process (SQLAlchemy
+    defines a table once per metadata) and named as forge's (the SDK's `create_task_model`
+    names each `TaskModel`, which its metadata warns about)."""
+    from a2a.server.models import Base, TaskMixin
+
+    class ForgeA2ATask(TaskMixin, Base):
+        __tablename__ = TASKS_TABLE
+
+    return ForgeA2ATask
 
 
 _STREAMING = "forge_streaming"
@@ -109,7 +149,7 @@ def _executor(loop: Any, contexts: int) -> Any:
     from a2a.server.agent_execution import AgentExecutor
     from a2a.server.tasks import TaskUpdater
 
-    durable = callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
+    durable = _is_durable(loop)
 
     class LoopExecutor(AgentExecutor):
         def __init__(self) -> None:
