@@ -67,18 +67,25 @@ def served():
 def send(url, text, task=None):
     """Send `text` (in `task`'s context, when given) with a2a-sdk's client: the task as the
     server left it, and the card the client resolved."""
+    updates, card = _sent(url, text, task, streaming=False)
+    return updates[-1].task, card
+
+
+def _sent(url, text, task, streaming):
+    """Every update a2a-sdk's client read for `text` sent (in `task`'s context, when given),
+    in order, as a stream (A2A's message/stream) or not; and the card it resolved."""
     async def sent():
         import httpx
         from a2a.client.card_resolver import A2ACardResolver
 
         async with httpx.AsyncClient() as http:
             card = await A2ACardResolver(http, url).get_agent_card()
-        client = await create_client(card, ClientConfig(streaming=False))
+        client = await create_client(card, ClientConfig(streaming=streaming))
         message = new_text_message(text, role=Role.ROLE_USER)
         if task is not None:
             message.task_id, message.context_id = task.id, task.context_id
         try:
-            return [each.task async for each in client.send_message(SendMessageRequest(message=message))][-1], card
+            return [each async for each in client.send_message(SendMessageRequest(message=message))], card
         finally:
             await client.close()
     return asyncio.run(sent())
@@ -260,21 +267,7 @@ def test_forge_serve_speaks_one_protocol_at_a_time(capsys):
 def streamed(url, text, task=None):
     """Send `text` as a stream (A2A's message/stream) with a2a-sdk's client: every update
     the client read, in order."""
-    async def sent():
-        import httpx
-        from a2a.client.card_resolver import A2ACardResolver
-
-        async with httpx.AsyncClient() as http:
-            card = await A2ACardResolver(http, url).get_agent_card()
-        client = await create_client(card, ClientConfig(streaming=True))
-        message = new_text_message(text, role=Role.ROLE_USER)
-        if task is not None:
-            message.task_id, message.context_id = task.id, task.context_id
-        try:
-            return [each async for each in client.send_message(SendMessageRequest(message=message))]
-        finally:
-            await client.close()
-    return asyncio.run(sent())
+    return _sent(url, text, task, streaming=True)[0]
 
 
 def _working(updates):

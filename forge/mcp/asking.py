@@ -132,15 +132,10 @@ class Exchange:
             if item is _DONE:
                 return call.result()
             left -= time.monotonic() - began
-            if item[0] == "progress":
-                self._tell(item[1])
-                continue
-            kind, params, reply = item
-            if kind == "sample":
-                self._answer(call, params, reply, self._sampled)
-            else:
-                self._answer(call, params, reply,
-                             lambda asked: self._reply(self.question(asked), self._asked(self.question(asked))))
+            request = self._request(item)
+            if request is not None:
+                kind, params, reply = request
+                self._answer(call, params, reply, self._sampled if kind == "sample" else self._answered)
 
     async def await_(self, call: concurrent.futures.Future[Any], timeout: float) -> Any:
         """`wait`, awaited in the caller's event loop."""
@@ -158,15 +153,28 @@ class Exchange:
             if item is _DONE:
                 return call.result()
             left -= time.monotonic() - began
-            if item[0] == "progress":
-                self._tell(item[1])
-                continue
-            kind, params, reply = item
-            try:
-                reply.set_result(await (self._asampled(params) if kind == "sample" else self._aanswered(params)))
-            except BaseException:
-                _cancel(call, reply)
-                raise
+            request = self._request(item)
+            if request is not None:
+                kind, params, reply = request
+                try:
+                    reply.set_result(await (self._asampled(params) if kind == "sample" else self._aanswered(params)))
+                except BaseException:
+                    _cancel(call, reply)
+                    raise
+
+    def _request(self, item: tuple[Any, ...]) -> tuple[str, Any, Any] | None:
+        """What `item` from the session's thread asks the caller to answer: a question or a
+        sample (`kind, params, reply`), or None for progress, told the stream."""
+        if item[0] == "progress":
+            self._tell(item[1])
+            return None
+        kind, params, reply = item
+        return str(kind), params, reply
+
+    def _answered(self, params: Any) -> Any:
+        """The `ElicitResult` for the server's question `params`, asked of the run."""
+        question = self.question(params)
+        return self._reply(question, self._asked(question))
 
     async def _aanswered(self, params: Any) -> Any:
         question = self.question(params)
