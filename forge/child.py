@@ -339,7 +339,9 @@ def _answer(name: str, result: LoopResult, called: _Called) -> Any:
 def why_not(result: LoopResult) -> str:
     """Why a run did not end in success, in its own words: the question it waits on, or
     the error that ended it as `Type: message`; empty when it has neither (a budget ran out)."""
-    return result.question or (f"{type(result.error).__name__}: {result.error}" if result.error else "")
+    from forge.machine.trace import error_text
+
+    return result.question or (error_text(result.error) if result.error else "")
 
 
 def goal_of(schema: Mapping[str, Any] | None, arguments: Mapping[str, Any]) -> str:

@@ -499,6 +499,7 @@ def _follow(runs: Any, run_id: str, every: float, db: str | None = None) -> int:
     until it waits or ends. Exits as `forge run` does: 0 when it finished in success, 3 when
     it waits (needs input), 1 otherwise."""
     from forge.events import ModelCallStarted, RunStopped, TextDelta, ToolAttemptFinished, TransitionFired, WaitingOn
+    from forge.machine.trace import error_text
 
     if not every > 0:
         raise UsageError(f"--every must be a number of seconds > 0, got {every:g}")
@@ -509,7 +510,7 @@ def _follow(runs: Any, run_id: str, every: float, db: str | None = None) -> int:
             print(describe(event.record), flush=True)
         elif isinstance(event, ToolAttemptFinished):
             attempt = event.attempt
-            outcome = "returned" if attempt.error is None else f"raised {type(attempt.error).__name__}: {attempt.error}"
+            outcome = "returned" if attempt.error is None else f"raised {error_text(attempt.error)}"
             print(f"  {attempt.tool} attempt {attempt.number} {outcome}", flush=True)
         elif isinstance(event, ModelCallStarted):
             print(f"  asked model {event.model}", flush=True)

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge.errors import UsageError
+from forge.machine.trace import error_text
 from forge.policy import Finish, Intent
 
 __all__ = ["CodeLimits", "CodeTool", "ProgramPolicy", "program_of"]
@@ -275,7 +276,7 @@ def _answer(observation: Any) -> Any:
     if observation.status == "ok":
         return {"return_value": _plain(observation.payload)}
     error = observation.payload
-    text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+    text = error_text(error) if isinstance(error, BaseException) else str(error)
     return {"exception": RuntimeError(text)}
 
 

@@ -139,7 +139,7 @@ class ToolAttemptFinished(StreamEvent):
 
     def _fields(self) -> dict[str, Any]:
         error = self.attempt.error
-        return {**_attempt_json(self.attempt), "error": None if error is None else f"{type(error).__name__}: {error}"}
+        return {**_attempt_json(self.attempt), "error": None if error is None else _error_text(error)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +257,7 @@ class RunFinished(StreamEvent):
     def _fields(self) -> dict[str, Any]:
         result = self.result
         return {"reason": result.reason, "outcome": result.outcome, "steps": result.steps,
-                "error": None if result.error is None else f"{type(result.error).__name__}: {result.error}"}
+                "error": None if result.error is None else _error_text(result.error)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +273,12 @@ class RunStopped(StreamEvent):
     def _fields(self) -> dict[str, Any]:
         stored = self.result
         return {"status": stored.status, "reason": stored.reason, "summary": stored.summary}
+
+
+def _error_text(error: BaseException) -> str:
+    from forge.machine.trace import error_text
+
+    return error_text(error)
 
 
 def _attempt_json(attempt: ToolAttempt) -> dict[str, Any]:

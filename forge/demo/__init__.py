@@ -18,7 +18,7 @@ from forge.demo.scenarios import SCENARIOS, Scenario, build_scenario
 from forge.diagram import GraphvizNotInstalled, render
 from forge.errors import UsageError
 from forge.inspect import write as write_inspector
-from forge.machine.trace import write_trace
+from forge.machine.trace import error_text, write_trace
 from forge.narrate import describe
 from forge.policy import Policy
 from forge.result import LoopResult
@@ -97,7 +97,7 @@ def run_demo(workspace: str | Path | None = None, scenario: str = "index", out: 
     print(f"stopped: {result.reason} ({result.outcome}) after {result.steps} steps, "
           f"{len(result.trace)} transitions", file=out)
     if result.error is not None:
-        print(f"because: {type(result.error).__name__}: {result.error}", file=out)
+        print(f"because: {error_text(result.error)}", file=out)
     print(f"retries: {result.retries}  ·  side effects run: {result.side_effects_run}, "
           f"replayed: {result.side_effects_replayed}", file=out)
     if result.reason == "verified_success" and scenario == "mcp":

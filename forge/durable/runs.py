@@ -51,7 +51,7 @@ from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import ForkPlan, Patch
 from forge.machine.journal import JournalEntry
 from forge.machine.tally import Timing
-from forge.machine.trace import TransitionRecord
+from forge.machine.trace import TransitionRecord, error_text
 
 if TYPE_CHECKING:
     from forge.events import StreamEvent
@@ -531,7 +531,7 @@ class StoredRuns:
             status = (self.client.list_workflows(workflow_ids=[status.workflow_id], load_output=True) or [status])[0]
         error = status.error
         result = DurableResult.of(run_id, str(status.status), event,
-                                  None if error is None else f"{type(error).__name__}: {error}", found[0].input)
+                                  None if error is None else error_text(error), found[0].input)
         if result.has_state:
             kept = event["state"] if "state" in event else \
                 self.client.get_event(status.workflow_id, STATE_EVENT, timeout_seconds=0)

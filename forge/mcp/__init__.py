@@ -34,6 +34,7 @@ from typing import Any, TextIO
 from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError
 from forge.machine.effects import can_await
+from forge.machine.trace import error_text
 from forge.mcp.asking import CURRENT, Elicit, Exchange
 from forge.tools import Tool
 
@@ -454,7 +455,7 @@ def _describe(error: BaseException) -> str:
     inner = getattr(error, "exceptions", None)  # anyio raises ExceptionGroups
     if inner:
         return "; ".join(_describe(e) for e in inner)
-    return f"{type(error).__name__}: {error}"
+    return error_text(error)
 
 
 def trace_context() -> dict[str, str]:

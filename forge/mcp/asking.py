@@ -52,6 +52,7 @@ from forge.events import ToolProgress, sink
 from forge.machine.answers import AnswerRefused, Waiting, form_reply
 from forge.machine.asking import fingerprint_of
 from forge.machine.effects import Call
+from forge.machine.trace import error_text
 
 __all__ = ["CURRENT", "Elicit", "Exchange", "sampling_chat", "sampling_result"]
 
@@ -325,7 +326,7 @@ def sampling_result(reply: Any) -> Any:
 def _failed(error: Exception) -> Any:
     from mcp_types import INTERNAL_ERROR, ErrorData
 
-    return ErrorData(code=INTERNAL_ERROR, message=f"the model failed: {type(error).__name__}: {error}")
+    return ErrorData(code=INTERNAL_ERROR, message=f"the model failed: {error_text(error)}")
 
 
 def _json(value: Any) -> str:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
 from forge.machine.details import failure_of
-from forge.machine.trace import redacted_messages
+from forge.machine.trace import error_text, redacted_messages
 from forge.observe import LoopObserver, RunView, ToolAttempt
 from forge.pricing import cost_of
 from forge.usage import USAGE_KEY, ModelCall
@@ -165,7 +165,7 @@ class OpenTelemetryObserver(LoopObserver):
             event: dict[str, Any] = {"forge.tool": attempt.tool, "forge.attempt": attempt.number,
                                      "forge.delay_before_s": attempt.delay_before}
             if attempt.error is not None:
-                event["forge.error"] = f"{type(attempt.error).__name__}: {attempt.error}"
+                event["forge.error"] = error_text(attempt.error)
             spans.transition.add_event("forge.tool_attempt", event)
         span, spans.tool = spans.tool, None
         if span is None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from forge.child import as_json
 from forge.extras import extra_module
+from forge.machine.trace import error_text
 
 __all__ = ["ANSWER_SCHEMA", "TASKS_TABLE", "a2a_app", "a2a_tool", "agent_card"]
 
@@ -191,7 +192,7 @@ async def _task(loop: Any, context: Any, updater: Any, kept: OrderedDict[str, An
     kept.move_to_end(context.context_id)
     while len(kept) > contexts:
         kept.popitem(last=False)
-    why = f": {type(result.error).__name__}: {result.error}" if result.error is not None else ""
+    why = f": {error_text(result.error)}" if result.error is not None else ""
     asked = (result.question or f"the run waits in {result.reason}") if result.outcome == "needs_input" else None
     await _ended(updater, result.outcome == "success", result.answer, asked, f"the run ended in {result.reason}{why}")
 

@@ -49,6 +49,7 @@ from forge.events import (
     WaitingOn,
 )
 from forge.extras import extra_module
+from forge.machine.trace import error_text
 
 __all__ = ["AGUIEvents", "ag_ui_app", "goal_of"]
 
@@ -255,7 +256,7 @@ class AGUIEvents:
         if result.outcome == "success":
             return [core.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, result=as_json(result.answer),
                                           outcome=core.RunFinishedSuccessOutcome(type="success"), usage=usage or None)]
-        why = f"{type(result.error).__name__}: {result.error}" if result.error is not None else ""
+        why = error_text(result.error) if result.error is not None else ""
         return [core.RunErrorEvent(message=f"the run ended in {result.reason}" + (f": {why}" if why else ""),
                                    code=str(result.reason), usage=usage or None)]
 

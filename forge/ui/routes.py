@@ -22,6 +22,7 @@ from forge.durable.answers import Answer, AnswerRefused, json_text, read_answer
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.fork import Patch
+from forge.machine.trace import error_text
 from forge.policy import Ask, Finish, Intent
 from forge.ui.api import chosen, run_path_parts
 from forge.ui.guard import Guard
@@ -336,7 +337,7 @@ def _live(runs: StoredRuns, stored: Any) -> str:
         return f'<p class="box">{escape(str(error))}</p>' + _inspector(records, running=True)
     def outcome(call: Any) -> str:
         if call.error is not None:
-            return f"{type(call.error).__name__}: {call.error}"[:200]
+            return error_text(call.error, 200)
         value = call.value
         if isinstance(value, Intent):  # a decision, as the inspector writes it
             wanted = value.tool or "/".join(sorted(value.capabilities))
