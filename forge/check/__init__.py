@@ -102,15 +102,17 @@ def check_definition(path: str | Path, max_steps: int = 8, repeat_limit: int = 3
     catalog = catalog_of(stages)
     resolved = str(resolve_definition(path))
     definition, problems = parse_definition(resolved, catalog)
-    return _report(resolved, definition, problems, catalog, max_steps, repeat_limit, progress, require, side_effects)
+    return _report(resolved, definition, problems,
+                   _Checking(catalog, max_steps, repeat_limit, progress, tuple(require), side_effects))
 
 
 def check_loop(loop: Any, progress: Callable[[int], None] | None = None, require: Iterable[str] = ()) -> CheckReport:
     """`check_definition` for an `AgentLoop` (`forge check PATH.py:LOOP`): its definition,
     with its own stages, `max_steps`, `repeat_limit` and tools (whether any has a side effect)."""
     definition = loop.definition
-    return _report(str(definition.path), definition, (), loop.stages, loop.max_steps, loop.repeat_limit, progress,
-                   require, any(tool.side_effect for tool in loop.tools), unguarded(loop))
+    return _report(str(definition.path), definition, (),
+                   _Checking(loop.stages, loop.max_steps, loop.repeat_limit, progress, tuple(require),
+                             any(tool.side_effect for tool in loop.tools), unguarded(loop)))
 
 
 def unguarded(loop: Any) -> tuple[str, ...]:
@@ -129,18 +131,34 @@ def unguarded(loop: Any) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _report(resolved: str, definition: MachineDefinition | None, problems: Iterable[Any], catalog: StageCatalog,
-            max_steps: int, repeat_limit: int, progress: Callable[[int], None] | None, require: Iterable[str],
-            side_effects: bool | None, unguarded: tuple[str, ...] | None = None) -> CheckReport:
+@dataclass(frozen=True, slots=True)
+class _Checking:
+    """What a definition is checked with: the stages it may name, the loop's limits, how
+    the exploration tells its progress, the properties to prove besides the definition's
+    own, and what is known of the loop's tools (any side effect; the ones no guard covers)."""
+
+    catalog: StageCatalog
+    max_steps: int
+    repeat_limit: int
+    progress: Callable[[int], None] | None = None
+    require: tuple[str, ...] = ()
+    side_effects: bool | None = None
+    unguarded: tuple[str, ...] | None = None
+
+
+def _report(resolved: str, definition: MachineDefinition | None, problems: Iterable[Any],
+            checking: _Checking) -> CheckReport:
     """The report on `definition` (None: it did not parse, `problems` say why)."""
     problems = tuple(problems)
     findings = [Finding(Severity.ERROR, p.code, resolved, p.entry, p.message) for p in problems]
     boundedness = None
     refuted: tuple[Violation, ...] = ()
     if definition is not None and not problems:
-        found, boundedness = _analyse(definition, catalog, max_steps, repeat_limit, progress)
+        found, boundedness = _analyse(definition, checking.catalog, checking.max_steps, checking.repeat_limit,
+                                      checking.progress)
         findings.extend(found)
-        refuted = violations(definition, (*definition.requires, *require), catalog, side_effects, unguarded)
+        refuted = violations(definition, (*definition.requires, *checking.require), checking.catalog,
+                             checking.side_effects, checking.unguarded)
         findings.extend(Finding(Severity.ERROR, "property", resolved, v.entry, f"{v.property}: {v.message}")
                         for v in refuted)
     return CheckReport(resolved, tuple(findings), boundedness, refuted, definition)
