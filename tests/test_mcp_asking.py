@@ -350,3 +350,47 @@ def test_a_sampling_request_of_anything_but_text_is_refused_naming_what_it_has()
         type="image", data="AAAA", mime_type="image/png"))], max_tokens=5)
     with pytest.raises(UsageError, match="forge samples text; this request has image content"):
         sampling_chat(params, "m")
+
+
+def test_an_asynchronous_durable_run_waits_for_the_servers_question_too(tmp_path, make):
+    """A durable loop with an `async def` part runs under arun: the server's question is
+    asked from the awaited call, and the answer reaches the server as it does under run."""
+    from forge.durable import Answer
+
+    async def finished(observation):
+        return observation.tool_name == "finish"
+
+    import asyncio
+
+    async def asked_and_answered(durable):
+        waiting = await durable.arun("pay bob", run_id="mcp-async")
+        assert (waiting.status, waiting.waiting.server) == ("waiting", "bank")
+        return await durable.aresume(waiting.run_id, Answer.text('{"confirm": true}'))
+
+    with _server(tmp_path / "ledger") as bank:
+        done = asyncio.run(asked_and_answered(make(AgentLoop(bank.tools(), _transferring, finished))))
+    assert (done.reason, done.answer) == ("verified_success", {"result": "transferred 20 to bob"})
+    assert [line for line in _ledger(tmp_path / "ledger") if "did" in line] == \
+        [{"did": "transfer", "to": "bob", "amount": 20}]
+
+
+def test_a_blocking_call_from_a_thread_of_an_asynchronous_durable_run_is_refused_naming_why(tmp_path, make):
+    """A plain tool of the user's that calls the server itself runs in a worker thread under
+    arun: the durable run's wait can only be awaited on its loop, so the call says so
+    instead of hanging or half-answering, and the server does nothing."""
+    import asyncio
+
+    from forge import tool as made_tool
+
+    async def finished(observation):
+        return observation.tool_name == "finish"
+
+    with _server(tmp_path / "ledger") as bank:
+        @made_tool(side_effect=True)
+        def transfer(to: str, amount: int) -> str:
+            """Transfer through the bank, blocking."""
+            return str(bank.call("transfer", {"to": to, "amount": amount}))
+
+        ended = asyncio.run(make(AgentLoop([transfer], _transferring, finished)).arun("pay bob", run_id="mcp-thread"))
+    assert ended.reason == "fatal_error" and "blocks a thread of its own" in str(ended.error)
+    assert not [line for line in _ledger(tmp_path / "ledger") if "did" in line]

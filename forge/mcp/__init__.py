@@ -192,7 +192,7 @@ class MCPServer:
             try:
                 made.append(Tool(f"{prefix}{t.name}", given.get(t.name, {f"{prefix}{t.name}"}), _MCPCall(self, t.name),
                                  side_effect=not bool(t.annotations and t.annotations.read_only_hint),
-                                 description=t.description or "", schema=t.input_schema))
+                                 description=t.description or "", schema=t.input_schema, inline=True))
             except UsageError as refused:
                 others = [other.name for other in chosen if other.name != t.name]
                 raise UsageError(f"MCP server {self.name!r}: {refused}; leave that tool out with "
@@ -251,7 +251,10 @@ class MCPServer:
 
 class _MCPCall:
     """A tool's handler: blocks under `run()` (even where an event loop runs, as in Jupyter),
-    returns an awaitable under `arun()`, so one Tool serves both."""
+    returns an awaitable under `arun()`, so one Tool serves both. Its tools are `inline`:
+    under `arun()` the handler is called in the event loop's thread, where the awaitable is
+    made (no worker thread), and a durable run's wait for a person, asked from there, is the
+    workflow's own."""
 
     def __init__(self, server: MCPServer, tool: str) -> None:
         self.server, self.tool = server, tool

@@ -173,9 +173,19 @@ class Exchange:
         return str(kind), params, reply
 
     def _answered(self, params: Any) -> Any:
-        """The `ElicitResult` for the server's question `params`, asked of the run."""
+        """The `ElicitResult` for the server's question `params`, asked of the run.
+
+        Raises:
+            UsageError: the run's answer can only be awaited (an `arun` run's wait), and the
+                call was made blocking, from a thread of its own."""
         question = self.question(params)
-        return self._reply(question, self._asked(question))
+        answered = self._asked(question)
+        if inspect.isawaitable(answered):
+            getattr(answered, "close", lambda: None)()
+            raise UsageError(f"{question.asks}: the run waits for its answer on its event loop, and this call of "
+                             f"{self.tool} blocks a thread of its own; call the MCP server's tool from the loop "
+                             "(its forge tools are inline: MCPServer.tools())")
+        return self._reply(question, answered)
 
     async def _aanswered(self, params: Any) -> Any:
         question = self.question(params)
