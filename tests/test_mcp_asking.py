@@ -394,3 +394,17 @@ def test_a_blocking_call_from_a_thread_of_an_asynchronous_durable_run_is_refused
         ended = asyncio.run(make(AgentLoop([transfer], _transferring, finished)).arun("pay bob", run_id="mcp-thread"))
     assert ended.reason == "fatal_error" and "blocks a thread of its own" in str(ended.error)
     assert not [line for line in _ledger(tmp_path / "ledger") if "did" in line]
+
+
+def test_under_arun_elicit_may_be_a_coroutine_function_and_under_run_it_is_refused_naming_why(tmp_path):
+    import asyncio
+
+    async def confirming(question):
+        await asyncio.sleep(0)
+        return {"confirm": True}
+
+    with _server(tmp_path / "ledger", elicit=confirming) as bank:
+        awaited = asyncio.run(AgentLoop(bank.tools(), _transferring, _finished).arun("pay bob"))
+        blocked = AgentLoop(bank.tools(), _transferring, _finished, max_steps=1).run("pay bob")
+    assert awaited.answer == {"result": "transferred 20 to bob"}
+    assert "elicit= is a coroutine function" in str(blocked.error or blocked.state.observations[0].payload)

@@ -1,7 +1,8 @@
 """What an MCP server asks in the middle of a tool call, and who answers it.
 
 A server may, while it runs a tool, ask its client's user a question (elicitation), ask
-the client's model for a completion (sampling) and say how far it got (progress). forge hands each to the run that made the call:
+the client's model for a completion (sampling) and say how far it got (progress). forge
+hands each to the run that made the call:
 
 - **a question is the run's question**: a `Waiting` in `input_required` naming the server
   (`Waiting.server`), the call (`tool`, `arguments`, its fingerprint) and the form the
@@ -43,7 +44,7 @@ import inspect
 import queue
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from forge.agent.retry import ToolError
 from forge.child import CALLING
@@ -180,6 +181,10 @@ class Exchange:
                 call was made blocking, from a thread of its own."""
         question = self.question(params)
         answered = self._asked(question)
+        if isinstance(answered, _Elicited) and inspect.isawaitable(answered.reply):
+            getattr(answered.reply, "close", lambda: None)()
+            raise UsageError(f"{question.asks}: elicit= is a coroutine function, which only a call under arun() "
+                             "awaits; give run() a plain function")
         if inspect.isawaitable(answered):
             getattr(answered, "close", lambda: None)()
             raise UsageError(f"{question.asks}: the run waits for its answer on its event loop, and this call of "
@@ -190,7 +195,9 @@ class Exchange:
     async def _aanswered(self, params: Any) -> Any:
         question = self.question(params)
         answered = self._asked(question)
-        if inspect.isawaitable(answered):
+        if isinstance(answered, _Elicited) and inspect.isawaitable(answered.reply):
+            answered = _Elicited(await answered.reply)
+        elif inspect.isawaitable(answered):
             answered = await answered
         return self._reply(question, answered)
 
@@ -270,7 +277,7 @@ class Exchange:
         if self.performer is not None and self.performer.asks():
             return self.performer.ask(question)
         if self.elicit is not None:
-            return {"elicited": self.elicit(question)}
+            return _Elicited(self.elicit(question))
         raise ToolError(f"{question.asks}: nobody answers a run in memory; run the loop durably (its questions wait "
                         f"for a person), serve it (forge serve asks its client), or give the MCPServer elicit=")
 
@@ -281,8 +288,8 @@ class Exchange:
             ToolError: `elicit=` gave a reply that does not fit the form."""
         from mcp_types import ElicitResult
 
-        if isinstance(answered, dict) and "elicited" in answered:  # elicit='s own reply
-            given = answered["elicited"]
+        if isinstance(answered, _Elicited):  # elicit='s own reply
+            given = answered.reply
             if given is None:
                 return ElicitResult(action="decline")
             try:
@@ -337,6 +344,12 @@ def _failed(error: Exception) -> Any:
     from mcp_types import INTERNAL_ERROR, ErrorData
 
     return ErrorData(code=INTERNAL_ERROR, message=f"the model failed: {error_text(error)}")
+
+
+class _Elicited(NamedTuple):
+    """What `elicit=` replied (or an awaitable of it), apart from an answer of the run's."""
+
+    reply: Any
 
 
 def _json(value: Any) -> str:
