@@ -1,9 +1,10 @@
-"""A real MCP server that asks its client's user in the middle of a tool call (elicitation)
-and says how far it got (progress), built with the official SDK. What reaches it is
-appended to a ledger file, one JSON line each, so a test can prove what the server was
-asked, what it was answered and what it did.
+"""A real MCP server that asks its client's user in the middle of a tool call (elicitation),
+asks the client's model for a completion (sampling) and says how far it got (progress),
+built with the official SDK. What reaches it is appended to a ledger file, one JSON line
+each, so a test can prove what the server was asked, what it was answered and what it did.
 
-    python tests/mcp_asking_server.py LEDGER
+    python tests/mcp_asking_server.py LEDGER              (stdio)
+    python tests/mcp_asking_server.py LEDGER http PORT    (streamable HTTP on 127.0.0.1)
 """
 
 from __future__ import annotations
@@ -117,4 +118,7 @@ async def count(to: int, ctx: Context) -> int:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[2:3] == ["http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[3]))
+    else:
+        server.run("stdio")

@@ -408,3 +408,42 @@ def test_under_arun_elicit_may_be_a_coroutine_function_and_under_run_it_is_refus
         blocked = AgentLoop(bank.tools(), _transferring, _finished, max_steps=1).run("pay bob")
     assert awaited.answer == {"result": "transferred 20 to bob"}
     assert "elicit= is a coroutine function" in str(blocked.error or blocked.state.observations[0].payload)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_over_streamable_http_a_servers_question_and_sample_reach_the_run(tmp_path, protocol):
+    """The same over a real HTTP server on 127.0.0.1: an in-place request comes on the
+    call's own stream, a round trip in the call's answer."""
+    import socket
+    import subprocess
+    import time
+
+    from forge.chat_server import reply
+
+    ledger = tmp_path / "ledger"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen([sys.executable, SERVER, str(ledger), "http", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the HTTP MCP server did not start"
+                time.sleep(0.1)
+        with MCPServer.http(f"http://127.0.0.1:{port}/mcp", name="bank", timeout=30, protocol=protocol,
+                            elicit=lambda question: "yes") as bank:
+            paid = AgentLoop(bank.tools(include=["transfer"]), _transferring, _finished).run("pay bob")
+            with _model(reply(None, ("c1", "summarize", {"text": "a long story"})), reply("It is short."),
+                        reply("Done.")) as model:
+                summed = _summarizing(bank, model).run("summarize a long story")
+    finally:
+        process.terminate()
+        process.wait(10)
+    assert paid.answer == {"result": "transferred 20 to bob"}
+    assert summed.state.observations[0].payload == {"result": "summary: It is short."}
+    assert [line for line in _ledger(ledger) if "did" in line] == [{"did": "transfer", "to": "bob", "amount": 20}]
