@@ -30,7 +30,7 @@ EXTRA_MODULES = {  # the modules each extra is what makes importable
     "": ["forge", "forge.cli", "forge.loop"],
     "schema": ["forge.tools"],
     "mcp": ["forge.mcp"],
-    "llm": ["forge.llm"],
+    "llm": ["forge.models.chat"],
     "otel": ["forge.observe.otel"],
     "durable": ["forge.durable", "forge.durable.worker"],
     "ui": ["forge.ui", "forge.ui.app"],

@@ -28,7 +28,7 @@ from targets import against
 from forge import AgentLoop, Finish, Intent, Limits, Tool
 from forge.chat_server import ChatServer, reply
 from forge.code_tool import CodeLimits, CodeTool
-from forge.llm import ChatPolicy
+from forge.models.chat import ChatPolicy
 
 
 def _handler(path: str) -> int:

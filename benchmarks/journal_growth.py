@@ -40,7 +40,7 @@ def main(argv: list[str]) -> int:
     try:
         import openai
 
-        from forge.llm import ChatPolicy
+        from forge.models.chat import ChatPolicy
     except ImportError:
         print("journal growth benchmark skipped: the llm extra (openai) is not installed")
         return 0

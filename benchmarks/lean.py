@@ -146,7 +146,7 @@ def main() -> None:
     print(f"the first AgentLoop built (its engine imported then) {first_loop * 1e3:6.1f} ms against the first "
           f"transitions Machine {machine * 1e3:6.1f} ms: ratio {first_loop / machine:5.2f}x "
           f"{against(first_loop / machine, 8)}")
-    for ours, theirs in (("forge.durable", "dbos"), ("forge.llm", "openai")):
+    for ours, theirs in (("forge.durable", "dbos"), ("forge.models.chat", "openai")):
         extra = extra_import_ratio(ours, theirs, repeats)
         if extra is not None:
             print(extra)

@@ -22,7 +22,7 @@ from targets import against
 
 from forge import tool
 from forge.chat_server import ChatServer, reply
-from forge.fallback import FallbackPolicy
+from forge.models.fallback import FallbackPolicy
 
 CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "You keep notes."},
@@ -39,8 +39,8 @@ def _policies(server: ChatServer) -> dict[str, tuple[Any, Callable[[Any, dict[st
     import openai
     from google import genai
 
-    from forge.llm import ChatPolicy
     from forge.models.anthropic import AnthropicPolicy
+    from forge.models.chat import ChatPolicy
     from forge.models.gemini import GeminiPolicy
     from forge.models.responses import ResponsesPolicy
 

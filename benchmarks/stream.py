@@ -82,7 +82,7 @@ def first_word(rounds: int) -> float:
 
     from forge import AgentLoop, tool
     from forge.events import TextDelta
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     @tool
     def noop(text: str) -> str:
@@ -111,7 +111,7 @@ def four_lookups(rounds: int) -> dict[str, float]:
     from chat_server import ChatServer, reply
 
     from forge import AgentLoop, Limits, tool
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     @tool
     def lookup(n: int) -> str:

@@ -9,7 +9,7 @@ the `cassette` fixture; nothing to set up.
 """
 
 from forge import AgentLoop, Finish, tool
-from forge.llm import ChatPolicy
+from forge.models.chat import ChatPolicy
 
 NOTES = {"todo.md": "buy milk"}
 

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         read_trace,
         write_trace,
     )
+    from forge.models.usage import BudgetExhausted, Usage
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
     from forge.options import Clocks, Hooks, Limits, Retry
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
     )
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool, tool
-    from forge.usage import BudgetExhausted, Usage
 
 _WHERE: dict[str, str] = {
     "IdempotencyRegistry": "forge.agent.idempotency",
@@ -108,8 +108,8 @@ _WHERE: dict[str, str] = {
     "GuardTripped": "forge.guardrails",
     "Handoff": "forge.policy",
     "Ask": "forge.policy",
-    "Usage": "forge.usage",
-    "BudgetExhausted": "forge.usage",
+    "Usage": "forge.models.usage",
+    "BudgetExhausted": "forge.models.usage",
     "Intent": "forge.policy",
     "Policy": "forge.policy",
     "ModelPolicy": "forge.policy",

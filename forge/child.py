@@ -306,7 +306,7 @@ def planned(parent: Run, loop: Any, name: str) -> tuple[str, dict[str, Any]]:
     options: dict[str, Any] = {"run_id": path, "max_steps": min(left, loop.max_steps)}
     budget = parent.config.token_budget
     if budget is not None and loop.stops_at_token_budget:
-        from forge.usage import usage_of, with_children
+        from forge.models.usage import usage_of, with_children
 
         spent = with_children(usage_of(parent.loop_state.messages), finished_children(parent)).total_tokens
         options["token_budget"] = max(1, budget - spent)

@@ -274,7 +274,7 @@ def _demo(args: argparse.Namespace) -> int:
         if args.scenario == "mcp":
             raise UsageError("--llm runs the index scenarios; the mcp scenario has its own planner")
         from forge.demo.scenarios import LLM_SYSTEM
-        from forge.llm import ChatPolicy
+        from forge.models.chat import ChatPolicy
 
         policy = ChatPolicy(args.model or os.environ.get("OPENAI_MODEL") or "gpt-4o-mini", system=LLM_SYSTEM)
     report = run_demo(args.workspace, args.scenario, policy=policy)

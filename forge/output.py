@@ -5,7 +5,7 @@ answer becomes the typed value (`result.answer` is a `Weather`, not a dict), an 
 is recorded as a `retryable_error` observation of the pseudo-tool `finish` whose payload is
 `AnswerInvalid` (naming every path the shape refuses), and the policy replans; the step
 budget and the repeat limit bound how often (a definition's `answer_invalid` edge, drawn
-and checked as any other). `ChatPolicy` asks the model for the shape (`forge.llm`).
+and checked as any other). `ChatPolicy` asks the model for the shape (`forge.models.chat`).
 
 The shape is given as a pydantic model, a dataclass (or any type pydantic validates:
 `list[str]`, `int`), checked by pydantic; or as a JSON Schema (a mapping), checked by

@@ -19,8 +19,8 @@ from forge.machine.trace import (  # at run time: get_type_hints(LoopResult) res
     TransitionRecord,
     error_text,
 )
+from forge.models.usage import Usage
 from forge.policy import FINISH, Finish
-from forge.usage import Usage
 
 __all__ = ["ChildRun", "LoopResult", "Outcome", "verified_answer"]
 
@@ -68,7 +68,7 @@ class LoopResult:
     """The policy's question to the user, when the run ended because it asked one
     (`forge.Ask`, state `input_required`): answer with `loop.run(reply, state=result.state)`."""
     usage: Usage = field(default=Usage(), compare=False)
-    """The tokens of the run's model calls, per call and in total (`forge.usage`)."""
+    """The tokens of the run's model calls, per call and in total (`forge.models.usage`)."""
     children: tuple[ChildRun, ...] = field(default=(), compare=False, repr=False)
     """The runs of other loops its tools made (`AgentLoop.as_tool`), in the order they were
     called: each one's path, tool, the transition it ran in and its own `LoopResult`."""

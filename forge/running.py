@@ -83,8 +83,8 @@ def refuse_async(spec: LoopSpec) -> None:
 
 def result_of(spec: LoopSpec, run: Run) -> LoopResult:
     """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
+    from forge.models.usage import usage_of, with_children, with_sampled
     from forge.result import LoopResult
-    from forge.usage import usage_of, with_children, with_sampled
 
     if not spec.engine.is_terminal(run):
         raise UsageError(f"the run has not finished; it is in state {run.state!r}")

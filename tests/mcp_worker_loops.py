@@ -14,8 +14,8 @@ from pathlib import Path
 import openai
 
 from forge import AgentLoop, Finish, Intent
-from forge.llm import ChatPolicy
 from forge.mcp import MCPServer
+from forge.models.chat import ChatPolicy
 
 bank = MCPServer.stdio(sys.executable, str(Path(__file__).with_name("mcp_asking_server.py")),
                        os.environ["FORGE_TEST_LEDGER"], name="bank", timeout=60,

@@ -13,11 +13,11 @@ REASON = "the llm extra is a test dependency: python3 tasks.py test installs it"
 
 
 def llm() -> ModuleType:
-    """`forge.llm`, or this test skipped where the openai client is not installed."""
+    """`forge.models.chat`, or this test skipped where the openai client is not installed."""
     pytest.importorskip("openai", reason=REASON)
-    import forge.llm
+    import forge.models.chat
 
-    return forge.llm
+    return forge.models.chat
 
 
 def chat_policy(server: Any, model: str = "test-model", **options: Any) -> Any:

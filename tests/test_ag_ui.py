@@ -22,7 +22,7 @@ from pydantic import TypeAdapter  # noqa: E402
 
 from forge import AgentLoop, Finish, Intent, tool  # noqa: E402
 from forge.chat_server import ChatServer, reply  # noqa: E402
-from forge.llm import ChatPolicy  # noqa: E402
+from forge.models.chat import ChatPolicy  # noqa: E402
 from forge.protocols.ag_ui import ag_ui_app  # noqa: E402
 
 EVENTS = TypeAdapter(Event)

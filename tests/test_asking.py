@@ -351,7 +351,7 @@ def test_a_prompt_that_alone_would_pass_the_budget_is_not_sent_when_it_can_be_co
 def test_a_prompt_that_alone_would_pass_the_budget_is_not_sent_without_a_counter_either():
     """Without count_tokens the prompt is estimated as ContextLimit estimates it (its JSON
     text's length over four): a first prompt over the budget is refused unsent."""
-    from forge.compaction import size_of
+    from forge.models.compaction import size_of
 
     with ChatServer([reply("never sent")]) as server:
         result = AgentLoop([lookup], chat(server), answered, limits=Limits(token_budget=20)).run("weather " * 40)

@@ -164,7 +164,7 @@ def test_the_childs_usage_rolls_up_into_the_parents():
     import openai
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     answer = reply("the notes")
     answer["_usage"] = {"prompt_tokens": 30, "completion_tokens": 7}

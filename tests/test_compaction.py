@@ -12,8 +12,8 @@ openai = pytest.importorskip("openai", reason="the llm extra is a test dependenc
 from chat_server import ChatServer, reply  # noqa: E402
 
 from forge import AgentLoop, Finish, tool  # noqa: E402
-from forge.compaction import COMPACTED, ContextLimit  # noqa: E402
-from forge.llm import ChatPolicy  # noqa: E402
+from forge.models.chat import ChatPolicy  # noqa: E402
+from forge.models.compaction import COMPACTED, ContextLimit  # noqa: E402
 
 
 @tool
@@ -130,7 +130,7 @@ def _estimated_loop(server, context, system="You check items.", max_steps=12):
 
 
 def _sent_size(request):
-    from forge.compaction import size_of
+    from forge.models.compaction import size_of
 
     return size_of(request, None)
 
@@ -158,7 +158,7 @@ def test_a_summarised_request_with_its_summary_is_within_the_limit_as_estimated(
 
 
 def test_a_limit_nothing_can_be_left_out_to_meet_is_an_error_and_nothing_is_sent():
-    from forge.compaction import ContextOverflow
+    from forge.models.compaction import ContextOverflow
 
     with ChatServer([reply("never sent")]) as server:
         result = _estimated_loop(server, ContextLimit(10)).run("check the items")
@@ -200,7 +200,7 @@ def test_keep_task_must_be_a_bool():
 
 
 def test_a_context_overflow_says_how_far_over_what_is_always_sent_and_the_two_ways_out():
-    from forge.compaction import ContextOverflow
+    from forge.models.compaction import ContextOverflow
 
     said = str(ContextOverflow(12_345, 8_000))
     assert said == ("the request is 12,345 tokens, over the context limit of 8,000 even after leaving out everything "
@@ -209,7 +209,7 @@ def test_a_context_overflow_says_how_far_over_what_is_always_sent_and_the_two_wa
 
 
 def test_a_summary_request_asks_the_model_alone_with_the_left_out_messages_as_json_text():
-    from forge.compaction import summary_request
+    from forge.models.compaction import summary_request
 
     left_out = [{"role": "user", "content": "the café's notes", "_usage": {"total_tokens": 9}},
                 {"role": "user", "content": "an earlier summary", COMPACTED: True},

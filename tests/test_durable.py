@@ -589,7 +589,7 @@ def test_a_chat_policy_s_requests_are_stored_and_a_recovered_run_asks_the_model_
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     def loop(url):
         policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=url, api_key="test", max_retries=0))

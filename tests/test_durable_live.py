@@ -271,7 +271,7 @@ def test_a_stored_model_run_streams_each_model_call_and_what_the_model_said(make
     from chat_server import ChatServer, reply
 
     from forge.events import ModelCallStarted, TextDelta, ToolAttemptFinished, ToolCallDelta, TransitionFired
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     with ChatServer([reply(None, ("c1", "slow", {"n": 1})), reply("slow said 1")]) as server:
         policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))

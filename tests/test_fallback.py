@@ -10,8 +10,8 @@ import pytest
 
 from forge import AgentLoop, Finish, UsageError, tool
 from forge.chat_server import ChatServer, reply
-from forge.fallback import FallbackPolicy
-from forge.llm import ChatPolicy
+from forge.models.chat import ChatPolicy
+from forge.models.fallback import FallbackPolicy
 
 
 @tool

@@ -69,7 +69,7 @@ def test_no_file_a_chat_run_writes_holds_a_value_redact_masks(tmp_path, monkeypa
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     monkeypatch.setenv("FORGE_TRACE_DIR", str(tmp_path / "kept"))
     with ChatServer([reply(None, ("c1", "send", {"to": "ann", "token": SECRET})), reply("sent")]) as server:
@@ -89,7 +89,7 @@ def test_two_recordings_of_one_chat_run_are_the_same_cassette(tmp_path):
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     written = []
     for number in range(2):
@@ -194,7 +194,7 @@ def test_a_chat_cassette_written_through_redact_replays_with_the_model_gone(tmp_
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     def chat_loop(url: str) -> AgentLoop:
         policy = ChatPolicy("m", client=openai.OpenAI(base_url=url, api_key="k", max_retries=0))
@@ -221,7 +221,7 @@ def test_a_payload_field_redact_masks_is_masked_in_the_json_text_a_chat_tool_mes
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     card = "4111-1111-1111-1111"
 

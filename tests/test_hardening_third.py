@@ -53,7 +53,7 @@ def test_item_2_arun_talks_to_the_endpoint_of_the_client_it_was_given(monkeypatc
     import openai
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     with ChatServer([reply("from the configured endpoint")]) as configured, \
             ChatServer(lambda body: reply("from the environment's endpoint")) as environment:
@@ -68,7 +68,7 @@ def test_item_2_arun_talks_to_the_endpoint_of_the_client_it_was_given(monkeypatc
 def test_item_2_a_client_whose_endpoint_cannot_be_read_is_refused_for_arun():
     import asyncio
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     result = asyncio.run(AgentLoop([noop], ChatPolicy("m", client=object()), lambda o: True).arun("go"))
     assert result.reason == "fatal_error" and "pass async_client= as well" in str(result.error)
@@ -117,7 +117,7 @@ class _RawServer:
 def test_item_12_a_malformed_model_response_ends_the_run_with_a_model_error(body, content_type, said):
     import openai
 
-    from forge.llm import ChatPolicy, ModelError
+    from forge.models.chat import ChatPolicy, ModelError
 
     with _RawServer(body, content_type) as server:
         policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
@@ -129,7 +129,7 @@ def test_item_12_a_malformed_model_response_ends_the_run_with_a_model_error(body
 def _chat_loop(server: Any, *tools: Any) -> AgentLoop:
     import openai
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     policy = ChatPolicy("m", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0))
     return AgentLoop(list(tools) or [echo], policy, lambda o: isinstance(o.payload, Finish))
@@ -154,7 +154,7 @@ def test_item_13_tool_call_arguments_sent_as_an_object_are_used():
 def test_item_17_a_refusal_is_not_an_answer():
     from chat_server import ChatServer
 
-    from forge.llm import ModelRefused
+    from forge.models.chat import ModelRefused
 
     with ChatServer([{"role": "assistant", "content": None, "refusal": "I can't help with that."}]) as server:
         result = _chat_loop(server).run("do something bad")
@@ -166,8 +166,8 @@ def test_item_17_a_refusal_is_not_an_answer():
 def test_item_18_huge_arguments_that_are_not_json_are_told_and_kept_capped():
     from chat_server import ChatServer, reply
 
-    from forge.llm import ECHO_LIMIT
     from forge.machine.trace import PAYLOAD_LIMIT
+    from forge.models.chat import ECHO_LIMIT
 
     junk = "x" * 1_000_000
     with ChatServer([reply(None, ("c1", "echo", junk)), reply("gave up")]) as server:
@@ -545,8 +545,8 @@ def test_item_16_run_works_with_a_chat_policy_and_mcp_tools_where_an_event_loop_
     import openai
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
     from forge.mcp import MCPServer
+    from forge.models.chat import ChatPolicy
 
     ledger = tmp_path / "ledger.jsonl"
     server = str(Path(__file__).with_name("mcp_ledger_server.py"))
@@ -568,7 +568,7 @@ def test_item_1_a_secret_redact_masks_never_reaches_the_trace_or_the_inspector_p
     from chat_server import ChatServer, reply
 
     from forge.inspect import html
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     @tool
     def login(user: str, token: str) -> str:

@@ -11,8 +11,8 @@ FORGE = Path(__file__).resolve().parent.parent / "forge"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.errors", "forge.files", "forge.user_code", "forge.bounded", "forge.chat_server", "forge.extras"),
     ("forge.agent",),
-    ("forge.policy", "forge.usage", "forge.pricing", "forge.tools", "forge.options", "forge.compaction", "forge.output",
-     "forge.guardrails",
+    ("forge.policy", "forge.models.usage", "forge.models.pricing", "forge.tools", "forge.options",
+     "forge.models.compaction", "forge.output", "forge.guardrails",
      "forge.machine.definition",
      "forge.machine.journal",
      "forge.machine.effects",
@@ -25,18 +25,20 @@ LAYERS: tuple[tuple[str, ...], ...] = (
      "forge.machine.asking",
      "forge.machine.stages", "forge.machine.loader",
      "forge.machine.engine", "forge.machine",
-     "forge.mcp", "forge.llm", "forge.fallback", "forge.models"),
+     "forge.mcp", "forge.models.chat", "forge.models.fallback", "forge.models"),
     ("forge.diagram", "forge.check", "forge.inspect"),
     ("forge.debug", "forge.spec", "forge.running"),
     ("forge.durable", "forge.stream", "forge.replaying"),
     ("forge.loop",),
     ("forge.code_tool",),
-    ("forge.scenario", "forge.debug.scenario", "forge.demo", "forge.cover", "forge.testing",
+    ("forge.scenario", "forge.debug.scenario", "forge.llm", "forge.fallback", "forge.pricing", "forge.usage",
+     "forge.compaction", "forge.demo", "forge.cover", "forge.testing",
      "forge.ui", "forge.evals", "forge.serve", "forge.protocols"),
     ("forge.cli", "forge.__main__", "forge"),
 )
 """Bottom to top; a module belongs to the longest entry that is it or a package holding it
-(`forge.debug.scenario` is a shim kept for `forge.scenario`'s old name, so it sits on top)."""
+(`forge.debug.scenario` is a shim kept for `forge.scenario`'s old name, and `forge.llm`,
+`fallback`, `pricing`, `usage` and `compaction` for `forge.models`' modules: so they sit on top)."""
 
 KNOWN: dict[tuple[str, str], str] = {
     ("forge.agent.runner", "forge.result"):
@@ -161,9 +163,9 @@ PRIVATE_SEAMS: dict[tuple[str, str], str] = {
                                           "read in one query of its system database",
     ("forge/durable/worker.py", "_recover_pending_workflows"): "what DBOS's own launch calls to recover an "
                                                                "executor's runs; no public call does it",
-    ("forge/llm.py", "_custom_headers"): "openai's client keeps the headers it was made with only there "
+    ("forge/models/chat.py", "_custom_headers"): "openai's client keeps the headers it was made with only there "
                                          "(an async twin is made with the same ones)",
-    ("forge/llm.py", "_custom_query"): "as _custom_headers, for the query",
+    ("forge/models/chat.py", "_custom_query"): "as _custom_headers, for the query",
 }
 """Private attributes of other libraries forge reads, each with why (no forge module reads
 a private attribute of another forge module)."""

@@ -10,7 +10,7 @@ openai = pytest.importorskip("openai", reason="the llm extra is a test dependenc
 from chat_server import ChatServer, reply  # noqa: E402
 
 from forge import AgentLoop, Finish, tool  # noqa: E402
-from forge.llm import ChatPolicy, ModelError  # noqa: E402
+from forge.models.chat import ChatPolicy, ModelError  # noqa: E402
 
 NOTES = {"todo.md": "buy milk"}
 

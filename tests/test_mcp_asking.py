@@ -227,7 +227,7 @@ def _model(*replies):
 def _summarizing(server, model):
     import openai
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     policy = ChatPolicy("test-model", client=openai.OpenAI(base_url=model.url, api_key="k", max_retries=0),
                         async_client=openai.AsyncOpenAI(base_url=model.url, api_key="k", max_retries=0))

@@ -47,7 +47,7 @@ class ChatWire:
     def policy(server: ChatServer, **options: Any) -> Any:
         import openai
 
-        from forge.llm import ChatPolicy
+        from forge.models.chat import ChatPolicy
 
         return ChatPolicy("test-model", client=openai.OpenAI(base_url=server.url, api_key="k", max_retries=0),
                           async_client=openai.AsyncOpenAI(base_url=server.url, api_key="k", max_retries=0), **options)

@@ -53,7 +53,7 @@ def test_a_chat_policy_is_told_that_a_repeated_side_effect_was_not_run_again():
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     calls: list[str] = []
 

@@ -22,7 +22,7 @@ from forge.machine.loader import load_definition
 from forge.output import AnswerInvalid, Output
 
 FINAL_ANSWER = "final_answer"
-"""The tool `ChatPolicy` offers a model for its typed answer (`forge.llm.FINAL_ANSWER`; a test pins it)."""
+"""The tool `ChatPolicy` offers a model for its typed answer (`forge.models.chat.FINAL_ANSWER`; a test pins it)."""
 
 
 @dataclass

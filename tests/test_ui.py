@@ -781,7 +781,7 @@ def test_the_conversation_panel_of_a_chat_policy_run_shows_what_the_model_was_se
     openai = pytest.importorskip("openai")
     from chat_server import ChatServer, reply
 
-    from forge.llm import ChatPolicy
+    from forge.models.chat import ChatPolicy
 
     with ChatServer([reply(None, ("call_9", "send", {"to": "dan", "amount": 2})) | {
                          "_usage": {"prompt_tokens": 70, "completion_tokens": 9}},

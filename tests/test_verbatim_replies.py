@@ -12,7 +12,7 @@ import pytest
 from forge import AgentLoop, Finish, tool
 from forge.chat_server import ChatServer, reply
 from forge.events import RunFinished
-from forge.llm import ChatPolicy
+from forge.models.chat import ChatPolicy
 
 SIGNATURE = {"google": {"thought_signature": "CmQBcsjafQ3bNq+signed=="}}
 

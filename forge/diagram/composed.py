@@ -8,7 +8,7 @@ it may hand off to is drawn the same way, joined from the states where its polic
 (`select_tool`) by an edge "handoff to NAME"; a child's own children nest inside it the
 same way. An agent in another process a tool calls (an A2A agent, `forge.child.RemoteAgent`)
 is a box beside the loop, joined as a child is: its machine is not forge's to draw. A loop
-whose policy falls back from model to model (`forge.fallback`) has a note beside those
+whose policy falls back from model to model (`forge.models.fallback`) has a note beside those
 states naming the models in turn. With a result, each machine carries its
 run's overlay: the parent's trace, and in each cluster the last run of that child the result
 holds (`result.children`). A loop without children draws exactly as `forge.diagram.diagram`.
@@ -66,7 +66,7 @@ def _remotes(graph: graphviz.Digraph, loop: Any, prefix: str) -> None:
 
 
 def fallback_chain(loop: Any) -> str | None:
-    """The models a loop's policy asks in turn when one fails (`forge.fallback.FallbackPolicy`),
+    """The models a loop's policy asks in turn when one fails (`forge.models.fallback.FallbackPolicy`),
     as the diagram says them (`claude-sonnet-4-5 (anthropic) → gpt-4.1-mini (openai)`); None
     for a policy that is not a fallback."""
     models = getattr(getattr(loop, "policy", None), "models", None)

@@ -201,6 +201,6 @@ class _Models:
         self.tape, self.client = tape, client
 
     def send(self, kind: str, model: str, request: dict[str, Any]) -> dict[str, Any]:
-        from forge.llm import ChatPolicy
+        from forge.models.chat import ChatPolicy
 
         return self.tape.send(kind, ChatPolicy(model, client=self.client, ask=False), request)

@@ -75,7 +75,7 @@ class UserSide:
         return message
 
     def _played(self, user: ModelUser, turns: list[LoopResult]) -> str | None:
-        from forge.llm import ChatPolicy
+        from forge.models.chat import ChatPolicy
 
         messages: list[dict[str, Any]] = [{"role": "system", "content": _USER_SYSTEM.format(persona=user.persona)}]
         for own, turn in zip(self.said, turns, strict=False):  # the roles swapped: the model plays the user

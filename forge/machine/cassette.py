@@ -73,7 +73,7 @@ def _stable(record: TransitionRecord, redact: Redact | None) -> dict[str, Any]:
 def _timeless(messages: Sequence[Any]) -> list[Any]:
     """`messages` without the wall-clock parts of a model call's usage (`started`,
     `seconds`), so two recordings of one run are the same file."""
-    from forge.usage import USAGE_KEY
+    from forge.models.usage import USAGE_KEY
 
     out = []
     for message in messages:

@@ -63,8 +63,8 @@ class RunConfig:
     redact: Redact | None = None  # what the trace may keep of arguments and payloads
     machine: str = ""  # the definition's name
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
-    cost_budget: float | None = None  # … or more US dollars (`forge.pricing`)
-    prices: Mapping[str, Any] | None = None  # the loop's own prices, model name to `forge.pricing.Price`
+    cost_budget: float | None = None  # … or more US dollars (`forge.models.pricing`)
+    prices: Mapping[str, Any] | None = None  # the loop's own prices, model name to `forge.models.pricing.Price`
     time_budget: float | None = None  # … or more seconds of working time (`forge.machine.tally`)
     waiting_states: frozenset[str] = frozenset()  # the needs-input states: time in them is not working time
     handoffs: Mapping[str, Any] = field(default_factory=dict)  # the loops a policy may hand off to, by name

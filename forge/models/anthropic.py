@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from forge.errors import UsageError
 from forge.events import Sink, TextDelta, ToolCallDelta
 from forge.extras import extra_module
-from forge.llm import ModelError
+from forge.models.chat import ModelError
 from forge.models.native import NativePolicy, count
 
 __all__ = ["CACHE_PLACES", "NATIVE", "AnthropicPolicy", "chat_request", "messages_request"]

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from forge.events import Sink, TextDelta, ToolCallDelta
 from forge.extras import extra_module
-from forge.llm import ModelError
+from forge.models.chat import ModelError
 from forge.models.native import NativePolicy, count
 
 __all__ = ["NATIVE", "GeminiPolicy", "chat_request", "gemini_request"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from forge.events import Sink, TextDelta, ToolCallDelta
-from forge.llm import ModelError, _openai
+from forge.models.chat import ModelError, _openai
 from forge.models.native import NativePolicy, count
 
 __all__ = ["NATIVE", "ResponsesPolicy", "chat_request", "responses_request"]

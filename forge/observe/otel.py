@@ -20,7 +20,7 @@ Pinned version: `SEMCONV_VERSION`, the first standalone release of the conventio
   `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`,
   `gen_ai.response.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`,
   `gen_ai.usage.cache_read.input_tokens`, `gen_ai.response.finish_reasons`, and what the
-  call cost in US dollars, `forge.cost_usd`, when it is priced (`forge.pricing`; the run's
+  call cost in US dollars, `forge.cost_usd`, when it is priced (`forge.models.pricing`; the run's
   root span has the run's).
 - `forge.transition {state}` (INTERNAL) per transition, child of the agent span, with
   the transition's facts as `forge.*` attributes (`forge.state`, `forge.trigger`,
@@ -50,9 +50,9 @@ from weakref import WeakKeyDictionary
 
 from forge.machine.details import failure_of
 from forge.machine.trace import error_text, redacted_messages
+from forge.models.pricing import cost_of
+from forge.models.usage import USAGE_KEY, ModelCall
 from forge.observe import LoopObserver, RunView, ToolAttempt
-from forge.pricing import cost_of
-from forge.usage import USAGE_KEY, ModelCall
 
 try:
     from opentelemetry import context as otel_context

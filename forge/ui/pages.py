@@ -16,7 +16,7 @@ from forge.durable.result import DurableResult
 from forge.durable.runs import RunRow
 from forge.files import valid_text
 from forge.machine.tally import seconds_text
-from forge.usage import USAGE_KEY, ModelCall
+from forge.models.usage import USAGE_KEY, ModelCall
 
 __all__ = ["STATUSES", "inbox_page", "loop_html", "run_page", "run_path", "runs_page"]
 
@@ -165,7 +165,7 @@ def _token_of(token_query: str) -> str:
 def conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     """The conversation panel: every message sent and received, tool calls with their
     results, and what each model call cost."""
-    from forge.pricing import cost_of
+    from forge.models.pricing import cost_of
 
     parts, total, spent, priced = [], 0, 0.0, True
     for message in messages:

@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from forge import AgentLoop, Finish, Hooks, tool
-from forge.llm import ChatPolicy
+from forge.models.chat import ChatPolicy
 
 
 @tool

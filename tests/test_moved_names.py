@@ -1,0 +1,44 @@
+"""Modules that moved keep their old import names (issue 49, item 4: the model policies and
+what their calls cost sit together in `forge.models`): the old name imports the same
+names, says where they are now with a DeprecationWarning, and a value stored under the old
+name (a legacy pickled journal) is read back."""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import sys
+
+import pytest
+
+MOVED = [("forge.llm", "forge.models.chat"), ("forge.fallback", "forge.models.fallback"),
+         ("forge.pricing", "forge.models.pricing"), ("forge.usage", "forge.models.usage"),
+         ("forge.compaction", "forge.models.compaction")]
+
+
+@pytest.mark.parametrize(("old", "new"), MOVED)
+def test_an_old_module_name_imports_the_same_names_and_says_where_they_are_now(old, new, monkeypatch):
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"{old} is {new} now"):
+        moved = importlib.import_module(old)
+    made = importlib.import_module(new)
+    assert made.__all__ and all(getattr(moved, name) is getattr(made, name) for name in made.__all__)
+
+
+def test_a_value_stored_under_an_old_module_name_is_read_back(monkeypatch):
+    from forge.models.usage import ModelCall
+
+    monkeypatch.delitem(sys.modules, "forge.usage", raising=False)
+    with pytest.warns(DeprecationWarning):
+        assert pickle.loads(b"cforge.usage\nModelCall\n.") is ModelCall
+
+
+def test_forge_itself_imports_no_old_name():
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
+                           "import forge, forge.cli, forge.loop, forge.models.chat, forge.models.fallback, "
+                           "forge.protocols.a2a, forge.protocols.ag_ui, forge.mcp; "
+                           "from forge import AgentLoop, Usage, BudgetExhausted"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
