@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import os
-import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
-from forge.child import calling, loop_tool
-from forge.errors import UsageError, WrongType
+from forge.child import loop_tool
+from forge.errors import WrongType
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
-from forge.running import trace_file_name
+from forge.running import PerformerFactory, trace_file_name
 
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
@@ -26,10 +24,9 @@ if TYPE_CHECKING:
     from forge.machine.definition import MachineDefinition
     from forge.machine.engine import AsyncLoopEngine, LoopEngine, TransitionCallbacks
     from forge.machine.fork import Patch, RecordedRun
-    from forge.machine.journal import Journal, JournalCodec, JournalEntry
-    from forge.machine.performers import Performer
-    from forge.machine.run import Run, RunCounts
-    from forge.machine.trace import Trace, TransitionRecord
+    from forge.machine.journal import JournalCodec, JournalEntry
+    from forge.machine.run import Run
+    from forge.machine.trace import TransitionRecord
     from forge.observe import LoopObserver
     from forge.output import Output
     from forge.policy import Policy
@@ -38,22 +35,6 @@ if TYPE_CHECKING:
     from forge.tools import Tool
 
 __all__ = ["AgentLoop", "PerformerFactory", "trace_file_name"]
-
-PerformerFactory = Callable[["Journal", "Run"], "Performer"]
-"""`factory(journal, run) -> Performer`: how a run calls the world (see `AgentLoop.run`)."""
-
-
-@functools.cache
-def _run_parts() -> tuple[type[Journal], type[Performer], type[Run], type[RunCounts], type[Trace]]:
-    """What `AgentLoop.start` makes a run of, imported on the first run rather than with
-    forge (and looked up once: an import statement per run costs a few microseconds)."""
-    from forge.machine.journal import Journal
-    from forge.machine.performers import Performer
-    from forge.machine.run import Run, RunCounts
-    from forge.machine.trace import Trace
-
-    return Journal, Performer, Run, RunCounts, Trace
-
 
 class AgentLoop:
     """A single agent's tool loop, run as the state machine of a loop definition.
@@ -312,43 +293,10 @@ class AgentLoop:
                 `max_steps` or `token_budget` is below 1, or a `token_budget` is given to a
                 loop whose definition has no budget_exhausted edge.
         """
-        Journal, Performer, Run, RunCounts, Trace = _run_parts()
-        spec = self.spec
-        definition = spec.definition
-        if not isinstance(goal, str) or not goal.strip():
-            raise UsageError("goal must be a non-blank string")
-        if spec.unhanded:
-            raise UsageError(f"definition {definition.name!r} allows handoffs to "
-                             f"{', '.join(map(repr, spec.unhanded))}, which this loop has no loop for: "
-                             "loop.with_handoffs(NAME=other_loop)")
-        if timed_out is not None and definition.timeout_edge(timed_out) is None:
-            raise UsageError(f"state {timed_out!r} of {definition.name!r} has no timeout edge to take")
-        if run_id is None:
-            run_id = os.urandom(16).hex()
-        elif not isinstance(run_id, str) or not run_id.strip():
-            raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
-        if registry is None:
-            from forge.agent.idempotency import IdempotencyRegistry
+        from forge.running import RunStart, started
 
-            registry = self.registry if self.registry is not None else IdempotencyRegistry()
-        loop_state = LoopState() if state is None else state.continued()
-        journal = Journal(run_id=run_id, codec=self.codec)
-        redact = spec.config.redact
-        if redact is not None:  # what write_trace writes of the journal: masked as the records were
-            from forge.machine.redaction import redacted_journal
-
-            journal.masking = lambda entries, records: redacted_journal(entries, redact, records)
-        run = Run(goal=goal, config=spec.config, state=timed_out or definition.initial, registry=registry,
-                  loop_state=loop_state,
-                  counts=RunCounts(messages_seen=len(loop_state.messages), steps_before=loop_state.turn_start,
-                                   first_message=len(loop_state.messages)),
-                  observers=spec.observers.for_run() + observers,
-                  trace=Trace(machine=definition.name, run_id=run_id, started_at=time.time(), redact=redact),
-                  journal=journal)
-        config = run.config = spec.lowered(max_steps, token_budget)
-        run.performer = (performer(journal, run) if performer is not None
-                         else Performer(journal, run, config.sleep, config.async_sleep))
-        return run
+        return started(self.spec, RunStart(goal, tuple(observers), state, run_id, registry, performer, timed_out,
+                                           max_steps, token_budget))
 
     def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -375,19 +323,10 @@ class AgentLoop:
             JournalMiss: `performer` answers from a journal (a durable run's recovery) and
                 the run made a call the journal does not have there.
         """
-        from forge.machine.performers import ReplayStopped
-        from forge.running import complete, finish, refuse_async
+        from forge.running import RunStart, run_through
 
-        refuse_async(self.spec)
-        run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
-                         performer=performer, timed_out=timed_out, max_steps=max_steps,
-                         token_budget=token_budget)
-        try:
-            with calling(run):
-                complete(self.spec, run)
-        except ReplayStopped as stopped:
-            raise stopped.miss from None
-        return finish(self.spec, run)
+        return run_through(self.spec, RunStart(goal, _with_callback(observers, on_transition), state, run_id, registry,
+                                               performer, timed_out, max_steps, token_budget))
 
     async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
                    observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -404,24 +343,10 @@ class AgentLoop:
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
             JournalMiss: as `run`.
         """
-        from forge.machine.performers import ReplayStopped
-        from forge.running import begin, finish
+        from forge.running import RunStart, arun_through
 
-        run = self.start(goal, _with_callback(observers, on_transition), state, run_id, registry=registry,
-                         performer=performer, timed_out=timed_out, max_steps=max_steps,
-                         token_budget=token_budget)
-        engine = self.async_engine
-        try:
-            with calling(run):
-                begin(self.spec, run)
-                while True:
-                    while not engine.is_terminal(run):
-                        await engine.aadvance(run)
-                    if not await engine.aanswer(run):
-                        break
-        except ReplayStopped as stopped:
-            raise stopped.miss from None
-        return finish(self.spec, run)
+        return await arun_through(self.spec, RunStart(goal, _with_callback(observers, on_transition), state, run_id,
+                                                      registry, performer, timed_out, max_steps, token_budget))
 
     def stream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
@@ -442,9 +367,10 @@ class AgentLoop:
 
         Raises (while iterating): what `run` or `replay` raises.
         """
+        from forge.running import RunStart
         from forge.stream import stream
 
-        return stream(self, goal, observers, state, run_id, journal)
+        return stream(self, RunStart(goal, tuple(observers), state, run_id), journal)
 
     def astream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                 run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
@@ -458,9 +384,10 @@ class AgentLoop:
 
         Raises (while iterating): what `arun` or `replay` raises.
         """
+        from forge.running import RunStart
         from forge.stream import astream
 
-        return astream(self, goal, observers, state, run_id, journal)
+        return astream(self, RunStart(goal, tuple(observers), state, run_id), journal)
 
     def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
               run_id: str | None = None, *, max_steps: int | None = None,
@@ -473,10 +400,11 @@ class AgentLoop:
             AsyncNotSupported: as `run`.
         """
         from forge.debug.session import DebugSession
-        from forge.running import begin, refuse_async
+        from forge.running import RunStart, begin, refuse_async, started
 
         refuse_async(self.spec)
-        run = self.start(goal, observers, state, run_id, max_steps=max_steps, token_budget=token_budget)
+        run = started(self.spec, RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps,
+                                          token_budget=token_budget))
         begin(self.spec, run)
         return DebugSession(self, run)
 
@@ -507,8 +435,9 @@ class AgentLoop:
             OSError, TraceFormatError: the file cannot be read.
         """
         from forge.replaying import replay
+        from forge.running import RunStart
 
-        return replay(self, journal, goal, observers, state)
+        return replay(self, journal, RunStart(goal, tuple(observers), state))
 
     def fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
              patch: Patch | None = None, *,
@@ -550,10 +479,11 @@ class AgentLoop:
             OSError, TraceFormatError: the file cannot be read.
             AsyncNotSupported: as `run`.
         """
-        from forge.replaying import fork
+        from forge.replaying import ForkPoint, fork
+        from forge.running import RunStart
 
-        return fork(self, source, at, patch, goal=goal, observers=observers, state=state, run_id=run_id,
-                    child=child, max_steps=max_steps)
+        return fork(self, ForkPoint(source, at, patch, child),
+                    RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps))
 
     def debug_fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None = None,
                    patch: Patch | None = None, *, goal: str | None = None, observers: Iterable[LoopObserver] = (),
@@ -569,9 +499,10 @@ class AgentLoop:
         Raises:
             PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as `fork`.
         """
-        from forge.replaying import debug_fork
+        from forge.replaying import ForkPoint, debug_fork
+        from forge.running import RunStart
 
-        return debug_fork(self, source, at, patch, goal=goal, observers=observers, state=state)
+        return debug_fork(self, ForkPoint(source, at, patch), RunStart(goal, tuple(observers), state))
 
 
 def _with_callback(observers: Iterable[LoopObserver],

@@ -2,63 +2,67 @@
 transition, then live) and a debugger session over a fork — `AgentLoop.replay`, `fork` and
 `debug_fork`, which are these.
 
-They work on any `Replayable`: a loop's spec (`forge.spec.LoopSpec`) and its `start`, which
-makes a run with a performer that answers from the recorded journal
-(`forge.machine.performers.ReplayingPerformer`, `ForkingPerformer`); the run is driven
-as any run is (`forge.running`). A recorded run's child runs are made again by the loops
+They work on any `Replayable` (a loop with its spec, `forge.spec.LoopSpec`), starting its
+run as any run is started, from a `forge.running.RunStart`, with a performer that answers
+from the recorded journal (`forge.machine.performers.ReplayingPerformer`,
+`ForkingPerformer`); the run is driven as any run is (`forge.running`). A recorded run's child runs are made again by the loops
 its agent tools run (`forge.child`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from forge.child import calling, children_of
 from forge.debug.session import SteppedLoop
 from forge.errors import UsageError, WrongType
-from forge.running import begin, complete, finish, refuse_async
+from forge.running import RunStart, begin, complete, finish, refuse_async, started
 
 if TYPE_CHECKING:
-    from forge.agent.idempotency import IdempotencyRegistry
-    from forge.agent.observations import LoopState
     from forge.child import ChildFork
     from forge.debug.session import DebugSession
     from forge.machine.fork import ForkPlan, Patch, RecordedRun
     from forge.machine.journal import Journal, JournalEntry
     from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer
     from forge.machine.run import Run
-    from forge.observe import LoopObserver
     from forge.policy import Intent
     from forge.result import ChildRun, LoopResult
     from forge.spec import LoopSpec
 
-__all__ = ["DebuggedLoop", "Replayable", "debug_fork", "fork", "replay"]
+__all__ = ["DebuggedLoop", "ForkPoint", "Replayable", "debug_fork", "fork", "replay"]
 
 
 class Replayable(Protocol):
-    """What a replay or fork needs of a loop: its spec, and a run of it started with a
-    performer of the replay's making (`AgentLoop.start`)."""
+    """What a replay or fork needs of a loop: its spec (its runs are started from it, with a
+    performer of the replay's making)."""
 
     @property
     def spec(self) -> LoopSpec: ...
-
-    def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-              run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-              performer: Any = None, timed_out: str | None = None, max_steps: int | None = None,
-              token_budget: int | None = None) -> Run: ...
 
 
 class DebuggedLoop(Replayable, SteppedLoop, Protocol):
     """A loop a debugger session over one of its forks steps (`debug_fork`)."""
 
 
-def replay(loop: Replayable, journal: Sequence[JournalEntry] | str | Path, goal: str | None = None,
-           observers: Iterable[LoopObserver] = (), state: LoopState | None = None) -> LoopResult:
-    """`AgentLoop.replay` (see there).
+@dataclass(frozen=True, slots=True)
+class ForkPoint:
+    """Where a fork leaves a recorded run (`AgentLoop.fork`): `source` (a `LoopResult`, a
+    `RecordedRun` or a trace file's path) up to transition `at`, whose first call `patch`
+    answers; with `child`, `at` and `patch` are of that child run of the source."""
+
+    source: LoopResult | RecordedRun | str | os.PathLike[str]
+    at: int | None
+    patch: Patch | None = None
+    child: str | None = None
+
+
+def replay(loop: Replayable, journal: Sequence[JournalEntry] | str | Path, start: RunStart) -> LoopResult:
+    """`AgentLoop.replay` (see there): `start.goal` None takes the recorded one; its
+    `observers` and `state` are the replay's.
 
     Raises:
         JournalMiss, ValueError, OSError, TraceFormatError: as `AgentLoop.replay`.
@@ -72,25 +76,24 @@ def replay(loop: Replayable, journal: Sequence[JournalEntry] | str | Path, goal:
     else:
         recorded = journal
         children = tuple(child for child in getattr(journal, "children", ()) if hasattr(child, "result"))
-    if goal is None:
+    if start.goal is None:
         goal = goal_of(recorded)
         if goal is None:
             raise UsageError("the journal records no policy call to take the goal from: pass replay(..., goal=...)")
-    return _replay_of(loop, recorded, children, goal, observers, state)
+        start = replace(start, goal=goal)
+    return _replay_of(loop, recorded, children, start)
 
 
-def fork(loop: Replayable, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
-         patch: Patch | None = None, *, goal: str | None = None, observers: Iterable[LoopObserver] = (),
-         state: LoopState | None = None, run_id: str | None = None, child: str | None = None,
-         max_steps: int | None = None) -> LoopResult:
-    """`AgentLoop.fork` (see there).
+def fork(loop: Replayable, point: ForkPoint, start: RunStart) -> LoopResult:
+    """`AgentLoop.fork` (see there): `start.goal` None takes the recorded one; its
+    `observers`, `state`, `run_id` and `max_steps` are the fork's.
 
     Raises:
         PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as
             `AgentLoop.fork`.
     """
     refuse_async(loop.spec)
-    run, plan, performer = _forked(loop, source, at, patch, goal, observers, state, run_id, child, max_steps)
+    run, plan, performer = _forked(loop, point, start)
     _replay_to_end(loop.spec, run, performer, unreplayed_is_a_miss=plan.at is not None)
     if plan.at is None:
         run.journal.forked_from = replace(plan.origin, transition=performer.went_live or len(run.trace))
@@ -98,9 +101,7 @@ def fork(loop: Replayable, source: LoopResult | RecordedRun | str | os.PathLike[
     return finish(loop.spec, run)
 
 
-def debug_fork(loop: DebuggedLoop, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None = None,
-               patch: Patch | None = None, *, goal: str | None = None, observers: Iterable[LoopObserver] = (),
-               state: LoopState | None = None) -> DebugSession:
+def debug_fork(loop: DebuggedLoop, point: ForkPoint, start: RunStart) -> DebugSession:
     """`AgentLoop.debug_fork` (see there).
 
     Raises:
@@ -110,7 +111,7 @@ def debug_fork(loop: DebuggedLoop, source: LoopResult | RecordedRun | str | os.P
     from forge.machine.performers import ReplayStopped
 
     refuse_async(loop.spec)
-    run, plan, _ = _forked(loop, source, at, patch, goal, observers, state, None)
+    run, plan, _ = _forked(loop, point, start)
     begin(loop.spec, run)
     session = DebugSession(loop, run)
     try:
@@ -121,9 +122,10 @@ def debug_fork(loop: DebuggedLoop, source: LoopResult | RecordedRun | str | os.P
     return session
 
 
-def _replay_of(loop: Replayable, recorded: Sequence[JournalEntry], children: Sequence[ChildRun], goal: str,
-               observers: Iterable[LoopObserver], state: LoopState | None) -> LoopResult:
-    """A replay of `recorded` (see `replay`), whose tools made the child runs `children`."""
+def _replay_of(loop: Replayable, recorded: Sequence[JournalEntry], children: Sequence[ChildRun],
+               start: RunStart) -> LoopResult:
+    """A replay of `recorded` (see `replay`) started as `start` says (its goal given), whose
+    tools made the child runs `children`."""
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.machine.performers import ReplayingPerformer
 
@@ -135,8 +137,8 @@ def _replay_of(loop: Replayable, recorded: Sequence[JournalEntry], children: Seq
         return replaying[0]
 
     # a registry of its own: a side effect recorded as run is replayed from the journal, not the registry
-    run = loop.start(goal, observers, state, recorded[0].run_id if len(recorded) else None,
-                     registry=IdempotencyRegistry(), performer=answering)
+    run = started(loop.spec, replace(start, run_id=recorded[0].run_id if len(recorded) else None,
+                                     registry=IdempotencyRegistry(), performer=answering))
     _replay_to_end(loop.spec, run, replaying[0], unreplayed_is_a_miss=True)
     return finish(loop.spec, run)
 
@@ -161,20 +163,17 @@ def _replay_to_end(spec: LoopSpec, run: Run, performer: ReplayingPerformer, unre
         raise JournalMiss(performer.recorded[len(performer.recorded) - performer.remaining], None, run.state)
 
 
-def _forked(loop: Replayable, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
-            patch: Patch | None, goal: str | None, observers: Iterable[LoopObserver], state: LoopState | None,
-            run_id: str | None, child: str | None = None, max_steps: int | None = None
-            ) -> tuple[Run, ForkPlan, ForkingPerformer]:
-    """A new run of a fork of `source` (see `fork`), not yet started."""
+def _forked(loop: Replayable, point: ForkPoint, start: RunStart) -> tuple[Run, ForkPlan, ForkingPerformer]:
+    """A new run of a fork at `point` (see `fork`), not yet started."""
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.machine.performers import ForkingPerformer
 
-    source = _recorded(loop, source)
+    source, at, patch = _recorded(loop, point.source), point.at, point.patch
     child_fork = None
-    if child is not None:
-        child_fork = _child_fork(loop, source, child, at, patch)
+    if point.child is not None:
+        child_fork = _child_fork(loop, source, point.child, at, patch)
         at, patch = child_fork.transition, None
-    plan = _fork_plan(loop.spec, source, at, patch, goal)
+    plan = _fork_plan(loop.spec, source, at, patch, start.goal)
     config = loop.spec.config
     forking: list[ForkingPerformer] = []
 
@@ -186,8 +185,7 @@ def _forked(loop: Replayable, source: LoopResult | RecordedRun | str | os.PathLi
         forking[0].child_fork = child_fork
         return forking[0]
 
-    run = loop.start(plan.goal, observers, state, run_id, registry=IdempotencyRegistry(), performer=forks,
-                     max_steps=max_steps)
+    run = started(loop.spec, replace(start, goal=plan.goal, registry=IdempotencyRegistry(), performer=forks))
     return run, plan, forking[0]
 
 
@@ -224,7 +222,7 @@ def _child_runs(loop: Replayable, children: Sequence[Any]) -> tuple[ChildRun, ..
             continue
         recorded = child.result
         result = _replay_of(child_loop, recorded.journal, _child_runs(child_loop, recorded.children),
-                            goal_of(recorded.journal) or "(the journal records no goal)", (), None)
+                            RunStart(goal_of(recorded.journal) or "(the journal records no goal)"))
         made.append(ChildRun(child.path, child.tool, child.transition, result))
     return tuple(made)
 

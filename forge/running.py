@@ -1,29 +1,179 @@
-"""How a started run is driven to its end on a loop's spec (`forge.spec.LoopSpec`): its
-observers told it started, fired transition by transition to a terminal state, told it
-finished, and its `LoopResult` made.
+"""How a run of a loop's spec (`forge.spec.LoopSpec`) is started and driven to its end:
+made from one `RunStart` (the run's plumbing, one value), its observers told it started,
+fired transition by transition to a terminal state, told it finished, and its `LoopResult`
+made.
 
-`AgentLoop.run`, `debug`, replays and forks (`forge.replaying`) drive their runs with these;
-`AgentLoop.arun` drives its own on the async engine, beginning and finishing the same way.
+`AgentLoop.start`, `run`, `arun` and `debug`, streams (`forge.stream`), replays and forks
+(`forge.replaying`) all start their runs with `started` and drive them with these.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from forge.child import finished_children
+from forge.child import calling, finished_children
 from forge.errors import UsageError
 from forge.machine.effects import SYNCHRONOUS
 
 if TYPE_CHECKING:
-    from forge.machine.run import Run
+    from forge.agent.idempotency import IdempotencyRegistry
+    from forge.agent.observations import LoopState
+    from forge.machine.journal import Journal
+    from forge.machine.performers import Performer
+    from forge.machine.run import Run, RunCounts
     from forge.machine.trace import Trace
+    from forge.observe import LoopObserver
     from forge.result import LoopResult
     from forge.spec import LoopSpec
 
-__all__ = ["begin", "complete", "finish", "refuse_async", "result_of", "trace_file_name"]
+__all__ = ["PerformerFactory", "RunStart", "arun_through", "begin", "complete", "finish", "refuse_async",
+           "result_of", "run_through", "started", "trace_file_name"]
+
+PerformerFactory = Callable[["Journal", "Run"], "Performer"]
+"""`factory(journal, run) -> Performer`: how a run calls the world (see `AgentLoop.run`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """How one run starts, beside the loop it is a run of: what `AgentLoop.start`, `run`,
+    `arun` and `debug` are given, and what streams, replays and forks hand on, as one value
+    rather than nine parameters through every layer. Checked by `started`, not here (a
+    replay or fork fills `goal` in from its journal).
+
+    `observers` are told of this run only, after the loop's own; `state`, an earlier run's
+    `result.state`, continues that conversation; `run_id` names the run (default: 32
+    random hex digits); `registry` replaces the loop's idempotency registry;
+    `performer(journal, run)` makes the run's `Performer` (default: the live one);
+    `timed_out` names a waiting state whose deadline passed, where the run starts;
+    `max_steps` and `token_budget` lower the loop's budgets for this run.
+    """
+
+    goal: str | None
+    observers: tuple[LoopObserver, ...] = ()
+    state: LoopState | None = None
+    run_id: str | None = None
+    registry: IdempotencyRegistry | None = None
+    performer: PerformerFactory | None = None
+    timed_out: str | None = None
+    max_steps: int | None = None
+    token_budget: int | None = None
+
+
+@functools.cache
+def _run_parts() -> tuple[type[Journal], type[Performer], type[Run], type[RunCounts], type[Trace]]:
+    """What `started` makes a run of, imported on the first run rather than with forge
+    (and looked up once: an import statement per run costs a few microseconds)."""
+    from forge.machine.journal import Journal
+    from forge.machine.performers import Performer
+    from forge.machine.run import Run, RunCounts
+    from forge.machine.trace import Trace
+
+    return Journal, Performer, Run, RunCounts, Trace
+
+
+def started(spec: LoopSpec, start: RunStart) -> Run:
+    """A new run of `spec` as `start` says, in its first state; nothing has fired yet
+    (`AgentLoop.start`).
+
+    Raises:
+        ValueError: as `AgentLoop.start`.
+    """
+    Journal, Performer, Run, RunCounts, Trace = _run_parts()
+    definition = spec.definition
+    goal, run_id, timed_out, registry = start.goal, start.run_id, start.timed_out, start.registry
+    if not isinstance(goal, str) or not goal.strip():
+        raise UsageError("goal must be a non-blank string")
+    if spec.unhanded:
+        raise UsageError(f"definition {definition.name!r} allows handoffs to "
+                         f"{', '.join(map(repr, spec.unhanded))}, which this loop has no loop for: "
+                         "loop.with_handoffs(NAME=other_loop)")
+    if timed_out is not None and definition.timeout_edge(timed_out) is None:
+        raise UsageError(f"state {timed_out!r} of {definition.name!r} has no timeout edge to take")
+    if run_id is None:
+        run_id = os.urandom(16).hex()
+    elif not isinstance(run_id, str) or not run_id.strip():
+        raise UsageError(f"run_id must be a non-blank string, got {run_id!r}")
+    if registry is None:
+        from forge.agent.idempotency import IdempotencyRegistry
+
+        shared = spec.given["registry"]
+        registry = shared if shared is not None else IdempotencyRegistry()
+    loop_state = _state_of(start.state)
+    journal = Journal(run_id=run_id, codec=spec.options.hooks.codec)
+    redact = spec.config.redact
+    if redact is not None:  # what write_trace writes of the journal: masked as the records were
+        from forge.machine.redaction import redacted_journal
+
+        journal.masking = lambda entries, records: redacted_journal(entries, redact, records)
+    run = Run(goal=goal, config=spec.config, state=timed_out or definition.initial, registry=registry,
+              loop_state=loop_state,
+              counts=RunCounts(messages_seen=len(loop_state.messages), steps_before=loop_state.turn_start,
+                               first_message=len(loop_state.messages)),
+              observers=spec.observers.for_run() + start.observers,
+              trace=Trace(machine=definition.name, run_id=run_id, started_at=time.time(), redact=redact),
+              journal=journal)
+    config = run.config = spec.lowered(start.max_steps, start.token_budget)
+    run.performer = (start.performer(journal, run) if start.performer is not None
+                     else Performer(journal, run, config.sleep, config.async_sleep))
+    return run
+
+
+def _state_of(state: LoopState | None) -> LoopState:
+    """The loop state a run starts from: a new one, or the next turn of `state`'s conversation."""
+    if state is None:
+        from forge.agent.observations import LoopState
+
+        return LoopState()
+    return state.continued()
+
+
+def run_through(spec: LoopSpec, start: RunStart) -> LoopResult:
+    """A run of `spec` started as `start` says, fired to its end (`AgentLoop.run`).
+
+    Raises:
+        ValueError, AsyncNotSupported, JournalMiss: as `AgentLoop.run`.
+    """
+    from forge.machine.performers import ReplayStopped
+
+    refuse_async(spec)
+    run = started(spec, start)
+    try:
+        with calling(run):
+            complete(spec, run)
+    except ReplayStopped as stopped:
+        raise stopped.miss from None
+    return finish(spec, run)
+
+
+async def arun_through(spec: LoopSpec, start: RunStart) -> LoopResult:
+    """`run_through`, awaited, on the async engine (`AgentLoop.arun`).
+
+    Raises:
+        ValueError, JournalMiss, asyncio.CancelledError: as `AgentLoop.arun`.
+    """
+    from forge.machine.engine import async_engine_for
+    from forge.machine.performers import ReplayStopped
+
+    run = started(spec, start)
+    engine = async_engine_for(spec.definition, spec.stages, spec.callbacks)
+    try:
+        with calling(run):
+            begin(spec, run)
+            while True:
+                while not engine.is_terminal(run):
+                    await engine.aadvance(run)
+                if not await engine.aanswer(run):
+                    break
+    except ReplayStopped as stopped:
+        raise stopped.miss from None
+    return finish(spec, run)
 
 
 def begin(spec: LoopSpec, run: Run) -> None:

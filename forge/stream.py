@@ -28,7 +28,8 @@ import asyncio
 import contextvars
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from forge.events import (
@@ -45,6 +46,8 @@ from forge.events import (
     replayed_deltas,
 )
 from forge.observe import LoopObserver, RunView, ToolAttempt
+from forge.replaying import Replayable, replay
+from forge.running import RunStart, arun_through, run_through
 
 __all__ = ["astream", "stream"]
 
@@ -189,32 +192,27 @@ class _Handed:
         return events
 
 
-def _relay_for(loop: Any) -> type[_Relay]:
+def _relay_for(loop: Replayable) -> type[_Relay]:
     """The relay a run of `loop` needs: one that looks for replayed model calls only when
     its policy asks a model."""
-    spec = getattr(loop, "spec", None)
-    return _ModelRelay if spec is None or spec.config.policy_replays == "model" else _Relay
+    return _ModelRelay if loop.spec.config.policy_replays == "model" else _Relay
 
 
-def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: Any = None,
-           run_id: str | None = None, journal: Any = None) -> Iterator[StreamEvent]:
-    """The events of a run of `goal` on `loop` (see the module), the last `RunFinished`;
-    with `journal`, of its replay (`loop.replay`), calling nothing.
+def stream(loop: Replayable, start: RunStart, journal: Any = None) -> Iterator[StreamEvent]:
+    """The events of a run of `loop` started as `start` says (see the module), the last
+    `RunFinished`; with `journal`, of its replay (`loop.replay`), calling nothing.
 
     Raises (while iterating): what `loop.run` or `loop.replay` raises (a `JournalMiss`,
     `AsyncNotSupported`, a blank goal).
     """
     events: queue.SimpleQueue[Any] = queue.SimpleQueue()
     relay = _relay_for(loop)(events.put)
-    watching = (relay, *observers)
+    watched = replace(start, observers=(relay, *start.observers))
 
     def work() -> None:
         try:
             with listening(relay):
-                if journal is None:
-                    result = loop.run(goal, observers=watching, state=state, run_id=run_id)
-                else:
-                    result = loop.replay(journal, goal, watching, state)
+                result = run_through(loop.spec, watched) if journal is None else replay(loop, journal, watched)
             events.put(RunFinished(result))
         except BaseException as error:  # handed to the consumer, raised there
             events.put(_Failed(error))
@@ -256,8 +254,7 @@ def stream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: 
         thread.join()
 
 
-async def astream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), state: Any = None,
-                  run_id: str | None = None, journal: Any = None) -> AsyncIterator[StreamEvent]:
+async def astream(loop: Replayable, start: RunStart, journal: Any = None) -> AsyncIterator[StreamEvent]:
     """`stream`, as an async generator: the run is `loop.arun(...)` (or, with `journal`, a
     replay in a worker thread), a task of this event loop.
 
@@ -273,15 +270,15 @@ async def astream(loop: Any, goal: str, observers: Iterable[LoopObserver] = (), 
             running.call_soon_threadsafe(events.put_nowait, item)
 
         relay = _relay_for(loop)(from_thread)
-    watching = (relay, *observers)
+    watched = replace(start, observers=(relay, *start.observers))
 
     async def work() -> None:
         try:
             with listening(relay):
                 if journal is None:
-                    result = await loop.arun(goal, observers=watching, state=state, run_id=run_id)
+                    result = await arun_through(loop.spec, watched)
                 else:
-                    result = await asyncio.to_thread(loop.replay, journal, goal, watching, state)
+                    result = await asyncio.to_thread(replay, loop, journal, watched)
             events.put_nowait(RunFinished(result))
         except BaseException as error:  # handed to the consumer, raised there
             events.put_nowait(_Failed(error))

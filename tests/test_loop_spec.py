@@ -1,6 +1,7 @@
 """A loop is one value (issue 49, item 1): `AgentLoop` is a face over a frozen `LoopSpec`,
-checked once when made; replays and forks work on any loop through a protocol (its spec
-and `start`), and a run is driven on the spec alone (`forge.running`)."""
+checked once when made; replays and forks work on any loop through a protocol (its spec),
+and a run is started from one `RunStart` value and driven on the spec alone
+(`forge.running`)."""
 
 import dataclasses
 
@@ -10,8 +11,8 @@ from builders import intent, scripted_loop, tool
 from forge import AgentLoop, Finish, Intent, ScriptedPolicy
 from forge.errors import UsageError
 from forge.options import Grouped, Limits
-from forge.replaying import fork, replay
-from forge.running import complete, finish
+from forge.replaying import ForkPoint, fork, replay
+from forge.running import RunStart, complete, finish, started
 from forge.spec import LoopSpec
 
 
@@ -89,24 +90,40 @@ def test_a_handoff_to_something_with_no_spec_is_refused():
 
 
 class _Face:
-    """A loop of someone else's making: a spec and a start, nothing else of AgentLoop's."""
+    """A loop of someone else's making: a spec, nothing else of AgentLoop's."""
 
     def __init__(self, loop):
-        self.spec, self.start = loop.spec, loop.start
+        self.spec = loop.spec
 
 
-def test_a_replay_and_a_fork_work_on_anything_with_a_spec_and_a_start():
+def test_a_replay_and_a_fork_work_on_anything_with_a_spec():
     loop = _copying()
     recorded = loop.run("copy")
-    again = replay(_Face(loop), recorded.journal)
+    again = replay(_Face(loop), recorded.journal, RunStart(None))
     assert (again.reason, _shape(again)) == (recorded.reason, _shape(recorded))
-    forked = fork(_Face(loop), recorded, 3)
+    forked = fork(_Face(loop), ForkPoint(recorded, 3), RunStart(None))
     assert forked.journal.forked_from.transition == 3 and forked.reason == recorded.reason
 
 
 def test_a_run_is_driven_on_the_spec_alone():
     loop = _copying()
-    run = loop.start("copy")
+    run = started(loop.spec, RunStart("copy"))
     complete(loop.spec, run)
     result = finish(loop.spec, run)
     assert (result.reason, _shape(result)) == ("verified_success", _shape(loop.run("copy")))
+
+
+def test_a_runs_plumbing_is_one_value_the_loops_methods_hand_on():
+    loop = _copying()
+    run = started(loop.spec, RunStart("copy", run_id="r-1", max_steps=2))
+    assert (run.trace.run_id, run.config.controller.max_steps, run.goal) == ("r-1", 2, "copy")
+    by_method = loop.start("copy", run_id="r-1", max_steps=2)
+    assert (by_method.trace.run_id, by_method.config.controller.max_steps) == ("r-1", 2)
+
+
+def test_a_run_start_is_checked_when_the_run_is_started_naming_what_is_wrong():
+    loop = _copying()
+    with pytest.raises(UsageError, match="goal must be a non-blank string"):
+        started(loop.spec, RunStart(None))
+    with pytest.raises(UsageError, match="run_id must be a non-blank string, got ' '"):
+        started(loop.spec, RunStart("copy", run_id=" "))
