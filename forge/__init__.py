@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     )
     from forge.machine.loader import load_definition
     from forge.machine.outcome import StageOutcome
+    from forge.machine.run import RunStart
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
     from forge.machine.trace import (
         GuardResult,
@@ -78,6 +79,7 @@ _WHERE: dict[str, str] = {
     "ChildRun": "forge.result",
     "LoopCycle": "forge.child",
     "AgentLoop": "forge.loop",
+    "RunStart": "forge.machine.run",
     "Limits": "forge.options",
     "Retry": "forge.options",
     "Clocks": "forge.options",
@@ -143,6 +145,7 @@ _WHERE: dict[str, str] = {
 __all__ = [
     # building and running a loop
     "AgentLoop",
+    "RunStart",
     "Limits",
     "Retry",
     "Clocks",

@@ -28,7 +28,7 @@ import json
 import threading
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,7 @@ from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError
 
 if TYPE_CHECKING:
-    from forge.machine.run import Run
+    from forge.machine.run import Run, RunStart
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
@@ -109,11 +109,11 @@ def loop_tool(loop: Any, name: str, description: str = "", input: Any = None,
 
     if loop.asynchronous:
         async def run_child(**arguments: Any) -> Any:
-            child, options = _child(loop, name)
-            told = _told_started(child)
-            result = await loop.arun(goal_of(schema, arguments), **options)
-            _told_finished(told, child, result)
-            return _answer(name, result, child)
+            child = _child(loop, name)
+            told = _told_started(child.called)
+            result = await loop.arun(replace(child.start, goal=goal_of(schema, arguments)))
+            _told_finished(told, child.called, result)
+            return _answer(name, result, child.called)
         handler: Any = run_child
     else:
         def run_child_sync(**arguments: Any) -> Any:
@@ -143,17 +143,17 @@ def _made_child(loop: Any, name: str, goal: str, state: Any = None) -> Any:
     Raises:
         ToolError, LoopCycle: as `_answer` and `_child`.
     """
-    child, options = _child(loop, name)
-    fork, ran = options.pop("fork", None), options.pop("ran", None)
-    told = _told_started(child)
-    if ran is not None:
-        result = ran
-    elif fork is not None:
-        result = _forked(loop, goal, fork, {**options, "state": state})
+    child = _child(loop, name)
+    start = replace(child.start, goal=goal, state=state)
+    told = _told_started(child.called)
+    if child.ran is not None:
+        result = child.ran
+    elif child.fork is not None:
+        result = _forked(loop, child.fork, start)
     else:
-        result = loop.run(goal, state=state, **options)
-    _told_finished(told, child, result)
-    return _answer(name, result, child)
+        result = loop.run(start)
+    _told_finished(told, child.called, result)
+    return _answer(name, result, child.called)
 
 
 def _told_started(called: _Called) -> Any:
@@ -218,14 +218,15 @@ class ChildFork:
     within: str | None
 
 
-def _forked(loop: Any, goal: str, fork: ChildFork, options: Mapping[str, Any]) -> LoopResult:
-    """The child run made again as a fork of its recorded run (see `ChildFork`); a journal
-    miss inside it stops the parent's fork as one of the parent's own would."""
+def _forked(loop: Any, fork: ChildFork, start: RunStart) -> LoopResult:
+    """The child run, started as `start` says, made again as a fork of its recorded run
+    (see `ChildFork`); a journal miss inside it stops the parent's fork as one of the
+    parent's own would."""
     from forge.machine.journal import JournalMiss
     from forge.machine.performers import ReplayStopped
 
     try:
-        return loop.fork(fork.recorded, fork.at, fork.patch, goal=goal, child=fork.within, **options)  # type: ignore[no-any-return]
+        return loop.fork(fork.recorded, fork.at, fork.patch, goal=start, child=fork.within)  # type: ignore[no-any-return]
     except JournalMiss as miss:
         raise ReplayStopped(miss) from None
 
@@ -258,9 +259,23 @@ class _Called:
     transition: int
 
 
-def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
-    """The child's place under the run under way (none when the tool is called outside a
-    run), and the options of its run: its path as run id and the parent's steps left.
+@dataclass(frozen=True, slots=True)
+class _Child:
+    """A child run about to be made: where it hangs in its parent (`called`), how it
+    starts (`start`, its goal still to be filled in), and, when the run under way says so,
+    the run it is taken from (`ran`, a debugger's `step_into`) or the fork of its recorded
+    run it is made as (`fork`)."""
+
+    called: _Called
+    start: RunStart
+    ran: LoopResult | None = None
+    fork: ChildFork | None = None
+
+
+def _child(loop: Any, name: str) -> _Child:
+    """The child run tool `name` makes of `loop` now: its place under the run under way
+    (none when the tool is called outside a run) and its start, its path as run id and
+    what the parent has left as its budgets (`planned`).
 
     Raises:
         LoopCycle: `loop` is running below this call already.
@@ -276,41 +291,48 @@ def _child(loop: Any, name: str) -> tuple[_Called, dict[str, Any]]:
             raise LoopCycle(f"tool {name!r} would run loop {loop.definition.name!r} inside itself ({path}): "
                             "a loop cannot call itself, directly or through another")
     if not lineage:
-        return _Called(None, "", name, 0), {}
+        from forge.machine.run import RunStart
+
+        return _Child(_Called(None, "", name, 0), RunStart(None))
     parent = lineage[-1]
     if parent.performer is not None:
         parent.performer.replayed_children(len(parent.trace) + 1)
     with _NUMBERING:
-        path, options = planned(parent, loop, name)
+        start = planned(parent, loop, name)
+        path = start.run_id or ""
         called = _Called(parent, path, name, len(parent.trace) + 1)
         parent.journal.children.append(called)
     performer: Any = parent.performer
     fork = getattr(performer, "child_fork", None)
     ran = RAN.get().get(path)
     if ran is not None:
-        options["ran"] = ran
-    elif fork is not None and fork.name == path.rsplit("/", 1)[1]:
-        performer.child_fork, options["fork"] = None, fork
-    elif performer is not None and (made := performer.child_performer(path)) is not None:
-        options["performer"] = made
-    return called, options
+        return _Child(called, start, ran=ran)
+    if fork is not None and fork.name == path.rsplit("/", 1)[1]:
+        performer.child_fork = None
+        return _Child(called, start, fork=fork)
+    if performer is not None and (made := performer.child_performer(path)) is not None:
+        return _Child(called, replace(start, performer=made))
+    return _Child(called, start)
 
 
-def planned(parent: Run, loop: Any, name: str) -> tuple[str, dict[str, Any]]:
-    """The path the next child run of tool `name` under `parent` gets, and the options of
-    its run (`run_id`, `max_steps` and `token_budget`: what the parent has left)."""
+def planned(parent: Run, loop: Any, name: str) -> RunStart:
+    """How the next child run of tool `name` under `parent` starts, its goal not yet filled
+    in: its path as run id (`PARENT/TOOL.N`), and as its `max_steps` and `token_budget`
+    what the parent has left."""
+    from forge.machine.run import RunStart
+
     number = 1 + sum(1 for child in parent.journal.children if child.tool == name)
     path = f"{parent.trace.run_id}/{name}.{number}"
     used = parent.loop_state.step_count - parent.counts.steps_before
     left = max(1, parent.config.controller.max_steps - used)  # the step under way is not counted yet
-    options: dict[str, Any] = {"run_id": path, "max_steps": min(left, loop.max_steps)}
+    token_budget = None
     budget = parent.config.token_budget
     if budget is not None and loop.stops_at_token_budget:
         from forge.models.usage import usage_of, with_children
 
         spent = with_children(usage_of(parent.loop_state.messages), finished_children(parent)).total_tokens
-        options["token_budget"] = max(1, budget - spent)
-    return path, options
+        token_budget = max(1, budget - spent)
+    return RunStart(None, run_id=path, max_steps=min(left, loop.max_steps), token_budget=token_budget)
 
 
 RAN: ContextVar[Mapping[str, LoopResult]] = ContextVar("forge_children_ran", default=MappingProxyType({}))

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
 from forge.child import loop_tool
-from forge.errors import WrongType
+from forge.errors import UsageError, WrongType
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
-from forge.running import PerformerFactory, trace_file_name
+from forge.running import PerformerFactory, RunStart, trace_file_name
 
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
@@ -269,84 +271,77 @@ class AgentLoop:
 
         return async_engine_for(self.definition, self.stages, self.callbacks)
 
-    def start(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-              run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-              performer: PerformerFactory | None = None, timed_out: str | None = None,
-              max_steps: int | None = None, token_budget: int | None = None) -> Run:
+    def start(self, goal: str | RunStart, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+              run_id: str | None = None, **plumbing: Any) -> Run:
         """A new run of `goal` in the initial state; nothing has fired yet. With `state` (an
         earlier run's `result.state`), it goes on from that run's observations and messages:
         the next turn of a conversation, with a step budget of its own. `run_id` names the
-        run in its trace (default: 32 random hex digits). `registry` and `performer` are
-        as for `run`.
+        run in its trace (default: 32 random hex digits).
 
-        `timed_out` names a waiting state whose deadline passed: the run starts there and its
-        first transition is that state's `timeout` edge (what a durable run does when no
-        answer came in time). `max_steps` lowers this run's step budget below the loop's
-        (what a child run is given of its parent's, `as_tool`); a larger one is the loop's.
-        `token_budget` lowers its token budget the same way (a child's: what its parent has
-        left).
+        `goal` may be a whole `forge.RunStart`: the goal with the rest of the run's
+        plumbing, one value (what forge's own layers pass: a durable run's performer and
+        registry, a child run's lowered budgets, a deadline's `timed_out` state); see
+        there. Its keywords given here one by one (`registry=`, `performer=`, `timed_out=`,
+        `max_steps=`, `token_budget=`) are taken with a DeprecationWarning.
 
         Raises:
             ValueError: `goal` is blank, the definition allows a handoff this loop has no loop
                 for (`with_handoffs`), `run_id` is not a non-blank string, `state`
                 ended in a fatal error, `timed_out` names no state with a timeout edge,
-                `max_steps` or `token_budget` is below 1, or a `token_budget` is given to a
-                loop whose definition has no budget_exhausted edge.
+                `max_steps` or `token_budget` is below 1, a `token_budget` is given to a
+                loop whose definition has no budget_exhausted edge, or a `RunStart` is
+                given with observers, state or run_id beside it.
+            TypeError: an unknown keyword argument.
         """
-        from forge.running import RunStart, started
+        from forge.running import started
 
-        return started(self.spec, RunStart(goal, tuple(observers), state, run_id, registry, performer, timed_out,
-                                           max_steps, token_budget))
+        return started(self.spec, _start_of("start", goal, observers, state, run_id, plumbing))
 
-    def run(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
+    def run(self, goal: str | RunStart, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-            run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-            performer: PerformerFactory | None = None, timed_out: str | None = None,
-            max_steps: int | None = None, token_budget: int | None = None) -> LoopResult:
+            run_id: str | None = None, **plumbing: Any) -> LoopResult:
         """Run `goal` to a terminal state and return how it ended.
 
         `on_transition(record)` is called after each fired transition (live progress);
         `observers` are told of this run only, after the loop's own; `state`, an earlier
         run's `result.state`, continues that conversation (see `start`); `run_id` names the
-        run in its trace (default: 32 random hex digits). `registry` replaces the loop's
-        idempotency registry for this run; `performer(journal, run)` makes the `Performer`
-        through which the run calls the world (default: the live one; a durable run's keeps
-        its journal in the runs' database); `timed_out` starts the run by a waiting state's
-        timeout edge and `max_steps` and `token_budget` lower its budgets (see `start`). Never raises for what
+        run in its trace (default: 32 random hex digits). `goal` may be a whole
+        `forge.RunStart` (see `start`): with it, `registry` replaces the loop's idempotency
+        registry for this run; `performer(journal, run)` makes the `Performer` through which
+        the run calls the world (default: the live one; a durable run's keeps its journal in
+        the runs' database); `timed_out` starts the run by a waiting state's timeout edge
+        and `max_steps` and `token_budget` lower its budgets. Never raises for what
         tools, the policy, `verify`, callbacks or observers do: those end the run in a
         terminal state with the exception in `result.error` and the trace intact.
 
         Raises:
-            ValueError: `goal` is blank.
+            ValueError: `goal` is blank (and as `start`).
             AsyncNotSupported: (a TypeError) a tool, the policy, verify or the approver is
                 an `async def`, which only `arun` can await; nothing has run.
             JournalMiss: `performer` answers from a journal (a durable run's recovery) and
                 the run made a call the journal does not have there.
         """
-        from forge.running import RunStart, run_through
+        from forge.running import run_through
 
-        return run_through(self.spec, RunStart(goal, _with_callback(observers, on_transition), state, run_id, registry,
-                                               performer, timed_out, max_steps, token_budget))
+        return run_through(self.spec, _start_of("run", goal, observers, state, run_id, plumbing, on_transition))
 
-    async def arun(self, goal: str, on_transition: Callable[[TransitionRecord], None] | None = None,
+    async def arun(self, goal: str | RunStart, on_transition: Callable[[TransitionRecord], None] | None = None,
                    observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-                   run_id: str | None = None, *, registry: IdempotencyRegistry | None = None,
-                   performer: PerformerFactory | None = None, timed_out: str | None = None,
-                   max_steps: int | None = None, token_budget: int | None = None) -> LoopResult:
+                   run_id: str | None = None, **plumbing: Any) -> LoopResult:
         """`run`, awaited, on transitions' AsyncMachine: tools, policy, verify, the approver,
         user stages and callbacks may each be sync or `async def`; retries wait with
-        `async_sleep`. The trace equals `run`'s on the same script. `registry`,
-        `performer`, `timed_out`, `max_steps` and `token_budget` are as for `run`.
+        `async_sleep`. The trace equals `run`'s on the same script. `goal` may be a
+        `forge.RunStart`, as for `run`.
 
         Raises:
-            ValueError: `goal` is blank.
+            ValueError: `goal` is blank (and as `start`).
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
             JournalMiss: as `run`.
         """
-        from forge.running import RunStart, arun_through
+        from forge.running import arun_through
 
-        return await arun_through(self.spec, RunStart(goal, _with_callback(observers, on_transition), state, run_id,
-                                                      registry, performer, timed_out, max_steps, token_budget))
+        return await arun_through(self.spec,
+                                  _start_of("arun", goal, observers, state, run_id, plumbing, on_transition))
 
     def stream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
@@ -367,7 +362,6 @@ class AgentLoop:
 
         Raises (while iterating): what `run` or `replay` raises.
         """
-        from forge.running import RunStart
         from forge.stream import stream
 
         return stream(self, RunStart(goal, tuple(observers), state, run_id), journal)
@@ -384,27 +378,25 @@ class AgentLoop:
 
         Raises (while iterating): what `arun` or `replay` raises.
         """
-        from forge.running import RunStart
         from forge.stream import astream
 
         return astream(self, RunStart(goal, tuple(observers), state, run_id), journal)
 
-    def debug(self, goal: str, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-              run_id: str | None = None, *, max_steps: int | None = None,
-              token_budget: int | None = None) -> DebugSession:
+    def debug(self, goal: str | RunStart, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+              run_id: str | None = None, **plumbing: Any) -> DebugSession:
         """A session that steps a new run of `goal` one transition at a time; nothing has run.
-        `max_steps` and `token_budget` lower its budgets (as `run`).
+        `goal` may be a `forge.RunStart` (its `max_steps` and `token_budget` lower the run's
+        budgets, as for `run`).
 
         Raises:
             ValueError: `goal` is blank.
             AsyncNotSupported: as `run`.
         """
         from forge.debug.session import DebugSession
-        from forge.running import RunStart, begin, refuse_async, started
+        from forge.running import begin, refuse_async, started
 
         refuse_async(self.spec)
-        run = started(self.spec, RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps,
-                                          token_budget=token_budget))
+        run = started(self.spec, _start_of("debug", goal, observers, state, run_id, plumbing))
         begin(self.spec, run)
         return DebugSession(self, run)
 
@@ -435,14 +427,14 @@ class AgentLoop:
             OSError, TraceFormatError: the file cannot be read.
         """
         from forge.replaying import replay
-        from forge.running import RunStart
 
         return replay(self, journal, RunStart(goal, tuple(observers), state))
 
     def fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None,
              patch: Patch | None = None, *,
-             goal: str | None = None, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
-             run_id: str | None = None, child: str | None = None, max_steps: int | None = None) -> LoopResult:
+             goal: str | RunStart | None = None, observers: Iterable[LoopObserver] = (),
+             state: LoopState | None = None, run_id: str | None = None, child: str | None = None,
+             max_steps: int | None = None) -> LoopResult:
         """A new run made from a recorded one: the same up to transition `at`, then live.
 
         Transitions before `at` replay `source`'s journal and call nothing in the world (no
@@ -460,6 +452,8 @@ class AgentLoop:
         fork's journal says where it came from (`result.journal.forked_from`, a `ForkOrigin`
         written with the trace). `goal`, `observers` and `state` are as for `replay`;
         `run_id` names the fork (default: random); `max_steps` lowers its step budget (as `run`).
+        `goal` may be a whole `forge.RunStart` (its goal None for the recorded one): how a
+        child run is forked, with the budgets its parent has left.
 
         With `child` (a child run's path after the source's run id, `research.1`, or
         `research.1/notes.1` for a grandchild: see `result.children`), `at` and `patch` are a
@@ -480,10 +474,11 @@ class AgentLoop:
             AsyncNotSupported: as `run`.
         """
         from forge.replaying import ForkPoint, fork
-        from forge.running import RunStart
 
-        return fork(self, ForkPoint(source, at, patch, child),
-                    RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps))
+        given = {} if max_steps is None else {"max_steps": max_steps}
+        start = (_start_of("fork", goal, observers, state, run_id, given) if isinstance(goal, RunStart)
+                 else RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps))
+        return fork(self, ForkPoint(source, at, patch, child), start)
 
     def debug_fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None = None,
                    patch: Patch | None = None, *, goal: str | None = None, observers: Iterable[LoopObserver] = (),
@@ -500,14 +495,42 @@ class AgentLoop:
             PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as `fork`.
         """
         from forge.replaying import ForkPoint, debug_fork
-        from forge.running import RunStart
 
         return debug_fork(self, ForkPoint(source, at, patch), RunStart(goal, tuple(observers), state))
 
 
-def _with_callback(observers: Iterable[LoopObserver],
-                   on_transition: Callable[[TransitionRecord], None] | None) -> tuple[LoopObserver, ...]:
+def _start_of(method: str, goal: str | RunStart, observers: Iterable[LoopObserver], state: LoopState | None,
+              run_id: str | None, plumbing: Mapping[str, Any],
+              on_transition: Callable[[TransitionRecord], None] | None = None) -> RunStart:
+    """The `RunStart` a call of `AgentLoop.METHOD` asks for: `goal` itself when it is one,
+    else made of the arguments, the deprecated plumbing keywords among them; with
+    `on_transition` told after the run's observers.
+
+    Raises:
+        ValueError: (a UsageError) a `RunStart` with observers, state, run_id or a
+            plumbing keyword beside it.
+        TypeError: (a WrongType) a keyword that is no part of a run's start.
+    """
+    from forge.running import RUN_PLUMBING, RunStart
+
+    if isinstance(goal, RunStart):
+        beside = [name for name, given in (("observers", tuple(observers)), ("state", state), ("run_id", run_id))
+                  if given not in ((), None)] + sorted(plumbing)
+        if beside:
+            raise UsageError(f"AgentLoop.{method}(RunStart(...)) takes the whole start in the RunStart; "
+                             f"{', '.join(beside)} given beside it: put them in the RunStart")
+        start = goal
+    else:
+        if plumbing:
+            unknown = sorted(set(plumbing) - set(RUN_PLUMBING))
+            if unknown:
+                raise WrongType(f"AgentLoop.{method}() got an unexpected keyword argument {unknown[0]!r}")
+            named = ", ".join(f"{name}=..." for name in plumbing)
+            warnings.warn(f"AgentLoop.{method}({named}) is deprecated: a run's plumbing is one value, "
+                          f"loop.{method}(forge.RunStart(goal, {named}))", DeprecationWarning, stacklevel=3)
+        start = RunStart(goal, tuple(observers), state, run_id, **plumbing)
+    if on_transition is None:
+        return start
     from forge.observe import TransitionCallback
 
-    extra = tuple(observers)
-    return extra if on_transition is None else (*extra, TransitionCallback(on_transition))
+    return replace(start, observers=(*start.observers, TransitionCallback(on_transition)))

@@ -127,13 +127,13 @@ def _replay_of(loop: Replayable, recorded: Sequence[JournalEntry], children: Seq
     """A replay of `recorded` (see `replay`) started as `start` says (its goal given), whose
     tools made the child runs `children`."""
     from forge.agent.idempotency import IdempotencyRegistry
-    from forge.machine.performers import ReplayingPerformer
+    from forge.machine.performers import Recording, ReplayingPerformer
 
     replaying: list[ReplayingPerformer] = []
 
     def answering(journal: Journal, run: Run) -> ReplayingPerformer:
-        replaying.append(ReplayingPerformer(recorded, journal, run, masked=_masking(loop.spec, run),
-                                            children=children))
+        replaying.append(ReplayingPerformer(Recording(recorded, masked=_masking(loop.spec, run), children=children),
+                                            journal, run))
         return replaying[0]
 
     # a registry of its own: a side effect recorded as run is replayed from the journal, not the registry
@@ -166,7 +166,7 @@ def _replay_to_end(spec: LoopSpec, run: Run, performer: ReplayingPerformer, unre
 def _forked(loop: Replayable, point: ForkPoint, start: RunStart) -> tuple[Run, ForkPlan, ForkingPerformer]:
     """A new run of a fork at `point` (see `fork`), not yet started."""
     from forge.agent.idempotency import IdempotencyRegistry
-    from forge.machine.performers import ForkingPerformer
+    from forge.machine.performers import ForkingPerformer, Recording
 
     source, at, patch = _recorded(loop, point.source), point.at, point.patch
     child_fork = None
@@ -174,14 +174,13 @@ def _forked(loop: Replayable, point: ForkPoint, start: RunStart) -> tuple[Run, F
         child_fork = _child_fork(loop, source, point.child, at, patch)
         at, patch = child_fork.transition, None
     plan = _fork_plan(loop.spec, source, at, patch, start.goal)
-    config = loop.spec.config
     forking: list[ForkingPerformer] = []
 
     def forks(journal: Journal, run: Run) -> Performer:
         journal.forked_from = run.trace.forked_from = plan.origin
-        forking.append(ForkingPerformer(plan.replayed, journal, run, plan.at, config.sleep, config.async_sleep,
-                                        plan.patched, plan.origin.patch, plan.pending, _masking(loop.spec, run),
-                                        source.children))
+        recording = Recording(plan.replayed, plan.patched, plan.origin.patch, _masking(loop.spec, run),
+                              source.children)
+        forking.append(ForkingPerformer(recording, journal, run, plan.at, plan.pending))
         forking[0].child_fork = child_fork
         return forking[0]
 

@@ -1,5 +1,5 @@
 """How a run of a loop's spec (`forge.spec.LoopSpec`) is started and driven to its end:
-made from one `RunStart` (the run's plumbing, one value), its observers told it started,
+made from one `RunStart` (`forge.machine.run`: the run's plumbing, one value), its observers told it started,
 fired transition by transition to a terminal state, told it finished, and its `LoopResult`
 made.
 
@@ -13,58 +13,25 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.child import calling, finished_children
 from forge.errors import UsageError
 from forge.machine.effects import SYNCHRONOUS
+from forge.machine.run import RUN_PLUMBING, PerformerFactory, RunStart
 
 if TYPE_CHECKING:
-    from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import LoopState
     from forge.machine.journal import Journal
     from forge.machine.performers import Performer
     from forge.machine.run import Run, RunCounts
     from forge.machine.trace import Trace
-    from forge.observe import LoopObserver
     from forge.result import LoopResult
     from forge.spec import LoopSpec
 
-__all__ = ["PerformerFactory", "RunStart", "arun_through", "begin", "complete", "finish", "refuse_async",
+__all__ = ["RUN_PLUMBING", "PerformerFactory", "RunStart", "arun_through", "begin", "complete", "finish", "refuse_async",
            "result_of", "run_through", "started", "trace_file_name"]
-
-PerformerFactory = Callable[["Journal", "Run"], "Performer"]
-"""`factory(journal, run) -> Performer`: how a run calls the world (see `AgentLoop.run`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunStart:
-    """How one run starts, beside the loop it is a run of: what `AgentLoop.start`, `run`,
-    `arun` and `debug` are given, and what streams, replays and forks hand on, as one value
-    rather than nine parameters through every layer. Checked by `started`, not here (a
-    replay or fork fills `goal` in from its journal).
-
-    `observers` are told of this run only, after the loop's own; `state`, an earlier run's
-    `result.state`, continues that conversation; `run_id` names the run (default: 32
-    random hex digits); `registry` replaces the loop's idempotency registry;
-    `performer(journal, run)` makes the run's `Performer` (default: the live one);
-    `timed_out` names a waiting state whose deadline passed, where the run starts;
-    `max_steps` and `token_budget` lower the loop's budgets for this run.
-    """
-
-    goal: str | None
-    observers: tuple[LoopObserver, ...] = ()
-    state: LoopState | None = None
-    run_id: str | None = None
-    registry: IdempotencyRegistry | None = None
-    performer: PerformerFactory | None = None
-    timed_out: str | None = None
-    max_steps: int | None = None
-    token_budget: int | None = None
-
 
 @functools.cache
 def _run_parts() -> tuple[type[Journal], type[Performer], type[Run], type[RunCounts], type[Trace]]:

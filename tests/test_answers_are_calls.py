@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from forge import AgentLoop, Finish, Hooks, Intent, Patch, Tool
+from forge import AgentLoop, Finish, Hooks, Intent, Patch, RunStart, Tool
 from forge.machine.answers import Answer
 from forge.machine.fork import PatchRefused
 from forge.machine.performers import Performer
@@ -77,7 +77,7 @@ def test_in_memory_nobody_answers_and_the_run_ends_in_its_waiting_state():
 
 def test_an_answered_run_goes_on_in_the_same_run_by_an_answer_transition():
     loop, write, _ = two_writes()
-    result = loop.run("write two files", performer=answered_by(approve, approve))
+    result = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     assert result.reason == "verified_success" and write.calls == [{"path": "1.md"}, {"path": "2.md"}]
     answers = [record for record in result.trace if record.trigger == "answer"]
     assert [(a.source, a.dest, a.detail["answer"]) for a in answers] == [("approval_required", "select", "approve")] * 2
@@ -86,7 +86,7 @@ def test_an_answered_run_goes_on_in_the_same_run_by_an_answer_transition():
 
 def test_the_answer_is_journaled_as_the_outcome_of_a_call_asking_the_question():
     loop, _, _ = two_writes()
-    result = loop.run("write two files", performer=answered_by(approve, approve))
+    result = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     asked = [entry for entry in result.journal if entry.kind == "answer"]
     assert [entry.name for entry in asked] == ["approval_required"] * 2
     assert asked[0].identity["tool"] == "write" and asked[0].identity["arguments"] == {"path": "1.md"}
@@ -95,13 +95,13 @@ def test_the_answer_is_journaled_as_the_outcome_of_a_call_asking_the_question():
 
 def test_an_answered_approval_is_not_asked_of_the_approver_again():
     loop, _, _ = two_writes()
-    result = loop.run("write two files", performer=answered_by(approve, approve))
+    result = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     assert [entry.kind for entry in result.journal].count("approver") == 2  # one per call, before each wait
 
 
 def test_a_replay_makes_the_answered_run_again_calling_nothing():
     loop, write, policy_calls = two_writes()
-    recorded = loop.run("write two files", performer=answered_by(approve, approve))
+    recorded = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     written, decided = len(write.calls), len(policy_calls)
     replayed = loop.replay(recorded.journal)
     assert replayed.trace == recorded.trace and list(replayed.journal) == list(recorded.journal)
@@ -111,7 +111,7 @@ def test_a_replay_makes_the_answered_run_again_calling_nothing():
 
 def test_an_answered_run_replays_from_its_trace_file(tmp_path):
     loop, write, _ = two_writes()
-    recorded = loop.run("write two files", performer=answered_by(approve, reject))
+    recorded = loop.run(RunStart("write two files", performer=answered_by(approve, reject)))
     path = tmp_path / "run.jsonl"
     write_trace(recorded.trace, path, journal=recorded.journal)
     assert [entry.kind for entry in read_journal(path)].count("answer") == 2
@@ -124,7 +124,7 @@ def test_an_answered_run_replays_from_its_trace_file(tmp_path):
 
 def test_a_fork_after_the_second_answer_makes_no_call_before_it():
     loop, write, _ = two_writes()
-    recorded = loop.run("write two files", performer=answered_by(approve, approve))
+    recorded = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     second = [record.sequence for record in recorded.trace if record.trigger == "answer"][1]
     written = len(write.calls)
     fork = loop.fork(recorded, at=second + 1)
@@ -135,7 +135,7 @@ def test_a_fork_after_the_second_answer_makes_no_call_before_it():
 
 def test_a_patch_replaces_a_persons_answer():
     loop, write, _ = two_writes()
-    recorded = loop.run("write two files", performer=answered_by(approve, approve))
+    recorded = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     first = next(record.sequence for record in recorded.trace if record.trigger == "answer")
     fingerprint = next(e.identity["fingerprint"] for e in recorded.journal if e.kind == "answer")
     written = len(write.calls)
@@ -150,7 +150,7 @@ def test_a_patch_replaces_a_persons_answer():
 
 def test_an_answer_patch_where_no_one_was_asked_is_refused():
     loop, _, _ = two_writes()
-    recorded = loop.run("write two files", performer=answered_by(approve, approve))
+    recorded = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     with pytest.raises(PatchRefused, match="a person"):
         loop.fork(recorded, at=1, patch=Patch.answered(Answer.text("hello")))
 
@@ -174,7 +174,7 @@ def test_a_reply_to_the_policys_question_is_the_goal_of_a_new_turn_of_the_same_r
         return Finish(goal) if state.observations[-1].tool_name == "ask_user" else Ask("again?")
 
     loop = AgentLoop([Tool("noop", {"noop"}, Counted(None))], policy, lambda o: o.tool_name == "finish")
-    result = loop.run("paint it", performer=answered_by(lambda waiting: Answer.text("blue")))
+    result = loop.run(RunStart("paint it", performer=answered_by(lambda waiting: Answer.text("blue"))))
     assert (result.reason, result.state.observations[-1].payload.answer) == ("verified_success", "blue")
     answered = next(record for record in result.trace if record.trigger == "answer")
     assert (answered.source, answered.detail) == ("input_required", {"answer": "text", "reply": "blue"})
@@ -183,7 +183,7 @@ def test_a_reply_to_the_policys_question_is_the_goal_of_a_new_turn_of_the_same_r
 
 def test_the_debugger_steps_through_a_fork_of_an_answered_run_answers_and_all():
     loop, write, _ = two_writes()
-    recorded = loop.run("write two files", performer=answered_by(approve, approve))
+    recorded = loop.run(RunStart("write two files", performer=answered_by(approve, approve)))
     written = len(write.calls)
     session = loop.debug_fork(recorded)  # at the start: each step replays the recorded run
     while not session.done:
@@ -207,7 +207,7 @@ def test_a_file_written_through_redact_masks_the_answers_call_and_edited_argumen
     def edit(waiting):
         return Answer.approve(waiting.fingerprint, arguments={"path": "secret.md"})
 
-    recorded = loop.run("write two files", performer=answered_by(edit, approve))
+    recorded = loop.run(RunStart("write two files", performer=answered_by(edit, approve)))
     path = tmp_path / "run.jsonl"
     write_trace(recorded.trace, path, journal=recorded.journal)
     text = path.read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from forge import AgentLoop, Finish, Intent, Limits, tool
+from forge import AgentLoop, Finish, Intent, Limits, RunStart, tool
 from forge.child import LoopCycle, children_of
 from forge.policy import FINISH
 
@@ -515,6 +515,21 @@ def test_a_childs_token_budget_is_what_its_parent_has_left():
     assert researched.usage.total_tokens == 120
 
 
+def test_a_fork_inside_a_child_run_keeps_the_budget_its_parent_had_left():
+    from forge import Limits
+
+    child = AgentLoop([lookup], spending(40, lambda goal, state: Intent.call("lookup", topic=f"t{len(state.observations)}")),
+                      finished, max_steps=8, limits=Limits(repeat_limit=10))
+    writer = AgentLoop([child.as_tool("research")], spending(30, asking("otters")), finished,
+                       limits=Limits(token_budget=150))
+    recorded = writer.run("write", run_id="w")
+    forked = writer.fork(recorded, 3, None, child="research.1")
+    assert forked.reason == "verified_success"  # the child's tool did not fail (a TypeError before)
+    researched = forked.children[0].result
+    assert researched.reason == "budget_exhausted"
+    assert researched.trace[-1].detail["token_budget"] == 120  # as in the recorded child: 150 less 30
+
+
 def test_a_second_child_starts_with_what_the_parent_and_the_first_child_left_of_the_budget():
     """Budget 300; the parent spends 30 a decision, the child 40. The first child (otters)
     decides twice, 80; the second (seals) never finishes. Called after the parent's two
@@ -540,8 +555,8 @@ def test_a_run_may_be_given_a_lower_token_budget_than_its_loops():
 
     loop = AgentLoop([lookup], spending(40, lambda goal, state: Intent.call("lookup", topic=f"t{len(CALLS)}")),
                      finished, max_steps=40, limits=Limits(token_budget=1000, repeat_limit=50))
-    assert loop.run("x", token_budget=80).usage.total_tokens == 80
-    larger = loop.run("x", token_budget=5000)  # a larger one is the loop's
+    assert loop.run(RunStart("x", token_budget=80)).usage.total_tokens == 80
+    larger = loop.run(RunStart("x", token_budget=5000))  # a larger one is the loop's
     assert (larger.reason, larger.usage.total_tokens) == ("budget_exhausted", 1000)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from forge import AgentLoop, Finish, Intent, tool
+from forge import AgentLoop, Finish, Intent, RunStart, tool
 from forge.check import check_definition
 from forge.machine.definition import DefinitionError
 from forge.machine.loader import load_definition, parse_definition, parse_duration
@@ -120,7 +120,7 @@ def test_an_async_approver_that_does_not_answer_in_time_takes_the_timeout_edge(t
 
 def test_a_waiting_state_whose_deadline_passed_starts_a_run_by_its_timeout_edge():
     loop = AgentLoop([publish], policy, finished, definition=DEADLINE, approver=lambda request: None)
-    result = loop.run("publish", timed_out="approval_required")
+    result = loop.run(RunStart("publish", timed_out="approval_required"))
     (record,) = result.trace
     assert (record.source, record.trigger, record.dest) == ("approval_required", "timeout", "approval_expired")
     assert result.reason == "approval_expired" and record.detail["timed_out"] == "no answer in approval_required within 3 s"

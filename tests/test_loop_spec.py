@@ -4,12 +4,13 @@ and a run is started from one `RunStart` value and driven on the spec alone
 (`forge.running`)."""
 
 import dataclasses
+import warnings
 
 import pytest
 from builders import intent, scripted_loop, tool
 
 from forge import AgentLoop, Finish, Intent, ScriptedPolicy
-from forge.errors import UsageError
+from forge.errors import UsageError, WrongType
 from forge.options import Grouped, Limits
 from forge.replaying import ForkPoint, fork, replay
 from forge.running import RunStart, complete, finish, started
@@ -117,8 +118,39 @@ def test_a_runs_plumbing_is_one_value_the_loops_methods_hand_on():
     loop = _copying()
     run = started(loop.spec, RunStart("copy", run_id="r-1", max_steps=2))
     assert (run.trace.run_id, run.config.controller.max_steps, run.goal) == ("r-1", 2, "copy")
-    by_method = loop.start("copy", run_id="r-1", max_steps=2)
+    by_method = loop.start(RunStart("copy", run_id="r-1", max_steps=2))
     assert (by_method.trace.run_id, by_method.config.controller.max_steps) == ("r-1", 2)
+
+
+def test_a_loop_runs_a_run_start_as_it_runs_a_goal():
+    loop = _copying()
+    assert _shape(loop.run(RunStart("copy"))) == _shape(loop.run("copy"))
+    assert loop.run(RunStart("copy", max_steps=1)).reason == "step_budget_exhausted"
+
+
+def test_the_plumbing_keywords_of_an_earlier_forge_are_taken_with_a_deprecation_warning():
+    loop = _copying()
+    with pytest.warns(DeprecationWarning, match=r"AgentLoop.run\(max_steps=...\) is deprecated.*RunStart"):
+        result = loop.run("copy", max_steps=1)
+    assert result.reason == "step_budget_exhausted"
+
+
+def test_a_goal_observers_state_and_run_id_are_no_plumbing_and_warn_of_nothing():
+    loop = _copying()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert loop.start("copy", (), None, "r-2").trace.run_id == "r-2"
+
+
+def test_a_run_start_with_arguments_beside_it_is_refused_naming_them():
+    loop = _copying()
+    with pytest.raises(UsageError, match="run_id, max_steps given beside it: put them in the RunStart"):
+        loop.run(RunStart("copy"), run_id="r-3", max_steps=2)
+
+
+def test_a_keyword_that_is_no_part_of_a_runs_start_is_refused_naming_it():
+    with pytest.raises(WrongType, match=r"AgentLoop.run\(\) got an unexpected keyword argument 'max_step'"):
+        _copying().run("copy", max_step=2)
 
 
 def test_a_run_start_is_checked_when_the_run_is_started_naming_what_is_wrong():

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from forge import AgentLoop, Ask, Finish, Intent, tool
+from forge import AgentLoop, Ask, Finish, Intent, RunStart, tool
 from forge.policy import FINISH
 from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered
 
@@ -66,7 +66,7 @@ def round_trip(waiting):
 def first_round(loop, goal: str) -> tuple[Round, NeedsInput]:
     first = Round("served", goal)
     with pytest.raises(NeedsInput) as needed:
-        loop.run(goal, run_id="served", performer=Eliciting.maker(first, round_trip))
+        loop.run(RunStart(goal, run_id="served", performer=Eliciting.maker(first, round_trip)))
     return first, needed.value
 
 
@@ -84,7 +84,7 @@ def test_a_question_leaves_the_run_with_where_it_was_asked_and_the_journal_so_fa
 def test_the_retried_call_goes_on_with_the_reply_and_calls_no_tool_twice():
     first, needed = first_round(asking, "rope")
     second = Round.decode(first.encode(needed, None), reply(reply="the middle"), None)
-    result = asking.run("rope", run_id="served", performer=Eliciting.maker(second, round_trip))
+    result = asking.run(RunStart("rope", run_id="served", performer=Eliciting.maker(second, round_trip)))
     assert result.answer == "rope is 3 m long; cut at the middle"
     assert CALLS == ["measure rope"]
 
@@ -94,14 +94,14 @@ def test_a_childs_approval_leaves_both_runs_journals_and_the_retry_approves_that
     assert needed.waiting.run == "served/trim.1" and needed.where[0] == "trim.1"
     assert set(needed.journals) == {"", "trim.1"} and CALLS == []
     second = Round.decode(first.encode(needed, None), reply(approve=True), None)
-    result = delegating.run("hedge", run_id="served", performer=Eliciting.maker(second, round_trip))
+    result = delegating.run(RunStart("hedge", run_id="served", performer=Eliciting.maker(second, round_trip)))
     assert result.answer == "ok: hedge cut" and CALLS == ["cut hedge"]
 
 
 def test_a_declined_approval_rejects_the_call():
     first, needed = first_round(delegating, "hedge")
     second = Round.decode(first.encode(needed, None), SimpleNamespace(action="decline", content=None), None)
-    result = delegating.run("hedge", run_id="served", performer=Eliciting.maker(second, round_trip))
+    result = delegating.run(RunStart("hedge", run_id="served", performer=Eliciting.maker(second, round_trip)))
     assert result.answer.startswith("retryable_error") and CALLS == []
 
 
@@ -123,7 +123,7 @@ def test_a_request_state_changed_by_the_client_is_refused():
 def test_a_request_state_is_good_only_for_the_tool_whose_call_made_it():
     first = Round("served", "rope", tool="asking")
     with pytest.raises(NeedsInput) as needed:
-        asking.run("rope", run_id="served", performer=Eliciting.maker(first, round_trip))
+        asking.run(RunStart("rope", run_id="served", performer=Eliciting.maker(first, round_trip)))
     state = first.encode(needed.value, None)
     with pytest.raises(Unanswered, match="a call of 'asking''s, not of 'delegating''s"):
         Round.decode(state, reply(reply="x"), None, "delegating")
@@ -276,7 +276,7 @@ def test_a_child_made_in_a_later_round_is_numbered_after_the_children_of_earlier
     rounds, state = 0, Round("served", "hedge")
     while True:
         try:
-            result = twice.run("hedge", run_id="served", performer=Eliciting.maker(state, round_trip))
+            result = twice.run(RunStart("hedge", run_id="served", performer=Eliciting.maker(state, round_trip)))
             break
         except NeedsInput as needed:
             rounds += 1
@@ -323,9 +323,9 @@ def test_a_served_runs_transient_tool_error_waits_its_backoff_and_is_retried(asy
                      retry=Retry(max_attempts=2, base_delay=0.5), clocks=Clocks(sleep=waits.append, async_sleep=waited))
     performer = Eliciting.maker(Round("served", "rope"), round_trip)
     if asynchronous:
-        result = asyncio.run(loop.arun("rope", run_id="served", performer=performer))
+        result = asyncio.run(loop.arun(RunStart("rope", run_id="served", performer=performer)))
     else:
-        result = loop.run("rope", run_id="served", performer=performer)
+        result = loop.run(RunStart("rope", run_id="served", performer=performer))
     assert result.answer == "measured" and tries == ["rope", "rope"]
     assert len(waits) == 1 and 0 < waits[0] <= 0.5  # the backoff (with jitter), waited through the loop's own sleep
 

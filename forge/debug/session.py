@@ -7,6 +7,7 @@ transition already taken restores the recorded outcome instead of running tools 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 from forge.agent.observations import LoopState, Observation
@@ -135,8 +136,8 @@ class DebugSession(Stepper):
             check_arguments(tool.contract, intent.arguments)
         except ArgumentContractError as refused:
             raise UsageError(f"the call will not run its child: {refused}") from None
-        _, options = planned(run, tool.child, tool.name)
-        child: DebugSession = tool.child.debug(goal_of(tool.schema, intent.arguments), **options)
+        start = replace(planned(run, tool.child, tool.name), goal=goal_of(tool.schema, intent.arguments))
+        child: DebugSession = tool.child.debug(start)
         child.parent = self
         return child
 

@@ -42,7 +42,7 @@ from forge.durable.serializer import from_row, row
 from forge.errors import UsageError
 from forge.machine.effects import Call
 from forge.machine.journal import WITHIN_CALLS, DecidedAsCode, Journal, JournalEntry, SharedRequests
-from forge.machine.performers import Performer, Position, ReplayingPerformer
+from forge.machine.performers import Performer, Position, Recording, ReplayingPerformer
 from forge.tools import Tool
 
 __all__ = ["DurableChild", "DurablePerformer", "ForkSeed", "InDoubt", "ProcessStopping", "StoredCalls", "WorkerHooks",
@@ -189,7 +189,7 @@ class DurablePerformer(ReplayingPerformer):
     def __init__(self, stored: StoredCalls, journal: Journal, run: Any, hooks: WorkerHooks | None = None,
                  seed: ForkSeed | None = None) -> None:
         hooks, seed = hooks or WorkerHooks(), seed or ForkSeed()
-        super().__init__(stored.calls, journal, run, seed.patched, seed.patch)
+        super().__init__(Recording(stored.calls, seed.patched, seed.patch), journal, run)
         self.stopping = hooks.stopping
         self.sleep = run.config.sleep
         self.stored, self.run_id, self.tools = stored, stored.run_id, run.config.tools
@@ -399,7 +399,7 @@ class _TogetherCall(ReplayingPerformer):
 
     def __init__(self, parent: DurablePerformer, run: Position, transition: int, index: int, prefix: str,
                  stored: Sequence[JournalEntry]) -> None:
-        super().__init__(stored, Journal(run_id=parent.journal.run_id, codec=parent.journal.codec), run)
+        super().__init__(Recording(stored), Journal(run_id=parent.journal.run_id, codec=parent.journal.codec), run)
         self.sleep, self.async_sleep = parent.sleep, parent.async_sleep
         self._parent, self._transition, self._index, self._key = parent, transition, index, prefix
         self._stored = len(stored)

@@ -49,17 +49,16 @@ from forge.durable.performer import DurablePerformer, ForkSeed, ProcessStopping,
 from forge.durable.result import StoredChild
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
+from forge.machine.run import Run, RunStart
 from forge.machine.tally import Timing, timing
 from forge.machine.trace import error_text
 from forge.machine.wire import decode, encode
 from forge.tools import Tool
 
 if TYPE_CHECKING:
-    from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import LoopState
     from forge.machine.definition import MachineDefinition
     from forge.machine.journal import Journal
-    from forge.machine.run import Run
     from forge.result import LoopResult
     from forge.spec import LoopSpec
 
@@ -83,9 +82,6 @@ STATE_EVENT = "state"
 ANSWER_TOPIC = "forge_answer"
 
 
-PerformerFactory = Callable[["Journal", "Run"], Any]
-
-
 class Loop(Protocol):
     """What the durable layer uses of a `forge.AgentLoop` (a protocol, so that durability,
     which a loop attaches to itself with `loop.durable(...)`, sits below the loop)."""
@@ -106,15 +102,9 @@ class Loop(Protocol):
 
     def result(self, run: Run) -> LoopResult: ...
 
-    def run(self, goal: str, on_transition: Callable[[Any], None] | None = None, observers: Any = (),
-            state: LoopState | None = None, run_id: str | None = None, *,
-            registry: IdempotencyRegistry | None = None, performer: PerformerFactory | None = None,
-            timed_out: str | None = None) -> LoopResult: ...
+    def run(self, goal: RunStart) -> LoopResult: ...
 
-    async def arun(self, goal: str, on_transition: Callable[[Any], None] | None = None, observers: Any = (),
-                   state: LoopState | None = None, run_id: str | None = None, *,
-                   registry: IdempotencyRegistry | None = None, performer: PerformerFactory | None = None,
-                   timed_out: str | None = None) -> LoopResult: ...
+    async def arun(self, goal: RunStart) -> LoopResult: ...
 
 
 class HostedLoop(Protocol):
@@ -480,8 +470,8 @@ class _Workflow:
     def _run(self) -> LoopResult:
         try:
             registry = self._registry()
-            result = self.durable.loop.run(self.goal, state=self._going_on(), run_id=self.run_id,
-                                           registry=registry, performer=self._performer(self._ask, registry))
+            result = self.durable.loop.run(RunStart(self.goal, state=self._going_on(), run_id=self.run_id,
+                                                    registry=registry, performer=self._performer(self._ask, registry)))
         finally:
             HOST.live.ended(self.run_id)
         return self._ended(result)
@@ -489,8 +479,9 @@ class _Workflow:
     async def _arun(self) -> LoopResult:
         try:
             registry = self._registry()
-            result = await self.durable.loop.arun(self.goal, state=self._going_on(), run_id=self.run_id,
-                                                  registry=registry, performer=self._performer(self._aask, registry))
+            result = await self.durable.loop.arun(RunStart(self.goal, state=self._going_on(), run_id=self.run_id,
+                                                           registry=registry,
+                                                           performer=self._performer(self._aask, registry)))
         finally:
             HOST.live.ended(self.run_id)
         return self._ended(result)

@@ -596,7 +596,7 @@ class LoopEngine:
 
     def time_out(self, run: Run) -> TransitionRecord:
         """Take the `timeout` edge of the waiting state `run` is in: its deadline passed with
-        no answer (a durable run's wait, `AgentLoop.run(..., timed_out=STATE)`). When the
+        no answer (a durable run's wait, `RunStart(..., timed_out=STATE)`). When the
         edge leads on (to a state that runs), the policy is told: an observation of the
         waiting state, `retryable_error`, whose payload is a `DeadlinePassed`. Returns the
         transition's record.

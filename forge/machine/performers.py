@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence, Sized
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from forge.errors import UsageError
@@ -51,7 +51,8 @@ from forge.machine.journal import (
 )
 from forge.machine.recorded import revived
 
-__all__ = ["AskingParent", "ForkingPerformer", "Masking", "Performer", "Position", "ReplayStopped", "ReplayingPerformer",
+__all__ = ["AskingParent", "ForkingPerformer", "LiveRun", "Masking", "Performer", "Position", "Recording", "ReplayStopped",
+           "ReplayingPerformer",
            "run_async", "run_sync"]
 
 T = TypeVar("T")
@@ -213,11 +214,40 @@ class Performer:
                 self.journal.append(entry)
 
 
+Masking = Callable[[JournalEntry, Sequence[JournalEntry]], JournalEntry]
+"""`masked(entry, step_calls)`: `entry` as a file written with the loop's `redact` keeps
+it, `step_calls` being the calls of its step with it among them
+(`forge.machine.redaction.masked_entry`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """What a replaying performer answers a run from: the recorded `calls`, in order; in a
+    fork, the index among them of the call a patch stands in for (`patched`) and what the
+    patch said (`patch`: the record of the transition it is answered in gets
+    `detail["patched"]` = `patch`); `masked`, how a call the run makes is masked to compare
+    it with one a file written with the loop's `redact` keeps; and the recorded run's child
+    runs (`children`, `forge.child`), replayed as the run reaches them."""
+
+    calls: Sequence[JournalEntry] = ()
+    patched: int | None = None
+    patch: Any = None
+    masked: Masking | None = None
+    children: Sequence[Any] = ()
+
+
+class LiveRun(Position, Protocol):
+    """A run a performer may go live for: it also says how the run waits (its
+    `config.sleep` and `config.async_sleep`, a `forge.machine.run.RunConfig`)."""
+
+    @property
+    def config(self) -> Any: ...
+
+
 class ReplayingPerformer(Performer):
-    """Answers every call to the world from `recorded`, in order, calling nothing; the
-    answers are journaled again, so the replayed run's journal equals the recorded one.
-    `patched`, in a fork, is the index of the recorded call a patch stands in for: the
-    record of the transition it is answered in gets `detail["patched"]` = `patch`.
+    """Answers every call to the world from `recording` (a `Recording`), in order, calling
+    nothing; the answers are journaled again, so the replayed run's journal equals the
+    recorded one.
 
     Raises (inside the run, as `ReplayStopped`): `JournalMiss` when a call is not the next
     one recorded (another kind, name, transition, step or arguments) or the journal ended.
@@ -225,13 +255,12 @@ class ReplayingPerformer(Performer):
 
     __slots__ = ("_next", "masked", "patch", "patched", "recorded", "recorded_children", "within")
 
-    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, patched: int | None = None,
-                 patch: Any = None, masked: Masking | None = None, children: Sequence[Any] = ()) -> None:
+    def __init__(self, recording: Recording, journal: Journal, run: Position) -> None:
         super().__init__(journal, run, _no_sleep)
-        self.recorded, self._next = tuple(recorded), 0  # read once: a journal makes an entry each time it is read
-        self.patched, self.patch = patched, patch
-        self.masked = masked  # a call as a file written with the loop's `redact` keeps it
-        self.recorded_children = list(children)  # the recorded run's child runs (forge.child), not yet replayed
+        self.recorded, self._next = tuple(recording.calls), 0  # read once: a journal makes an entry each time it is read
+        self.patched, self.patch = recording.patched, recording.patch
+        self.masked = recording.masked
+        self.recorded_children = list(recording.children)  # not yet replayed
         self.within: list[JournalEntry] = []
         """The recorded calls made inside the tool call under way (`WITHIN_CALLS`), not yet
         asked again: a tool call made again live is answered them in order."""
@@ -419,12 +448,13 @@ class ReplayingPerformer(Performer):
 
 
 class ForkingPerformer(ReplayingPerformer):
-    """Replays `recorded` (a fork's calls before transition `at`, then the patched call at
-    `at`, see `forge.machine.fork`), then performs live from transition `at` on.
+    """Replays `recording` (a fork's calls before transition `at`, then the patched call at
+    `at`, see `forge.machine.fork`), then performs live from transition `at` on, waiting as
+    its run's configuration says.
 
     Before `at` it is as strict as a replay: a call that is not the next recorded one, or
     any call once the recorded ones are spent, stops the run with `JournalMiss`, so nothing
-    before `at` ever reaches the world. `patched` is the index in `recorded` of the patched
+    before `at` ever reaches the world. `recording.patched` is the index of the patched
     call; answering it marks the firing transition's trace record (`detail["patched"]`:
     `patch`, what the patch said). With `at` None it replays as long as the run makes the
     recorded calls and goes live at the first it does not (`went_live`: that transition).
@@ -432,12 +462,10 @@ class ForkingPerformer(ReplayingPerformer):
 
     __slots__ = ("at", "child_fork", "pending", "went_live")
 
-    def __init__(self, recorded: Sequence[JournalEntry], journal: Journal, run: Position, at: int | None,
-                 sleep: Callable[[float], Any], async_sleep: Callable[[float], Any] | None = None,
-                 patched: int | None = None, patch: Any = None, pending: Any = None,
-                 masked: Masking | None = None, children: Sequence[Any] = ()) -> None:
-        super().__init__(recorded, journal, run, patched, patch, masked, children)
-        self.sleep, self.async_sleep, self.at = sleep, async_sleep, at
+    def __init__(self, recording: Recording, journal: Journal, run: LiveRun, at: int | None,
+                 pending: Any = None) -> None:
+        super().__init__(recording, journal, run)
+        self.sleep, self.async_sleep, self.at = run.config.sleep, run.config.async_sleep, at
         self.went_live: int | None = None
         self.pending = pending  # a Patch for the first call of its kind at `at`, past the recorded calls
         self.child_fork: Any = None  # a fork inside a child run: made by the child's tool at `at` (forge.child)
@@ -538,11 +566,6 @@ class AskingParent(Performer):
     def ask(self, waiting: Any) -> Any:
         return self._parent.ask(waiting if waiting.run is not None else replace(waiting, run=self._path))
 
-
-Masking = Callable[[JournalEntry, Sequence[JournalEntry]], JournalEntry]
-"""`masked(entry, step_calls)`: `entry` as a file written with the loop's `redact` keeps
-it, `step_calls` being the calls of its step with it among them
-(`forge.machine.redaction.masked_entry`)."""
 
 _ATOMS = frozenset({str, int, float, bool, bytes, type(None), complex})
 

@@ -28,6 +28,7 @@ from typing import Any
 
 from forge.errors import UsageError
 from forge.machine.answers import Waiting
+from forge.machine.run import RunStart
 from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered, answer_of, form_for, opened, sealed
 
 __all__ = ["mcp_server", "serve_http", "serve_stdio", "served_durables", "served_tools"]
@@ -131,13 +132,14 @@ def mcp_server(tools: Sequence[Any], name: str = "forge", durables: Mapping[str,
                 import asyncio
 
                 pending: list[Any] = []
-                result = await loop.arun(goal, on_transition=lambda record: pending.append(
-                    asyncio.ensure_future(told(record))), run_id=round.run_id, performer=performer)
+                result = await loop.arun(RunStart(goal, run_id=round.run_id, performer=performer),
+                                         on_transition=lambda record: pending.append(
+                                             asyncio.ensure_future(told(record))))
                 await asyncio.gather(*pending)
             else:
                 result = await anyio.to_thread.run_sync(
-                    lambda: loop.run(goal, on_transition=lambda record: anyio.from_thread.run(told, record),
-                                     run_id=round.run_id, performer=performer))
+                    lambda: loop.run(RunStart(goal, run_id=round.run_id, performer=performer),
+                                     on_transition=lambda record: anyio.from_thread.run(told, record)))
         except Unanswered as unanswered:
             return _error(types, str(unanswered))
         except NeedsInput as needed:

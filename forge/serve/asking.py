@@ -36,7 +36,7 @@ from typing import Any
 from forge.errors import ForgeError
 from forge.machine.answers import Answer, Waiting, read_answer
 from forge.machine.journal import JournalCodec, JournalEntry, SharedRequests, journal_lines
-from forge.machine.performers import ForkingPerformer
+from forge.machine.performers import ForkingPerformer, Recording
 
 __all__ = ["STATE_LIFETIME", "Eliciting", "NeedsInput", "Round", "Unanswered", "answer_of", "form_for", "opened", "sealed"]
 
@@ -202,14 +202,13 @@ class Eliciting(ForkingPerformer):
     def __init__(self, journal: Any, run: Any, round: Round, ask: Ask, parent: Eliciting | None = None) -> None:
         path = run.trace.run_id
         key = round.key(path) if parent is not None else ""
-        super().__init__(round.calls.get(key, ()), journal, run, None, run.config.sleep, run.config.async_sleep,
-                         children=[_Replayed(f"{path}/{tool}", tool, transition)
-                                   for tool, transition in round.children.get(key, ())])
+        children = [_Replayed(f"{path}/{tool}", tool, transition) for tool, transition in round.children.get(key, ())]
+        super().__init__(Recording(round.calls.get(key, ()), children=children), journal, run, None)
         self._round, self._ask, self._parent, self._path = round, ask, parent, path
 
     @classmethod
     def maker(cls, round: Round, ask: Ask) -> Callable[[Any, Any], Eliciting]:
-        """The performer factory `AgentLoop.run(performer=...)` takes for a served call."""
+        """The performer factory a served call's `RunStart(performer=...)` takes."""
         return lambda journal, run: cls(journal, run, round, ask)
 
     def child_performer(self, path: str) -> Callable[[Any, Any], Eliciting]:
