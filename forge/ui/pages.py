@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from html import escape
 from typing import Any
@@ -18,7 +19,7 @@ from forge.files import valid_text
 from forge.machine.tally import seconds_text
 from forge.models.usage import USAGE_KEY, ModelCall
 
-__all__ = ["STATUSES", "inbox_page", "loop_html", "run_page", "run_path", "runs_page"]
+__all__ = ["STATUSES", "Visit", "inbox_page", "loop_html", "run_page", "run_path", "runs_page"]
 
 STATUSES = ("queued", "running", "waiting", "finished", "cancelled", "error")
 
@@ -60,10 +61,24 @@ def run_path(run_id: str, tail: str = "") -> str:
     return f"/runs/{quote(run_id.encode('utf-8', 'surrogatepass'), safe='')}{tail}"
 
 
-def _page(title: str, body: str, token_query: str, waiting: int | None = None) -> str:
-    """A whole page; its navigation says how many runs wait (`waiting`, when counted).
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """What every page served to one request is made with: `token_query`, the query its
+    links carry (`token=...`); `csrf`, the token its forms post (None where no action is
+    allowed: `read_only`); `waiting`, how many runs wait (the navigation's badge, counted
+    up to 500; None when not counted); `note`, what the page says first (an action done)."""
+
+    token_query: str
+    csrf: str | None = None
+    waiting: int | None = None
+    note: str = ""
+
+
+def _page(title: str, body: str, visit: Visit) -> str:
+    """A whole page; its navigation says how many runs wait (`visit.waiting`, when counted).
     Text that is not valid Unicode (a lone surrogate in a goal or a run id, which a run may
     hold) is shown escaped (`\\udcff`), never failing the page."""
+    token_query, waiting = visit.token_query, visit.waiting
     runs, inbox = f"/?{token_query}", f"/inbox?{token_query}"
     count = "" if waiting is None else f' <span class="count" id="waiting-count">{waiting}</span>'
     return valid_text("<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -89,7 +104,7 @@ def error_page(status: int, message: str, token_query: str = "", run_id: str | N
     else:
         back = "<p>Open the URL <code>forge ui</code> printed when it started: it carries the token.</p>"
     return _page(f"forge ui · {title}", f'<section class="box status-error" id="error-page"><h2>{escape(title)} '
-                 f'({status})</h2><p id="error-message">{escape(message)}</p>{back}</section>', token_query)
+                 f'({status})</h2><p id="error-message">{escape(message)}</p>{back}</section>', Visit(token_query))
 
 
 def stale_answer_page(stored: DurableResult, answered: int, token_query: str) -> str:
@@ -104,7 +119,7 @@ def stale_answer_page(stored: DurableResult, answered: int, token_query: str) ->
                  f'<section class="box" id="stale"><h2>not sent: that form answered question {answered}</h2>'
                  f"<p>Run {escape(stored.run_id)} no longer asks that question, so your answer was not taken for "
                  f'another one. {now}</p><p><a href="{escape(run_path(stored.run_id))}?{escape(token_query)}">'
-                 "open the run's page</a></p></section>", token_query)
+                 "open the run's page</a></p></section>", Visit(token_query))
 
 
 def _duration(row: RunRow) -> str:
@@ -123,9 +138,10 @@ def _when(at: float | None) -> str:
     return "" if at is None else datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping[str, str], token_query: str,
-              waiting: int | None = None) -> str:
+def runs_page(rows: Sequence[RunRow], visit: Visit, *, more: bool, page: int, filters: Mapping[str, str]) -> str:
     """The runs list: newest first, filtered, paged."""
+    token_query = visit.token_query
+
     def link(**change: Any) -> str:
         query = {**{k: v for k, v in filters.items() if v}, **{k: str(v) for k, v in change.items()}}
         return escape(f"/?{urlencode(query)}&{token_query}" if query else f"/?{token_query}")
@@ -155,7 +171,7 @@ def runs_page(rows: Sequence[RunRow], *, more: bool, page: int, filters: Mapping
     pager = (f'<p>page {page + 1}'
              + (f' · <a href="{link(page=page - 1)}">newer</a>' if page > 0 else "")
              + (f' · <a href="{link(page=page + 1)}" rel="next">older</a>' if more else "") + "</p>")
-    return _page("forge ui · runs", form + table + pager, token_query, waiting)
+    return _page("forge ui · runs", form + table + pager, visit)
 
 
 def _token_of(token_query: str) -> str:
@@ -233,8 +249,7 @@ def answer_forms(run_id: str, waiting: Waiting, csrf: str, token_query: str, bac
     return f"<section {where}>" + "".join(out) + "</section>"
 
 
-def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_query: str, note: str = "",
-             seen: str = "", following: int = 0, waiting: int | None = None) -> str:
+def run_page(stored: DurableResult, inspector: str, visit: Visit, *, seen: str = "", following: int = 0) -> str:
     """A run's page: its status, the inspector (every turn), its conversation, and, when it
     waits and actions are allowed, the answers that fit. While the run is queued or running,
     the page listens for its changes since `seen` (what the page shows, as the events
@@ -242,6 +257,7 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
     patch): then it says the run moved on, and keeps what they typed. `following`: the
     question it waits on (its number) was just answered from this page, so the page offers no answer
     and follows the run until it takes the answer up (it waits again, or ends)."""
+    token_query, csrf, note = visit.token_query, visit.csrf, visit.note
     head = (f"<h2>run {escape(stored.run_id)} · {escape(stored.loop or '?')} · "
             f'<span class="status-{escape(stored.status)}" id="status">{escape(stored.status)}</span>'
             + (f" · {escape(stored.reason)}" if stored.reason else "") + "</h2>"
@@ -284,18 +300,20 @@ def run_page(stored: DurableResult, inspector: str, *, csrf: str | None, token_q
             's.onmessage=function(){if(!typed){location.replace(' + json.dumps(fresh) + ');return}'
             'document.getElementById("moved").hidden=false;s.close()};})();</script>'
             if stored.status in ("queued", "running") or following else "")
-    return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, token_query, waiting)
+    return _page(f"forge ui · {stored.run_id}", head + actions + inspector + talk + live, visit)
 
 
-def inbox_page(waiting: Sequence[tuple[RunRow, Waiting | None]], token_query: str, csrf: str | None = None,
-               note: str = "", *, page: int = 0, more: bool = False, count: int | None = None) -> str:
+def inbox_page(waiting: Sequence[tuple[RunRow, Waiting | None]], visit: Visit, *, page: int = 0,
+               more: bool = False) -> str:
     """The runs that wait for an answer, a page at a time (`page`, `more` after it), with
     what each waits for — the call and its arguments — and, when actions are allowed
-    (`csrf`), the answers that fit, answered from here (each returns to the inbox).
-    `count` is how many wait in all (the navigation's badge: counted up to 500)."""
+    (`visit.csrf`), the answers that fit, answered from here (each returns to the inbox).
+    `visit.waiting` is how many wait in all (the navigation's badge: counted up to 500)."""
+    token_query, csrf, note, count = visit.token_query, visit.csrf, visit.note, visit.waiting
     told = f'<p class="box note" id="note">{escape(note)}</p>' if note else ""
     if not waiting and not page:
-        return _page("forge ui · inbox", told + '<p class="box">nothing waits for an answer</p>', token_query, 0)
+        return _page("forge ui · inbox", told + '<p class="box">nothing waits for an answer</p>',
+                     replace(visit, waiting=0))
     items = []
     for row, asked in waiting:
         link = f'<a href="{escape(run_path(row.run_id))}?{escape(token_query)}">{escape(row.run_id)}</a>'
@@ -313,13 +331,13 @@ def inbox_page(waiting: Sequence[tuple[RunRow, Waiting | None]], token_query: st
         pager = (f"<p>page {page + 1}" + (f' · <a href="{escape(link)}{page - 1}">newer</a>' if page > 0 else "")
                  + (f' · <a href="{escape(link)}{page + 1}" rel="next">older</a>' if more else "") + "</p>")
     return _page("forge ui · inbox", f"{told}<h2>waiting for you: {shown}{'+' if shown >= 500 else ''}</h2>"
-                 f"{''.join(items)}{pager}", token_query, shown)
+                 f"{''.join(items)}{pager}", replace(visit, waiting=shown))
 
 
-def loop_html(name: str, svg: str, runs: int, token_query: str, waiting: int | None = None) -> str:
+def loop_html(name: str, svg: str, runs: int, visit: Visit) -> str:
     """A loop's page: its definition with, per edge, what its finished runs did there."""
     return _page(f"forge ui · {name}", f"<h2>loop {escape(name)} · {runs} finished runs</h2>"
-                 f'<div class="box" id="many-runs">{svg}</div>', token_query, waiting)
+                 f'<div class="box" id="many-runs">{svg}</div>', visit)
 
 
 def fork_form(run_id: str, transitions: int, csrf: str, token_query: str, legacy: bool = False) -> str:

@@ -26,7 +26,7 @@ from forge.machine.trace import error_text
 from forge.policy import Ask, Finish, Intent
 from forge.ui.api import chosen, run_path_parts
 from forge.ui.guard import Guard
-from forge.ui.pages import STATUSES, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
+from forge.ui.pages import STATUSES, Visit, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
 
 __all__ = ["ANSWER_FOLLOWED_FOR", "FOLLOW_RENEWED_EVERY", "PAGE_SIZE", "Pages", "failed_page"]
 
@@ -61,6 +61,12 @@ class Pages:
         """How many runs wait for an answer (what the navigation shows; at most 500 counted)."""
         return self.runs.waiting_count(500)
 
+    async def visit(self, request: Request, note: str = "") -> Visit:
+        """What the page answering `request` is made with: the token's query, the session's
+        CSRF token unless `read_only`, how many runs wait, and `note`."""
+        return Visit(self.query, None if self.read_only else self.guard.csrf(request),
+                     await run_in_threadpool(self.waiting_count), note)
+
     def run_id_of(self, request: Request) -> str:
         """The run id in the request's path (see `_run_path_of`)."""
         return _run_path_of(request)[0]
@@ -79,9 +85,7 @@ class Pages:
                                                  offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         except UsageError as refused_search:
             return failed_page(400, str(refused_search), self.query)
-        waiting = await run_in_threadpool(self.waiting_count)
-        return (HTMLResponse(runs_page(rows, more=more, page=page, filters=filters, token_query=self.query,
-                                             waiting=waiting)))
+        return HTMLResponse(runs_page(rows, await self.visit(request), more=more, page=page, filters=filters))
 
     async def inbox(self, request: Request) -> Response:
         try:
@@ -90,9 +94,8 @@ class Pages:
             return failed_page(400, "page must be a number", self.query)
         rows, more = await run_in_threadpool(self.runs.find, status="waiting", offset=page * PAGE_SIZE, limit=PAGE_SIZE)
         note = f"Answered {request.query_params.get('run', '')}." if request.query_params.get("done") == "answered" else ""
-        return (HTMLResponse(inbox_page([(row, row.waiting) for row in rows], self.query,
-                                              None if self.read_only else self.guard.csrf(request), note, page=page, more=more,
-                                              count=await run_in_threadpool(self.waiting_count))))
+        return HTMLResponse(inbox_page([(row, row.waiting) for row in rows], await self.visit(request, note),
+                                       page=page, more=more))
 
     async def one(self, request: Request) -> Response:
         run_id = self.run_id_of(request)
@@ -116,9 +119,8 @@ class Pages:
             note += (f" No forge worker is live, so it goes on only in the program that started it, if that is still "
                      f"running: start one (forge worker --db {self.db} --loops MODULE, where MODULE makes the "
                      f"durable loop named {stored.loop!r}).")
-        return (HTMLResponse(run_page(stored, inspector, csrf=None if self.read_only else self.guard.csrf(request),
-                                            token_query=self.query, note=note, seen=seen, following=following,
-                                            waiting=await run_in_threadpool(self.waiting_count))))
+        return HTMLResponse(run_page(stored, inspector, await self.visit(request, note), seen=seen,
+                                     following=following))
 
     async def gone_on(self, run_id: str, done: str, answered: int = 0) -> Response:
         """To the page of a run just answered (question `answered`) or forked, saying whether
@@ -132,8 +134,8 @@ class Pages:
         name = request.path_params["name"]
         found = await run_in_threadpool(self.runs.outcomes, name)
         machine = None if found else await run_in_threadpool(_machine_of_loop, self.runs, name)
-        return (HTMLResponse(loop_html(name, await run_in_threadpool(_many_runs_svg, found, machine), len(found), self.query,
-                                             await run_in_threadpool(self.waiting_count))))
+        svg = await run_in_threadpool(_many_runs_svg, found, machine)
+        return HTMLResponse(loop_html(name, svg, len(found), await self.visit(request)))
 
     async def fork(self, request: Request) -> Response:
         refused, form = await self.guard.posted(request)
