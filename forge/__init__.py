@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     )
     from forge.machine.loader import load_definition
     from forge.machine.outcome import StageOutcome
-    from forge.machine.run import RunStart
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
+    from forge.machine.start import RunStart
     from forge.machine.trace import (
         GuardResult,
         TraceFormatError,
@@ -79,7 +79,7 @@ _WHERE: dict[str, str] = {
     "ChildRun": "forge.result",
     "LoopCycle": "forge.child",
     "AgentLoop": "forge.loop",
-    "RunStart": "forge.machine.run",
+    "RunStart": "forge.machine.start",
     "Limits": "forge.options",
     "Retry": "forge.options",
     "Clocks": "forge.options",

@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any
 
 from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError
+from forge.machine.start import RunStart
 
 if TYPE_CHECKING:
-    from forge.machine.run import Run, RunStart
+    from forge.machine.run import Run
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool
 
@@ -291,8 +292,6 @@ def _child(loop: Any, name: str) -> _Child:
             raise LoopCycle(f"tool {name!r} would run loop {loop.definition.name!r} inside itself ({path}): "
                             "a loop cannot call itself, directly or through another")
     if not lineage:
-        from forge.machine.run import RunStart
-
         return _Child(_Called(None, "", name, 0), RunStart(None))
     parent = lineage[-1]
     if parent.performer is not None:
@@ -319,8 +318,6 @@ def planned(parent: Run, loop: Any, name: str) -> RunStart:
     """How the next child run of tool `name` under `parent` starts, its goal not yet filled
     in: its path as run id (`PARENT/TOOL.N`), and as its `max_steps` and `token_budget`
     what the parent has left."""
-    from forge.machine.run import RunStart
-
     number = 1 + sum(1 for child in parent.journal.children if child.tool == name)
     path = f"{parent.trace.run_id}/{name}.{number}"
     used = parent.loop_state.step_count - parent.counts.steps_before

@@ -13,7 +13,7 @@ from forge.agent.observations import LoopState
 from forge.child import loop_tool
 from forge.errors import UsageError, WrongType
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
-from forge.running import PerformerFactory, RunStart, trace_file_name
+from forge.running import RUN_PLUMBING, PerformerFactory, RunStart, arun_through, run_through, started, trace_file_name
 
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
@@ -293,9 +293,7 @@ class AgentLoop:
                 given with observers, state or run_id beside it.
             TypeError: an unknown keyword argument.
         """
-        from forge.running import started
-
-        return started(self.spec, _start_of("start", goal, observers, state, run_id, plumbing))
+        return started(self.spec, _start_of("start", goal, RunStart(None, tuple(observers), state, run_id), plumbing))
 
     def run(self, goal: str | RunStart, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -321,9 +319,8 @@ class AgentLoop:
             JournalMiss: `performer` answers from a journal (a durable run's recovery) and
                 the run made a call the journal does not have there.
         """
-        from forge.running import run_through
-
-        return run_through(self.spec, _start_of("run", goal, observers, state, run_id, plumbing, on_transition))
+        return run_through(self.spec, _start_of("run", goal, RunStart(None, tuple(observers), state, run_id), plumbing,
+                                                  on_transition))
 
     async def arun(self, goal: str | RunStart, on_transition: Callable[[TransitionRecord], None] | None = None,
                    observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -338,10 +335,9 @@ class AgentLoop:
             asyncio.CancelledError: the task was cancelled (the run stops where it was).
             JournalMiss: as `run`.
         """
-        from forge.running import arun_through
-
         return await arun_through(self.spec,
-                                  _start_of("arun", goal, observers, state, run_id, plumbing, on_transition))
+                                  _start_of("arun", goal, RunStart(None, tuple(observers), state, run_id), plumbing,
+                                            on_transition))
 
     def stream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
@@ -393,10 +389,10 @@ class AgentLoop:
             AsyncNotSupported: as `run`.
         """
         from forge.debug.session import DebugSession
-        from forge.running import begin, refuse_async, started
+        from forge.running import begin, refuse_async
 
         refuse_async(self.spec)
-        run = started(self.spec, _start_of("debug", goal, observers, state, run_id, plumbing))
+        run = started(self.spec, _start_of("debug", goal, RunStart(None, tuple(observers), state, run_id), plumbing))
         begin(self.spec, run)
         return DebugSession(self, run)
 
@@ -476,7 +472,7 @@ class AgentLoop:
         from forge.replaying import ForkPoint, fork
 
         given = {} if max_steps is None else {"max_steps": max_steps}
-        start = (_start_of("fork", goal, observers, state, run_id, given) if isinstance(goal, RunStart)
+        start = (_start_of("fork", goal, RunStart(None, tuple(observers), state, run_id), given) if isinstance(goal, RunStart)
                  else RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps))
         return fork(self, ForkPoint(source, at, patch, child), start)
 
@@ -499,36 +495,35 @@ class AgentLoop:
         return debug_fork(self, ForkPoint(source, at, patch), RunStart(goal, tuple(observers), state))
 
 
-def _start_of(method: str, goal: str | RunStart, observers: Iterable[LoopObserver], state: LoopState | None,
-              run_id: str | None, plumbing: Mapping[str, Any],
+def _start_of(method: str, goal: str | RunStart, given: RunStart, plumbing: Mapping[str, Any],
               on_transition: Callable[[TransitionRecord], None] | None = None) -> RunStart:
     """The `RunStart` a call of `AgentLoop.METHOD` asks for: `goal` itself when it is one,
-    else made of the arguments, the deprecated plumbing keywords among them; with
-    `on_transition` told after the run's observers.
+    else `goal` with what `given` holds (the observers, state and run id passed beside it)
+    and the deprecated plumbing keywords; with `on_transition` told after the run's
+    observers.
 
     Raises:
         ValueError: (a UsageError) a `RunStart` with observers, state, run_id or a
             plumbing keyword beside it.
         TypeError: (a WrongType) a keyword that is no part of a run's start.
     """
-    from forge.running import RUN_PLUMBING, RunStart
-
     if isinstance(goal, RunStart):
-        beside = [name for name, given in (("observers", tuple(observers)), ("state", state), ("run_id", run_id))
-                  if given not in ((), None)] + sorted(plumbing)
+        beside = [name for name, value in (("observers", given.observers), ("state", given.state),
+                                           ("run_id", given.run_id)) if value not in ((), None)] + sorted(plumbing)
         if beside:
             raise UsageError(f"AgentLoop.{method}(RunStart(...)) takes the whole start in the RunStart; "
                              f"{', '.join(beside)} given beside it: put them in the RunStart")
         start = goal
+    elif plumbing:
+        unknown = sorted(set(plumbing) - set(RUN_PLUMBING))
+        if unknown:
+            raise WrongType(f"AgentLoop.{method}() got an unexpected keyword argument {unknown[0]!r}")
+        named = ", ".join(f"{name}=..." for name in plumbing)
+        warnings.warn(f"AgentLoop.{method}({named}) is deprecated: a run's plumbing is one value, "
+                      f"loop.{method}(forge.RunStart(goal, {named}))", DeprecationWarning, stacklevel=3)
+        start = RunStart(goal, given.observers, given.state, given.run_id, **plumbing)
     else:
-        if plumbing:
-            unknown = sorted(set(plumbing) - set(RUN_PLUMBING))
-            if unknown:
-                raise WrongType(f"AgentLoop.{method}() got an unexpected keyword argument {unknown[0]!r}")
-            named = ", ".join(f"{name}=..." for name in plumbing)
-            warnings.warn(f"AgentLoop.{method}({named}) is deprecated: a run's plumbing is one value, "
-                          f"loop.{method}(forge.RunStart(goal, {named}))", DeprecationWarning, stacklevel=3)
-        start = RunStart(goal, tuple(observers), state, run_id, **plumbing)
+        start = RunStart(goal, given.observers, given.state, given.run_id)
     if on_transition is None:
         return start
     from forge.observe import TransitionCallback

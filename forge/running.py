@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from forge.child import calling, finished_children
 from forge.errors import UsageError
 from forge.machine.effects import SYNCHRONOUS
-from forge.machine.run import RUN_PLUMBING, PerformerFactory, RunStart
+from forge.machine.start import RUN_PLUMBING, PerformerFactory, RunStart
 
 if TYPE_CHECKING:
     from forge.agent.observations import LoopState

@@ -13,7 +13,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.agent",),
     ("forge.policy", "forge.models.usage", "forge.models.pricing", "forge.tools", "forge.options",
      "forge.models.compaction", "forge.output", "forge.guardrails",
-     "forge.machine.definition",
+     "forge.machine.definition", "forge.machine.start",
      "forge.machine.journal",
      "forge.machine.effects",
      "forge.machine.answers",

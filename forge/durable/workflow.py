@@ -49,7 +49,8 @@ from forge.durable.performer import DurablePerformer, ForkSeed, ProcessStopping,
 from forge.durable.result import StoredChild
 from forge.machine.asking import fingerprint_of
 from forge.machine.journal import ForkOrigin
-from forge.machine.run import Run, RunStart
+from forge.machine.run import Run
+from forge.machine.start import RunStart
 from forge.machine.tally import Timing, timing
 from forge.machine.trace import error_text
 from forge.machine.wire import decode, encode

@@ -27,7 +27,7 @@ from forge.agent.stopping import StopController, StopDecision
 from forge.machine.journal import Journal, JournalEntry
 from forge.machine.outcome import CountChanges, FactChanges
 from forge.machine.trace import Redact, Trace
-from forge.observe import LoopObserver, Observers
+from forge.observe import Observers
 from forge.policy import Intent, Policy
 from forge.tools import Tool
 
@@ -37,43 +37,7 @@ if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord
     from forge.output import Output
 
-__all__ = ["RUN_PLUMBING", "Firing", "PerformerFactory", "Run", "RunConfig", "RunCounts", "RunFacts", "RunSnapshot",
-           "RunStart"]
-
-PerformerFactory = Callable[[Journal, "Run"], "Performer"]
-"""`factory(journal, run) -> Performer`: how a run calls the world (see `AgentLoop.run`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunStart:
-    """How one run starts, beside the loop it is a run of: what `AgentLoop.start`, `run`,
-    `arun` and `debug` are given, and what streams, replays and forks hand on, as one value
-    rather than nine parameters through every layer. Checked by `forge.running.started`,
-    not here (a replay or fork fills `goal` in from its journal).
-
-    `observers` are told of this run only, after the loop's own; `state`, an earlier run's
-    `result.state`, continues that conversation; `run_id` names the run (default: 32
-    random hex digits); `registry` replaces the loop's idempotency registry;
-    `performer(journal, run)` makes the run's `Performer` (default: the live one);
-    `timed_out` names a waiting state whose deadline passed, where the run starts;
-    `max_steps` and `token_budget` lower the loop's budgets for this run.
-    """
-
-    goal: str | None
-    observers: tuple[LoopObserver, ...] = ()
-    state: LoopState | None = None
-    run_id: str | None = None
-    registry: IdempotencyRegistry | None = None
-    performer: PerformerFactory | None = None
-    timed_out: str | None = None
-    max_steps: int | None = None
-    token_budget: int | None = None
-
-
-RUN_PLUMBING = ("registry", "performer", "timed_out", "max_steps", "token_budget")
-"""The parts of a `RunStart` beyond the goal, observers, state and run id: what
-`AgentLoop.run(...)` took as keywords of their own before (deprecated there)."""
-
+__all__ = ["Firing", "Run", "RunConfig", "RunCounts", "RunFacts", "RunSnapshot"]
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:

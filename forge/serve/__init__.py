@@ -28,7 +28,7 @@ from typing import Any
 
 from forge.errors import UsageError
 from forge.machine.answers import Waiting
-from forge.machine.run import RunStart
+from forge.machine.start import RunStart
 from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered, answer_of, form_for, opened, sealed
 
 __all__ = ["mcp_server", "serve_http", "serve_stdio", "served_durables", "served_tools"]
