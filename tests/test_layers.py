@@ -158,8 +158,8 @@ def test_the_stage_contracts_import_nothing_of_the_machine():
 
 
 PRIVATE_SEAMS: dict[tuple[str, str], str] = {
-    ("forge/cli.py", "_actions"): "argparse keeps a parser's subcommands only there (reference_markdown lists them)",
-    ("forge/cli.py", "_SubParsersAction"): "argparse's class of that action, to find it among _actions",
+    ("forge/cli/__init__.py", "_actions"): "argparse keeps a parser's subcommands only there (reference_markdown lists them)",
+    ("forge/cli/__init__.py", "_SubParsersAction"): "argparse's class of that action, to find it among _actions",
     ("forge/durable/runs.py", "_sys_db"): "DBOS's client reads one workflow's event per call; a page's events are "
                                           "read in one query of its system database",
     ("forge/durable/worker.py", "_recover_pending_workflows"): "what DBOS's own launch calls to recover an "

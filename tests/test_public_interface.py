@@ -55,8 +55,8 @@ def test_lazy_parts_stay_lazy_and_the_cli_lists_what_the_library_has():
              "print(sorted(m for m in ('forge.check', 'forge.diagram', 'forge.debug', 'forge.demo', 'asyncio') "
              "if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "[]"
-    from forge import cli
+    from forge.cli import drawing, local
     from forge.demo.scenarios import SCENARIOS
     from forge.diagram import FORMATS
 
-    assert tuple(SCENARIOS) == cli._SCENARIOS and cli._FORMATS == FORMATS
+    assert tuple(SCENARIOS) == local.SCENARIOS and drawing.FORMATS == FORMATS
