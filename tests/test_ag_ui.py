@@ -20,7 +20,7 @@ import uvicorn  # noqa: E402
 from ag_ui.core import Event  # noqa: E402
 from pydantic import TypeAdapter  # noqa: E402
 
-from forge import AgentLoop, Finish, Intent, tool  # noqa: E402
+from forge import AgentLoop, Ask, Finish, Intent, tool  # noqa: E402
 from forge.chat_server import ChatServer, reply  # noqa: E402
 from forge.models.chat import ChatPolicy  # noqa: E402
 from forge.protocols.ag_ui import ag_ui_app  # noqa: E402
@@ -34,13 +34,14 @@ def weather(city: str) -> str:
     return f"4 degrees in {city}"
 
 
-def _serving(loop):
+def _serving(loop, **options):
     from socket import socket
 
     with socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(ag_ui_app(loop), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(ag_ui_app(loop, **options), host="127.0.0.1", port=port,
+                                           log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
@@ -52,8 +53,8 @@ def _serving(loop):
 def serve():
     running = []
 
-    def started(loop):
-        running.append(_serving(loop))
+    def started(loop, **options):
+        running.append(_serving(loop, **options))
         return running[-1][2]
 
     yield started
@@ -158,6 +159,25 @@ def test_a_question_is_an_interrupt_and_the_resume_is_the_reply_the_thread_goes_
                                                                      "status": "resolved", "payload": "Oslo"}]))
     assert status == 200 and events[-1].result == "4 degrees in Oslo."
     assert model.requests[1]["messages"][-1] == {"role": "tool", "tool_call_id": "call_q", "content": "Oslo"}
+
+
+def asking_for_a_city(goal, state):
+    return Finish(f"weather in {goal}") if state.turn_start else Ask("Which city?")
+
+
+@pytest.mark.parametrize(("threads", "resumed"), [(2, 200), (1, 422)])
+def test_an_app_keeps_the_last_threads_it_is_told_to_and_forgets_older_ones(serve, threads, resumed):
+    port = serve(AgentLoop([weather], asking_for_a_city, lambda o: True), threads=threads)
+    _, asked = post(port, run_input("What is the weather?", thread="t1"))
+    (interrupt,) = asked[-1].outcome.interrupts
+    post(port, run_input("What is the weather?", thread="t2"))
+    status, said = post(port, run_input("", thread="t1", run="r2", resume=[
+        {"interruptId": interrupt.id, "status": "resolved", "payload": "Oslo"}]))
+    assert status == resumed
+    if threads == 1:
+        assert "thread 't1' waits for nothing" in said
+    else:
+        assert said[-1].result == "weather in Oslo"
 
 
 def test_a_run_that_fails_ends_in_a_run_error_naming_its_reason(serve):

@@ -170,7 +170,7 @@ def forge_run(loop_name: str, goal: str, forked_from: Mapping[str, Any] | None =
     durable = _hosted_loop(loop_name, goal)
     if durable is None:
         return _unknown_loop(loop_name, goal)
-    return _Workflow(durable, goal, forked_from, conversation, parks=parks).run()
+    return _Workflow(durable, WorkflowInputs(goal, forked_from, conversation), parks=parks).run()
 
 
 @DBOS.workflow(name=RESUME_NAME)
@@ -182,7 +182,8 @@ def forge_resume(loop_name: str, goal: str, forked_from: Mapping[str, Any] | Non
     durable = _hosted_loop(loop_name, goal)
     if durable is None:
         return _unknown_loop(loop_name, goal)
-    return _Workflow(durable, goal, forked_from, conversation, parks=True, run_id=run_id, resumed=question).run()
+    return _Workflow(durable, WorkflowInputs(goal, forked_from, conversation), parks=True, run_id=run_id,
+                     resumed=question).run()
 
 
 def _hosted_loop(loop_name: str, goal: str) -> HostedLoop | None:
@@ -222,7 +223,7 @@ async def forge_arun(loop_name: str, goal: str, forked_from: Mapping[str, Any] |
     durable = await _ahosted(loop_name, goal)
     if durable is None:
         return _unknown_loop(loop_name, goal)
-    return await _Workflow(durable, goal, forked_from, conversation, parks=parks).arun()
+    return await _Workflow(durable, WorkflowInputs(goal, forked_from, conversation), parks=parks).arun()
 
 
 @DBOS.workflow(name=ASYNC_RESUME_NAME)
@@ -232,7 +233,7 @@ async def forge_aresume(loop_name: str, goal: str, forked_from: Mapping[str, Any
     durable = await _ahosted(loop_name, goal)
     if durable is None:
         return _unknown_loop(loop_name, goal)
-    return await _Workflow(durable, goal, forked_from, conversation, parks=True, run_id=run_id,
+    return await _Workflow(durable, WorkflowInputs(goal, forked_from, conversation), parks=True, run_id=run_id,
                            resumed=question).arun()
 
 
@@ -283,6 +284,18 @@ def _queue() -> Any:
     return HOST.queue
 
 
+@dataclass(frozen=True, slots=True)
+class WorkflowInputs:
+    """What a run's workflow was started with beside its loop's name, as DBOS stores its
+    inputs (`forge_run`'s arguments, in this order): the `goal`, the stored run it is a fork
+    of (`forked_from`, `forge.durable.forks`) and the conversation it goes on from
+    (`conversation`: the `state` and the run it `continues`)."""
+
+    goal: str
+    forked_from: Mapping[str, Any] | None = None
+    conversation: Mapping[str, Any] | None = None
+
+
 _Op = tuple[Any, ...]
 """What the workflow's flow asks its driver to do: ("publish", event), ("state", LoopState),
 ("deadline", seconds), ("recv", timeout), ("park", waiting, handed_over), ("poll", seconds), ("run",)."""
@@ -294,11 +307,10 @@ class _Workflow:
     once, as generators (`_flow`, `_question`); `run` drives them with DBOS's sync API,
     `arun` with its async one."""
 
-    def __init__(self, durable: HostedLoop, goal: str, forked_from: Mapping[str, Any] | None = None,
-                 conversation: Mapping[str, Any] | None = None, *, parks: bool | str = False, run_id: str | None = None,
-                 resumed: int | None = None) -> None:
-        self.durable, self.goal, self.forked_from = durable, goal, forked_from
-        self.conversation = conversation or {}
+    def __init__(self, durable: HostedLoop, inputs: WorkflowInputs, *, parks: bool | str = False,
+                 run_id: str | None = None, resumed: int | None = None) -> None:
+        self.durable, self.goal, self.forked_from = durable, inputs.goal, inputs.forked_from
+        self.conversation = inputs.conversation or {}
         self.parks, self.polls, self.resumed = parks is True, parks == POLLS, resumed
         workflow_id = DBOS.workflow_id
         assert workflow_id is not None, "forge_run runs as a DBOS workflow"

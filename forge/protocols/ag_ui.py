@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from forge.child import as_json
@@ -49,6 +50,7 @@ from forge.events import (
     WaitingOn,
 )
 from forge.extras import extra_module
+from forge.machine.start import RunStart
 from forge.machine.trace import error_text
 
 __all__ = ["AGUIEvents", "ag_ui_app", "goal_of"]
@@ -344,7 +346,7 @@ def ag_ui_app(loop: Any, threads: int = 1000) -> Any:
 
     durable = callable(getattr(loop, "submit", None)) and hasattr(loop, "runs")  # a loop.durable(...)
 
-    kept: OrderedDict[str, tuple[Any, Any]] = OrderedDict()  # a thread's last state, and what it waits for
+    kept = _Threads(threads)
 
     async def run(request: Request) -> Response:
         try:
@@ -354,18 +356,18 @@ def ag_ui_app(loop: Any, threads: int = 1000) -> Any:
         encoder = EventEncoder(accept=request.headers.get("accept", "text/event-stream"))
         if durable:
             try:
-                forge_run, skip, answered = await run_in_threadpool(_durable_start, loop, given)
+                followed = await run_in_threadpool(_durable_start, loop, given)
             except (UsageError, LookupError) as error:
                 return JSONResponse({"error": str(error)}, status_code=422)
-            return StreamingResponse(_durable_streamed(loop, given, forge_run, skip, answered, encoder),
+            return StreamingResponse(_durable_streamed(loop, given, followed, encoder),
                                      media_type=encoder.get_content_type())
-        state, waiting = kept.get(given.thread_id, (None, None))
+        state, waiting = kept.get(given.thread_id)
         try:
             reply = _resumed(given, waiting)
             goal = reply if reply is not None else goal_of(given.messages)
         except UsageError as error:
             return JSONResponse({"error": str(error)}, status_code=422)
-        return StreamingResponse(_streamed(loop, given, goal, state, kept, threads, encoder),
+        return StreamingResponse(_streamed(loop, given, RunStart(goal, state=state, run_id=given.run_id), kept, encoder),
                                  media_type=encoder.get_content_type())
 
     return Starlette(routes=[Route("/", run, methods=["POST"])])
@@ -396,29 +398,56 @@ def _resumed(given: Any, waiting: Any) -> str | None:
     return payload
 
 
-async def _streamed(loop: Any, given: Any, goal: str, state: Any, kept: OrderedDict[str, tuple[Any, Any]], threads: int,
-                    encoder: Any) -> AsyncIterator[str]:
+class _Threads:
+    """The last `limit` threads an app served in memory: each one's last state, and what
+    it waits for, to go on from when the client posts to it again."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._kept: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+
+    def get(self, thread_id: str) -> tuple[Any, Any]:
+        """The thread's last state and what it waits for; (None, None) for a new thread."""
+        return self._kept.get(thread_id, (None, None))
+
+    def keep(self, thread_id: str, state: Any, waiting: Any) -> None:
+        """Keep the thread's state as its run left it, forgetting the oldest thread past `limit`."""
+        self._kept[thread_id] = (state, waiting)
+        self._kept.move_to_end(thread_id)
+        while len(self._kept) > self.limit:
+            self._kept.popitem(last=False)
+
+
+async def _streamed(loop: Any, given: Any, start: RunStart, kept: _Threads, encoder: Any) -> AsyncIterator[str]:
+    """The run `start` says of `loop` as AG-UI events for the input `given`; its thread's
+    state kept in `kept` when it ends."""
     translated = AGUIEvents(given.thread_id, given.run_id, loop.definition)
     for made in translated.started():
         yield encoder.encode(made)
-    options = {"state": state} if state is not None else {}
     waiting = None
-    async for event in loop.astream(goal, run_id=given.run_id, observers=[translated.observer()], **options):
+    async for event in loop.astream(start.goal, run_id=start.run_id, observers=[translated.observer()],
+                                    state=start.state):
         if isinstance(event, WaitingOn):
             waiting = event.waiting
         if isinstance(event, RunFinished):
-            kept[given.thread_id] = (event.result.state, waiting)
-            kept.move_to_end(given.thread_id)
-            while len(kept) > threads:
-                kept.popitem(last=False)
+            kept.keep(given.thread_id, event.result.state, waiting)
         for made in translated.of(event):
             yield encoder.encode(made)
 
 
-def _durable_start(durable: Any, given: Any) -> tuple[str, int, int]:
+@dataclass(frozen=True, slots=True)
+class _Followed:
+    """A durable run an input follows: the forge run, how many of its transitions the client
+    has had already (`skip`), and the question the input answered (`answered`, 0: none)."""
+
+    forge_run: str
+    skip: int = 0
+    answered: int = 0
+
+
+def _durable_start(durable: Any, given: Any) -> _Followed:
     """Start the durable run an input asks for, or answer the one its `resume` names: the
-    forge run to follow, how many of its transitions the client has had already, and the
-    question it answered (0: none).
+    run to follow from there (`_Followed`).
 
     Raises:
         UsageError: the resume names no interrupt of a run, answers a question the run no
@@ -428,7 +457,7 @@ def _durable_start(durable: Any, given: Any) -> tuple[str, int, int]:
     entries = [entry for entry in given.resume or () if entry.status == "resolved"]
     if not entries:
         durable.submit(goal_of(given.messages), run_id=given.run_id)
-        return given.run_id, 0, 0
+        return _Followed(given.run_id)
     forge_run, _, asked = entries[0].interrupt_id.rpartition("~")
     if not forge_run:
         raise UsageError(f"interrupt {entries[0].interrupt_id!r} is not one this app made (RUN~QUESTION)")
@@ -437,7 +466,7 @@ def _durable_start(durable: Any, given: Any) -> tuple[str, int, int]:
     if waiting is None or str(waiting.asked) != asked:
         raise UsageError(f"run {forge_run!r} does not wait on question {asked}: it is {stored.status}")
     durable.runs.resume(forge_run, _answer(entries[0].payload, waiting))  # (answered: not waited for)
-    return forge_run, len(stored.records), waiting.asked
+    return _Followed(forge_run, len(stored.records), waiting.asked)
 
 
 def _answer(payload: Any, waiting: Any) -> Any:
@@ -464,12 +493,12 @@ def _answer(payload: Any, waiting: Any) -> Any:
                      f"got {payload!r:.100}")
 
 
-async def _durable_streamed(durable: Any, given: Any, forge_run: str, skip: int, answered: int,
-                            encoder: Any) -> AsyncIterator[str]:
-    """The durable run `forge_run` as AG-UI events, read from its database as it moves in
-    whichever worker runs it (`StoredRuns.stream`), after its first `skip` transitions (what
-    the client had when it answered question `answered`; until the run takes the answer it
-    still reads as waiting on it, and is read again)."""
+async def _durable_streamed(durable: Any, given: Any, followed: _Followed, encoder: Any) -> AsyncIterator[str]:
+    """The durable run `followed.forge_run` as AG-UI events, read from its database as it
+    moves in whichever worker runs it (`StoredRuns.stream`), after its first `skip`
+    transitions (what the client had when it answered question `answered`; until the run
+    takes the answer it still reads as waiting on it, and is read again)."""
+    forge_run, skip, answered = followed.forge_run, followed.skip, followed.answered
     import asyncio
 
     from starlette.concurrency import iterate_in_threadpool
