@@ -293,7 +293,7 @@ class AgentLoop:
                 given with observers, state or run_id beside it.
             TypeError: an unknown keyword argument.
         """
-        return started(self.spec, _start_of("start", goal, RunStart(None, tuple(observers), state, run_id), plumbing))
+        return started(self.spec, _start_of("start", goal, (observers, state, run_id), plumbing))
 
     def run(self, goal: str | RunStart, on_transition: Callable[[TransitionRecord], None] | None = None,
             observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -319,7 +319,7 @@ class AgentLoop:
             JournalMiss: `performer` answers from a journal (a durable run's recovery) and
                 the run made a call the journal does not have there.
         """
-        return run_through(self.spec, _start_of("run", goal, RunStart(None, tuple(observers), state, run_id), plumbing,
+        return run_through(self.spec, _start_of("run", goal, (observers, state, run_id), plumbing,
                                                   on_transition))
 
     async def arun(self, goal: str | RunStart, on_transition: Callable[[TransitionRecord], None] | None = None,
@@ -336,7 +336,7 @@ class AgentLoop:
             JournalMiss: as `run`.
         """
         return await arun_through(self.spec,
-                                  _start_of("arun", goal, RunStart(None, tuple(observers), state, run_id), plumbing,
+                                  _start_of("arun", goal, (observers, state, run_id), plumbing,
                                             on_transition))
 
     def stream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
@@ -392,7 +392,7 @@ class AgentLoop:
         from forge.running import begin, refuse_async
 
         refuse_async(self.spec)
-        run = started(self.spec, _start_of("debug", goal, RunStart(None, tuple(observers), state, run_id), plumbing))
+        run = started(self.spec, _start_of("debug", goal, (observers, state, run_id), plumbing))
         begin(self.spec, run)
         return DebugSession(self, run)
 
@@ -472,7 +472,7 @@ class AgentLoop:
         from forge.replaying import ForkPoint, fork
 
         given = {} if max_steps is None else {"max_steps": max_steps}
-        start = (_start_of("fork", goal, RunStart(None, tuple(observers), state, run_id), given) if isinstance(goal, RunStart)
+        start = (_start_of("fork", goal, (observers, state, run_id), given) if isinstance(goal, RunStart)
                  else RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps))
         return fork(self, ForkPoint(source, at, patch, child), start)
 
@@ -495,24 +495,25 @@ class AgentLoop:
         return debug_fork(self, ForkPoint(source, at, patch), RunStart(goal, tuple(observers), state))
 
 
-def _start_of(method: str, goal: str | RunStart, given: RunStart, plumbing: Mapping[str, Any],
-              on_transition: Callable[[TransitionRecord], None] | None = None) -> RunStart:
+def _start_of(method: str, goal: str | RunStart, beside: tuple[Iterable[LoopObserver], LoopState | None, str | None],
+              plumbing: Mapping[str, Any], on_transition: Callable[[TransitionRecord], None] | None = None) -> RunStart:
     """The `RunStart` a call of `AgentLoop.METHOD` asks for: `goal` itself when it is one,
-    else `goal` with what `given` holds (the observers, state and run id passed beside it)
-    and the deprecated plumbing keywords; with `on_transition` told after the run's
-    observers.
+    else `goal` with what was passed `beside` it (the observers, state and run id) and the
+    deprecated plumbing keywords; with `on_transition` told after the run's observers. (One
+    value is made per run: this is on every run's way in.)
 
     Raises:
         ValueError: (a UsageError) a `RunStart` with observers, state, run_id or a
             plumbing keyword beside it.
         TypeError: (a WrongType) a keyword that is no part of a run's start.
     """
+    observers, state, run_id = beside
     if isinstance(goal, RunStart):
-        beside = [name for name, value in (("observers", given.observers), ("state", given.state),
-                                           ("run_id", given.run_id)) if value not in ((), None)] + sorted(plumbing)
-        if beside:
+        given = [name for name, value in (("observers", tuple(observers)), ("state", state), ("run_id", run_id))
+                 if value not in ((), None)] + sorted(plumbing)
+        if given:
             raise UsageError(f"AgentLoop.{method}(RunStart(...)) takes the whole start in the RunStart; "
-                             f"{', '.join(beside)} given beside it: put them in the RunStart")
+                             f"{', '.join(given)} given beside it: put them in the RunStart")
         start = goal
     elif plumbing:
         unknown = sorted(set(plumbing) - set(RUN_PLUMBING))
@@ -521,9 +522,9 @@ def _start_of(method: str, goal: str | RunStart, given: RunStart, plumbing: Mapp
         named = ", ".join(f"{name}=..." for name in plumbing)
         warnings.warn(f"AgentLoop.{method}({named}) is deprecated: a run's plumbing is one value, "
                       f"loop.{method}(forge.RunStart(goal, {named}))", DeprecationWarning, stacklevel=3)
-        start = RunStart(goal, given.observers, given.state, given.run_id, **plumbing)
+        start = RunStart(goal, tuple(observers), state, run_id, **plumbing)
     else:
-        start = RunStart(goal, given.observers, given.state, given.run_id)
+        start = RunStart(goal, tuple(observers), state, run_id)
     if on_transition is None:
         return start
     from forge.observe import TransitionCallback
