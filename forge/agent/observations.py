@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast, overload
+from typing import Any, Literal, Protocol, cast, overload
 
 from forge.errors import UsageError
 
-__all__ = ["OBSERVATION_STATUSES", "ActionHistory", "LoopState", "Observation", "Status"]
+__all__ = ["OBSERVATION_STATUSES", "ActionHistory", "LoopState", "Observation", "Reached", "Status"]
 
 Status = Literal["ok", "retryable_error", "fatal_error"]
 """An observation's status: the seed's three values."""
@@ -82,6 +82,20 @@ class ActionHistory(Sequence[str]):
         return f"ActionHistory({self._names!r})"
 
 
+class Reached(Protocol):
+    """The furthest a state got, as `LoopState.move_to` takes from it: its observations, the
+    action each recorded and its conversation (a `forge.machine.run.Furthest`)."""
+
+    @property
+    def observations(self) -> Sequence[Observation]: ...
+
+    @property
+    def actions(self) -> Sequence[str]: ...
+
+    @property
+    def messages(self) -> Sequence[dict[str, Any]]: ...
+
+
 @dataclass
 class LoopState:
     """The run's ordered record of what happened, and whether it may go on.
@@ -122,12 +136,12 @@ class LoopState:
             state._counts[name] = state._counts.get(name, 0) + 1
         return state
 
-    def move_to(self, observations: int, messages: int, terminal: bool, history: Sequence[Observation],
-                actions: Sequence[str], conversation: Sequence[dict[str, Any]]) -> None:
+    def move_to(self, observations: int, messages: int, terminal: bool, furthest: Reached) -> None:
         """Make this state what it was after its first `observations` observations and
-        `messages` messages, cutting back or taking the missing ones from `history`,
-        `actions` and `conversation` (the furthest the run got). The cost is what changes,
-        not the length of the run: the debugger steps back and forth with it."""
+        `messages` messages, cutting back or taking the missing ones from what the run
+        recorded at its `furthest`. The cost is what changes, not the length of the run:
+        the debugger steps back and forth with it."""
+        history, actions, conversation = furthest.observations, furthest.actions, furthest.messages
         have = len(self.observations)
         if observations < have:
             for name in self._names[observations:]:

@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Protocol
 
-from forge.agent.observations import LoopState, Observation
+from forge.agent.observations import LoopState
 from forge.debug.stepper import SessionFinished, Stepper
 from forge.errors import UsageError
 from forge.machine.definition import MachineDefinition
 from forge.machine.engine import LoopEngine
 from forge.machine.fork import Patch, RecordedRun
-from forge.machine.journal import JournalEntry
-from forge.machine.run import Run, RunSnapshot
+from forge.machine.run import Furthest, Run, RunSnapshot
 from forge.machine.trace import TransitionRecord
 from forge.result import LoopResult
 
@@ -51,13 +50,8 @@ class DebugSession(Stepper):
         self.parent: DebugSession | None = None
         """The session whose next transition calls this run as a child run (`step_into`);
         None for a run of its own."""
-        # what the run recorded at its furthest: stepping back cuts the live state, stepping
-        # forward again takes from these
-        self._records: list[TransitionRecord] = []
-        self._observations: list[Observation] = list(run.loop_state.observations)
-        self._actions: list[str] = list(run.loop_state.action_history)
-        self._messages: list[dict[str, Any]] = list(run.loop_state.messages)
-        self._calls: list[JournalEntry] = list(run.journal)
+        self._furthest = Furthest.of(run)  # stepping back cuts the live run; forward again takes from it
+        self._records = self._furthest.records
         self._snapshots: list[RunSnapshot] = [run.snapshot()]
         self._position = 0
 
@@ -101,7 +95,7 @@ class DebugSession(Stepper):
         """
         if self.done:
             raise SessionFinished(f"the run has ended in {self.state!r}; back() to a transition to fork at")
-        recorded = RecordedRun(tuple(self._records[: self._position]), tuple(self._calls))
+        recorded = RecordedRun(tuple(self._records[: self._position]), tuple(self._furthest.calls))
         return self.loop.debug_fork(recorded, at=self._position + 1, patch=patch, goal=self.goal)
 
     def step_into(self) -> DebugSession:
@@ -178,12 +172,7 @@ class DebugSession(Stepper):
         except KeyboardInterrupt:  # Ctrl-C inside the transition: the session stays where it was (its firing too)
             self._restore()
             raise
-        self._records.append(record)
-        state = self._run.loop_state
-        self._observations.extend(state.observations[len(self._observations):])
-        self._actions.extend(state.action_history[len(self._actions):])
-        self._messages.extend(state.messages[len(self._messages):])
-        self._calls.extend(self._run.journal[len(self._calls):])
+        self._furthest.reached(self._run, record)
         self._snapshots.append(self._run.snapshot())
         self._position += 1
         if self.done:  # the frontier ends once: observers hear of it once
@@ -216,5 +205,4 @@ class DebugSession(Stepper):
         self._restore()
 
     def _restore(self) -> None:
-        self._run.restore(self._snapshots[self._position], self._observations, self._actions, self._messages,
-                          self._records, self._calls)
+        self._run.restore(self._snapshots[self._position], self._furthest)

@@ -16,7 +16,7 @@ of these values.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,38 @@ if TYPE_CHECKING:
     from forge.machine.trace import TransitionRecord
     from forge.output import Output
 
-__all__ = ["Firing", "Run", "RunConfig", "RunCounts", "RunFacts", "RunSnapshot"]
+__all__ = ["Firing", "Furthest", "Run", "RunConfig", "RunCounts", "RunFacts", "RunSnapshot"]
+
+@dataclass(slots=True)
+class Furthest:
+    """What a run stepped back and forth (a debugger session's) recorded at the furthest it
+    got: its observations, the action each recorded, its conversation, its transitions'
+    records and its calls to the world. Stepping back cuts the run's own to a snapshot's
+    lengths (`Run.restore`); stepping forward again takes from these, and a new transition
+    adds to them (`reached`)."""
+
+    observations: list[Observation]
+    actions: list[str]
+    messages: list[dict[str, Any]]
+    records: list[TransitionRecord]
+    calls: list[JournalEntry]
+
+    @classmethod
+    def of(cls, run: Run) -> Furthest:
+        """Where `run` is before its session's first transition: what it has recorded (a
+        continued conversation's earlier turns), no record of the session's yet."""
+        state = run.loop_state
+        return cls(list(state.observations), list(state.action_history), list(state.messages), [], list(run.journal))
+
+    def reached(self, run: Run, record: TransitionRecord) -> None:
+        """Take in what `run` recorded past these in the new transition `record`."""
+        state = run.loop_state
+        self.records.append(record)
+        self.observations.extend(state.observations[len(self.observations):])
+        self.actions.extend(state.action_history[len(self.actions):])
+        self.messages.extend(state.messages[len(self.messages):])
+        self.calls.extend(run.journal[len(self.calls):])
+
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
@@ -227,19 +258,16 @@ class Run:
                            self.loop_state.terminal, len(self.trace), len(self.loop_state.messages), len(self.journal),
                            self.goal, self.loop_state.turn_start, self.config)
 
-    def restore(self, snapshot: RunSnapshot, history: Sequence[Observation], actions: Sequence[str],
-                conversation: Sequence[dict[str, Any]], records: Sequence[TransitionRecord],
-                calls: Sequence[JournalEntry] = ()) -> None:
+    def restore(self, snapshot: RunSnapshot, furthest: Furthest) -> None:
         """Put the run back as `snapshot` says, moving its state, trace and journal to the
-        snapshot's lengths with what the run recorded at its furthest (`history`, `actions`,
-        `conversation`, `records`, `calls`): the cost is what one step changed."""
+        snapshot's lengths with what the run recorded at its `furthest`: the cost is what
+        one step changed."""
         self.state, self.facts, self.counts, self.firing = (snapshot.state, snapshot.facts.copy(),
                                                             snapshot.counts.copy(), snapshot.firing.copy())
         self.goal, self.loop_state.turn_start, self.config = snapshot.goal, snapshot.turn_start, snapshot.config
-        self.loop_state.move_to(snapshot.observations, snapshot.messages, snapshot.terminal, history, actions,
-                                conversation)
-        self.trace.move_to(snapshot.transitions, records)
-        self.journal.move_to(snapshot.calls, calls)
+        self.loop_state.move_to(snapshot.observations, snapshot.messages, snapshot.terminal, furthest)
+        self.trace.move_to(snapshot.transitions, furthest.records)
+        self.journal.move_to(snapshot.calls, furthest.calls)
 
     def fold(self, facts: FactChanges, counts: CountChanges) -> None:
         """The engine's one way to change what a run has decided: these facts replaced,
