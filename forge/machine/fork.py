@@ -355,7 +355,7 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
         raise PatchRefused(f"transition {at} made no call to the world, so there is no outcome to patch; "
                            f"calls were made at transitions {_ranges(made)}")
     if patch.kind == "policy" and there[0].kind == "model":  # a model policy: its last reply at `at` says the decision
-        return _model_decision_plan(before, there, patch, tools, at, origin, goal)
+        return _model_decision_plan(ForkPlan(at, before, None, origin, goal), there, patch, tools)
     call = there[0]
     if call.kind != patch.kind:
         raise PatchRefused(f"transition {at} called {_called(call)}; a {patch.form} patch replaces what "
@@ -399,19 +399,21 @@ _KIND_NAMES = {"tool": "a tool", "policy": "the policy", "verify": "verify", "ap
                "model": "the model", "answer": "a person"}
 
 
-def _model_decision_plan(before: tuple[JournalEntry, ...], there: Sequence[JournalEntry], patch: Patch,
-                         tools: Mapping[str, Any] | Collection[str], at: int, origin: ForkOrigin, goal: str) -> ForkPlan:
+def _model_decision_plan(unpatched: ForkPlan, there: Sequence[JournalEntry], patch: Patch,
+                         tools: Mapping[str, Any] | Collection[str]) -> ForkPlan:
     """A decision patch for a policy that asks a model (`forge.policy.ModelPolicy`): the
-    policy's code runs again at `at`, and its last request there is answered with the reply
-    a model would have sent to make the patched decision, so the conversation says it too."""
+    policy's code runs again at the fork's transition, and its last request there (of the
+    calls made `there`) is answered with the reply a model would have sent to make the
+    patched decision, so the conversation says it too. `unpatched` is the fork without it."""
+    at = unpatched.origin.transition
     tool_name = _checked_decision(patch.value, tools, at)
     asked = [entry for entry in there if entry.kind == "model"]
     last = asked[-1]
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0}
     answered = replace(last, value={"message": _decision_message(patch.value, tool_name, f"forge-fork-{at}"),
                                     "usage": usage}, error=None)
-    replayed = (*before, *asked[:-1], answered)
-    return ForkPlan(at, replayed, len(replayed) - 1, origin, goal)
+    replayed = (*unpatched.replayed, *asked[:-1], answered)
+    return replace(unpatched, replayed=replayed, patched=len(replayed) - 1)
 
 
 def _called(entry: JournalEntry) -> str:
