@@ -74,19 +74,18 @@ def covering(run: Run, on: str, tool: str | None) -> tuple[Guard, ...]:
 
 
 def tripped(trip: tuple[str, str, bool], tool: str | None, value: Any, detail: dict[str, Any],
-            stopped: str = Guarding.TRIPPED, told: str | None = Guarding.TOLD) -> StageOutcome:
-    """The outcome of a guard that refused `value`, with the stage's own verdicts: the run
-    ends in `guardrail_tripped` (`stopped`), or the refusal is recorded as the call's
-    retryable observation (`told`; a stage with none always stops)."""
+            verdicts: tuple[str, str | None] = (Guarding.TRIPPED, Guarding.TOLD)) -> StageOutcome:
+    """The outcome of a guard that refused `value`, with the stage's own `verdicts`: the
+    run ends in `guardrail_tripped` (the first), or the refusal is recorded as the call's
+    retryable observation (the second; a stage with none always stops)."""
     guard, reason, stops = trip
+    stopped, told = verdicts
     error = GuardTripped(guard, reason, tool)
     detail = {**detail, "guard": guard, "tripped": reason, "value": summary(value, VALUE_LIMIT)}
     if stops or told is None:
         return StageOutcome(stopped, detail, facts={"error": error})
     return StageOutcome(told, {**detail, "status": "retryable_error"},
                         facts={"status": "retryable_error", "payload": error})
-
-
 
 
 def _check_call(run: Run) -> Steps[StageOutcome]:

@@ -33,7 +33,7 @@ def _check_input(run: Run) -> Steps[StageOutcome]:
     value, checked, trip = yield from guarded(run, "input", None, goal)
     detail = {"guards": checked}
     if trip is not None:
-        return tripped(trip, None, goal, detail, InputGuarding.TRIPPED, told=None)
+        return tripped(trip, None, goal, detail, (InputGuarding.TRIPPED, None))
     if value is goal:
         return StageOutcome(InputGuarding.INPUT_PASSED, detail)
     if not isinstance(value, str):

@@ -39,7 +39,7 @@ def _check_result(run: Run) -> Steps[StageOutcome]:
     value, checked, trip = yield from guarded(run, "result", tool, facts.payload)
     detail = {"tool": tool, "guards": checked}
     if trip is not None:
-        return tripped(trip, tool, facts.payload, detail, ResultGuarding.TRIPPED, ResultGuarding.TOLD)
+        return tripped(trip, tool, facts.payload, detail, (ResultGuarding.TRIPPED, ResultGuarding.TOLD))
     if value is facts.payload:
         return StageOutcome(ResultGuarding.RESULT_PASSED, detail)
     return StageOutcome(ResultGuarding.RESULT_PASSED, {**detail, "payload": summary(value, VALUE_LIMIT)},
