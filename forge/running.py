@@ -1,7 +1,7 @@
 """How a run of a loop's spec (`forge.spec.LoopSpec`) is started and driven to its end:
-made from one `RunStart` (`forge.machine.run`: the run's plumbing, one value), its observers told it started,
-fired transition by transition to a terminal state, told it finished, and its `LoopResult`
-made.
+made from one `RunStart` (`forge.machine.start`: the goal and the run's plumbing, one
+value), its observers told it started, fired transition by transition to a terminal state,
+told it finished, and its `LoopResult` made.
 
 `AgentLoop.start`, `run`, `arun` and `debug`, streams (`forge.stream`), replays and forks
 (`forge.replaying`) all start their runs with `started` and drive them with these.
@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from forge.agent.observations import LoopState
 from forge.child import calling, finished_children
 from forge.errors import UsageError
 from forge.machine.effects import SYNCHRONOUS
 from forge.machine.start import RUN_PLUMBING, PerformerFactory, RunStart
 
 if TYPE_CHECKING:
-    from forge.agent.observations import LoopState
     from forge.machine.journal import Journal
     from forge.machine.performers import Performer
     from forge.machine.run import Run, RunCounts
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RUN_PLUMBING", "PerformerFactory", "RunStart", "arun_through", "begin", "complete", "finish", "refuse_async",
            "result_of", "run_through", "started", "trace_file_name"]
+
 
 @functools.cache
 def _run_parts() -> tuple[type[Journal], type[Performer], type[Run], type[RunCounts], type[Trace]]:
@@ -94,11 +95,7 @@ def started(spec: LoopSpec, start: RunStart) -> Run:
 
 def _state_of(state: LoopState | None) -> LoopState:
     """The loop state a run starts from: a new one, or the next turn of `state`'s conversation."""
-    if state is None:
-        from forge.agent.observations import LoopState
-
-        return LoopState()
-    return state.continued()
+    return LoopState() if state is None else state.continued()
 
 
 def run_through(spec: LoopSpec, start: RunStart) -> LoopResult:

@@ -33,11 +33,18 @@ class RunStart:
     not here (a replay or fork fills `goal` in from its journal).
 
     `observers` are told of this run only, after the loop's own; `state`, an earlier run's
-    `result.state`, continues that conversation; `run_id` names the run (default: 32
-    random hex digits); `registry` replaces the loop's idempotency registry;
-    `performer(journal, run)` makes the run's `Performer` (default: the live one);
-    `timed_out` names a waiting state whose deadline passed, where the run starts;
-    `max_steps` and `token_budget` lower the loop's budgets for this run.
+    `result.state`, continues that conversation (the next turn, with a step budget of its
+    own); `run_id` names the run in its trace (default: 32 random hex digits); `registry`
+    replaces the loop's idempotency registry for this run; `performer(journal, run)` makes
+    the `Performer` through which the run calls the world (default: the live one; a durable
+    run's keeps its journal in the runs' database). `timed_out` names a waiting state whose
+    deadline passed: the run starts there and its first transition is that state's
+    `timeout` edge (what a durable run does when no answer came in time). `max_steps` lowers
+    this run's step budget below the loop's (what a child run is given of its parent's,
+    `as_tool`), and `token_budget` its token budget the same way; a larger one is the
+    loop's.
+
+    `loop.run(RunStart("copy todo.md", max_steps=2))` runs with two steps at most.
     """
 
     goal: str | None
