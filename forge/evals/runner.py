@@ -156,9 +156,8 @@ def run_case(source: LoopSource, name: str, inputs: Any, settings: EvalSettings 
         modes: list[str] = []
         goal: str | None = conversation.goal
         while goal is not None:
-            number = len(turns) + 1
-            state = turns[-1].state if turns else None
-            result, mode = _turn(loop, goal, state, folder, number, name, settings, approver)
+            turn = _Turn(name, len(turns) + 1, goal, turns[-1].state if turns else None)
+            result, mode = _turn(loop, turn, folder, settings, approver)
             turns.append(result)
             modes.append(mode)
             goal = user.next(turns)
@@ -166,8 +165,22 @@ def run_case(source: LoopSource, name: str, inputs: Any, settings: EvalSettings 
                    replies_used=user.used, approvals_used=approver.used, models=_Models(tape, settings.client))
 
 
-def _turn(loop: AgentLoop, goal: str, state: Any, folder: Path | None, number: int, name: str,
-          settings: EvalSettings, approver: _ScriptedApprover) -> tuple[LoopResult, str]:
+@dataclass(frozen=True, slots=True)
+class _Turn:
+    """One turn of a case's conversation: the case's `name`, the turn's `number` (from 1),
+    its `goal` and the `state` it goes on from (None for the first)."""
+
+    name: str
+    number: int
+    goal: str
+    state: Any
+
+
+def _turn(loop: AgentLoop, turn: _Turn, folder: Path | None, settings: EvalSettings,
+          approver: _ScriptedApprover) -> tuple[LoopResult, str]:
+    """The turn's run and how it was made: replayed from its cassette in `folder`, departed
+    from it (a fork going live where the loop first differs), recorded, or live."""
+    name, number, goal, state = turn.name, turn.number, turn.goal, turn.state
     run_id = f"{name}-{number}"
     observers = (TransitionCallback(approver.saw),)
     asked_before = approver.asked
