@@ -211,3 +211,28 @@ def test_the_architecture_page_names_every_entry_of_the_package():
     entries = sorted(path.name for path in FORGE.iterdir() if path.name != "__pycache__")
     unnamed = [name for name in entries if f"forge/{name}" not in page]
     assert unnamed == []
+
+
+def drawing(width: int = 96) -> str:
+    """The layers as docs/architecture.md draws them, the top first: each row's number and
+    its modules (`forge.` left out), wrapped at `width`. Regenerate the page's drawing with
+    `python -c "import sys; sys.path.insert(0, 'tests'); from test_layers import drawing; print(drawing())"`."""
+    rows = []
+    for number, layer in reversed(list(enumerate(LAYERS, start=1))):
+        names = [name if name == "forge" else name.removeprefix("forge.") for name in layer]
+        line = f"{number:>2} │"
+        for name in names:
+            if len(line) + 1 + len(name) > width:
+                rows.append(line)
+                line = "   │"
+            line += f" {name}"
+        rows.append(line)
+    return "\n".join(rows)
+
+
+def test_the_architecture_page_draws_the_layers_this_test_enforces():
+    """docs/architecture.md draws the layers (issue 49, item 4) from `LAYERS` itself: a
+    module moved between layers here is moved on the page too."""
+    page = (FORGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert f"```text\n{drawing()}\n```" in page, "docs/architecture.md's drawing of the layers is stale: " + \
+        (drawing.__doc__ or "").split("Regenerate the page's drawing with ")[1].split("`")[1]
