@@ -339,7 +339,7 @@ class AgentLoop:
                                   _start_of("arun", goal, (observers, state, run_id), plumbing,
                                             on_transition))
 
-    def stream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+    def stream(self, goal: str | RunStart, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
                ) -> Iterator[StreamEvent]:
         """Run `goal` as `run` does, yielding its events as they happen (`forge.events`):
@@ -348,7 +348,8 @@ class AgentLoop:
         is the same as `run`'s: its journal and trace are the ones `run` makes, and it runs
         under a copy of the context of the code iterating it (its context variables). With
         `journal` (a `LoopResult.journal` or a trace file), it is a replay of that journal
-        (`replay`), calling nothing: a model's replies stream from the journal.
+        (`replay`), calling nothing: a model's replies stream from the journal. `goal` may be
+        a `forge.RunStart`, as for `run`.
 
         Breaking out of the loop (or closing the iterator) stops the run before its next
         call to the world (a tool, a model): it ends in `fatal_error` with
@@ -360,9 +361,9 @@ class AgentLoop:
         """
         from forge.stream import stream
 
-        return stream(self, RunStart(goal, tuple(observers), state, run_id), journal)
+        return stream(self, _start_of("stream", goal, (observers, state, run_id), {}), journal)
 
-    def astream(self, goal: str, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
+    def astream(self, goal: str | RunStart, *, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
                 run_id: str | None = None, journal: Sequence[JournalEntry] | str | Path | None = None
                 ) -> AsyncIterator[StreamEvent]:
         """`stream`, for `async for`: the run is `arun` on this event loop, so tools, the
@@ -376,7 +377,7 @@ class AgentLoop:
         """
         from forge.stream import astream
 
-        return astream(self, RunStart(goal, tuple(observers), state, run_id), journal)
+        return astream(self, _start_of("astream", goal, (observers, state, run_id), {}), journal)
 
     def debug(self, goal: str | RunStart, observers: Iterable[LoopObserver] = (), state: LoopState | None = None,
               run_id: str | None = None, **plumbing: Any) -> DebugSession:
@@ -508,25 +509,23 @@ def _start_of(method: str, goal: str | RunStart, beside: tuple[Iterable[LoopObse
         TypeError: (a WrongType) a keyword that is no part of a run's start.
     """
     observers, state, run_id = beside
+    told: tuple[LoopObserver, ...] = ()
+    if on_transition is not None:
+        from forge.observe import TransitionCallback
+
+        told = (TransitionCallback(on_transition),)
     if isinstance(goal, RunStart):
         given = [name for name, value in (("observers", tuple(observers)), ("state", state), ("run_id", run_id))
                  if value not in ((), None)] + sorted(plumbing)
         if given:
             raise UsageError(f"AgentLoop.{method}(RunStart(...)) takes the whole start in the RunStart; "
                              f"{', '.join(given)} given beside it: put them in the RunStart")
-        start = goal
-    elif plumbing:
+        return replace(goal, observers=(*goal.observers, *told)) if told else goal
+    if plumbing:
         unknown = sorted(set(plumbing) - set(RUN_PLUMBING))
         if unknown:
             raise WrongType(f"AgentLoop.{method}() got an unexpected keyword argument {unknown[0]!r}")
         named = ", ".join(f"{name}=..." for name in plumbing)
         warnings.warn(f"AgentLoop.{method}({named}) is deprecated: a run's plumbing is one value, "
                       f"loop.{method}(forge.RunStart(goal, {named}))", DeprecationWarning, stacklevel=3)
-        start = RunStart(goal, tuple(observers), state, run_id, **plumbing)
-    else:
-        start = RunStart(goal, tuple(observers), state, run_id)
-    if on_transition is None:
-        return start
-    from forge.observe import TransitionCallback
-
-    return replace(start, observers=(*start.observers, TransitionCallback(on_transition)))
+    return RunStart(goal, (*observers, *told), state, run_id, **plumbing)

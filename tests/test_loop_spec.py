@@ -128,6 +128,11 @@ def test_a_loop_runs_a_run_start_as_it_runs_a_goal():
     assert loop.run(RunStart("copy", max_steps=1)).reason == "step_budget_exhausted"
 
 
+def test_a_stream_runs_a_run_start_as_run_does():
+    events = list(_copying().stream(RunStart("copy", max_steps=1)))
+    assert events[-1].result.reason == "step_budget_exhausted"
+
+
 def test_the_plumbing_keywords_of_an_earlier_forge_are_taken_with_a_deprecation_warning():
     loop = _copying()
     with pytest.warns(DeprecationWarning, match=r"AgentLoop.run\(max_steps=...\) is deprecated.*RunStart"):

@@ -36,20 +36,22 @@ def positive_seconds(text: str) -> float:
 
 
 def port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    value = _whole(text, "a port number")
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
     return value
 
 
 def positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = _whole(text, "a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def _whole(text: str, what: str) -> int:
+    """`text` as a whole number, or refused as not being `what`."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from forge.child import as_json
@@ -425,8 +425,7 @@ async def _streamed(loop: Any, given: Any, start: RunStart, kept: _Threads, enco
     for made in translated.started():
         yield encoder.encode(made)
     waiting = None
-    async for event in loop.astream(start.goal, run_id=start.run_id, observers=[translated.observer()],
-                                    state=start.state):
+    async for event in loop.astream(replace(start, observers=(*start.observers, translated.observer()))):
         if isinstance(event, WaitingOn):
             waiting = event.waiting
         if isinstance(event, RunFinished):
