@@ -233,7 +233,7 @@ def _fork_plan(spec: LoopSpec, source: LoopResult | RecordedRun, at: int | None,
     Raises:
         PatchRefused, ValueError: as `fork_plan`; the source has no journal.
     """
-    from forge.machine.fork import fork_plan
+    from forge.machine.fork import ForkSource, fork_plan
 
     recorded, records = source.journal, source.trace
     if not len(recorded) and (goal is None or len(records)):
@@ -242,9 +242,9 @@ def _fork_plan(spec: LoopSpec, source: LoopResult | RecordedRun, at: int | None,
     definition = spec.definition
     before = records[-1].dest if records else definition.initial
     state_before = next((s for s in definition.states if s.name == before), None)
-    return fork_plan(recorded, len(records), at, patch, spec.config.tools, goal,
-                     getattr(recorded, "run_id", None) or (recorded[0].run_id if len(recorded) else ""),
-                     state_before.action if state_before is not None and not state_before.terminal else None)
+    next_action = state_before.action if state_before is not None and not state_before.terminal else None
+    return fork_plan(ForkSource(recorded, len(records), getattr(recorded, "run_id", ""), goal, next_action), at, patch,
+                     spec.config.tools)
 
 
 def _child_fork(loop: Replayable, source: LoopResult | RecordedRun, child: str, at: int | None,

@@ -97,8 +97,9 @@ class LoopSpec:
         _prove(loaded, catalog, tools, handed)
         _check_edges(loaded, catalog, options, shape, approver)
         checked_guards = _checked_guards(options.hooks.guards, loaded, tools)
-        config = replace(_run_config(tools, policy, verify, max_steps, approver, options, loaded, catalog, shape, handed),
-                         guards=checked_guards)
+        config = _run_config(tools, policy, verify, {
+            "approver": approver, "output": shape, "guards": checked_guards,
+            **_option_parts(options, max_steps), **_definition_parts(loaded, catalog, handed)})
         parts = (*((f"tool {t.name!r}", t.handler) for t in tools),
                  ("the policy", policy), ("verify", verify), ("the approver", approver),
                  *((f"guard {guard.name!r}", guard.check) for guard in checked_guards),
@@ -316,47 +317,49 @@ def _checked_guards(guards: Any, definition: MachineDefinition,
     return given
 
 
-def _run_config(tools: tuple[Tool, ...], policy: Policy, verify: Callable[..., bool], max_steps: int,
-                approver: Callable[..., Any] | None, options: Grouped, definition: MachineDefinition,
-                stages: StageCatalog, shape: Output | None, handed: Mapping[str, Any]) -> RunConfig:
-    from forge.agent.stopping import StopController
+def _run_config(tools: tuple[Tool, ...], policy: Policy, verify: Callable[..., bool],
+                parts: Mapping[str, Any]) -> RunConfig:
+    """The configuration each run reads, from the loop's checked tools, policy and verify,
+    and `parts`: its approver and output shape, `_option_parts` and `_definition_parts`."""
     from forge.machine.run import RunConfig
-    from forge.machine.stages import Selection
+
+    return RunConfig(
+        tools={tool.name: tool for tool in tools},
+        specs=tuple(tool.spec for tool in tools),
+        policy=policy,
+        verify=verify,
+        verify_takes_state=takes_state(verify),
+        asynchronous=frozenset(tool.name for tool in tools if is_async(tool.handler)),
+        **parts,
+    )
+
+
+def _option_parts(options: Grouped, max_steps: int) -> dict[str, Any]:
+    """What a run's configuration takes from the loop's grouped options (and its step budget)."""
+    from forge.agent.stopping import StopController
 
     limits, retry, clocks = options.limits, options.retry, options.clocks
     retry_options: dict[str, Any] = {"base_delay": retry.base_delay, "max_delay": retry.max_delay,
                                      "deadline": retry.deadline}
     if clocks.random is not None:
         retry_options["random"] = clocks.random
-    return RunConfig(
-        tools={tool.name: tool for tool in tools},
-        specs=tuple(tool.spec for tool in tools),
-        policy=policy,
-        verify=verify,
-        controller=StopController(max_steps=max_steps, repeat_limit=limits.repeat_limit),
-        max_attempts=retry.max_attempts,
-        retry_options=retry_options,
-        sleep=clocks.sleep,
-        async_sleep=clocks.async_sleep,
-        clock=clocks.clock,
-        approver=approver,
-        verify_takes_state=takes_state(verify),
-        repeat_by=limits.repeat_by,
-        redact=options.hooks.redact,
-        machine=definition.name,
-        token_budget=limits.token_budget,
-        cost_budget=limits.cost_budget,
-        prices=limits.prices,
-        time_budget=limits.time_budget,
-        waiting_states=frozenset(state.name for state in definition.states if state.outcome == "needs_input"),
-        handoffs=types.MappingProxyType(handed),
-        can_ask=_handles(definition, stages, Selection.ASKED),
-        output=shape,
-        max_parallel=limits.max_parallel,
-        can_batch=_handles(definition, stages, Selection.BATCHED),
-        asynchronous=frozenset(tool.name for tool in tools if is_async(tool.handler)),
-        timeouts={s.name: s.timeout for s in definition.states if s.timeout is not None and not s.terminal},
-    )
+    return {"controller": StopController(max_steps=max_steps, repeat_limit=limits.repeat_limit),
+            "max_attempts": retry.max_attempts, "retry_options": retry_options, "sleep": clocks.sleep,
+            "async_sleep": clocks.async_sleep, "clock": clocks.clock, "repeat_by": limits.repeat_by,
+            "redact": options.hooks.redact, "token_budget": limits.token_budget, "cost_budget": limits.cost_budget,
+            "prices": limits.prices, "time_budget": limits.time_budget, "max_parallel": limits.max_parallel}
+
+
+def _definition_parts(definition: MachineDefinition, stages: StageCatalog, handed: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run's configuration takes from the loop's definition, its stages and the
+    loops it hands off to."""
+    from forge.machine.stages import Selection
+
+    return {"machine": definition.name,
+            "waiting_states": frozenset(state.name for state in definition.states if state.outcome == "needs_input"),
+            "handoffs": types.MappingProxyType(handed), "can_ask": _handles(definition, stages, Selection.ASKED),
+            "can_batch": _handles(definition, stages, Selection.BATCHED),
+            "timeouts": {s.name: s.timeout for s in definition.states if s.timeout is not None and not s.terminal}}
 
 
 def _observers_of(options: Grouped) -> Observers:

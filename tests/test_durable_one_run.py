@@ -104,7 +104,7 @@ def test_a_run_stored_in_the_earlier_form_one_trace_per_answer_stays_readable(ma
 
 
 def test_a_run_stored_in_the_earlier_form_is_forked_from_its_first_turn_only(make):
-    from forge.durable.forks import seed_fork
+    from forge.durable.forks import ForkRequest, seed_fork
     from forge.durable.result import DurableResult
     from forge.machine.fork import PatchRefused
 
@@ -112,8 +112,8 @@ def test_a_run_stored_in_the_earlier_form_is_forked_from_its_first_turn_only(mak
     done, _ = answered_twice(durable, "legacy-fork")
     legacy = DurableResult.of("legacy-fork", "SUCCESS", legacy_event(done))
     with pytest.raises(PatchRefused, match="stored by an earlier forge"):
-        seed_fork(durable.database, "legacy-fork", legacy.traces, len(legacy.traces[0]) + 2, None,
-                  {"write": durable.loop.tools[0]}, "legacy-fork-2")
+        seed_fork(durable.database, ForkRequest("legacy-fork", len(legacy.traces[0]) + 2, None, "legacy-fork-2"),
+                  legacy.traces, {"write": durable.loop.tools[0]})
 
 
 def test_an_async_durable_run_answered_twice_is_one_run_too(make, db):

@@ -61,8 +61,9 @@ def to_digraph(definition: MachineDefinition, overlay: RunOverlay | None = None,
         label, attrs = _state_look(state, overlay, ends_in, ids)
         graph.node(prefix + state.name, label=label, **attrs)
     for transition in definition.transitions:
-        label, attrs = _edge_look(definition, transition, overlay, many, steps, ids)
-        graph.edge(prefix + transition.source, prefix + transition.dest, label=label, **attrs)
+        label, attrs = _edge_look(definition, transition, overlay, many, steps.get(transition.index))
+        graph.edge(prefix + transition.source, prefix + transition.dest, label=label, **attrs,
+                   **({"id": f"edge-{transition.index}"} if ids else {}))
     for source, count in (overlay.failures if overlay is not None else {}).items():
         failure = definition.failure_edge(source)
         graph.edge(prefix + source, prefix + failure.dest, label=edge_label(failure.trigger, None, count),
@@ -123,10 +124,9 @@ def _here(state: Any, finished: bool) -> str:
 
 
 def _edge_look(definition: MachineDefinition, transition: Any, overlay: RunOverlay | None,
-               many: tuple[Mapping[int, Any], int] | None, steps: Mapping[int, list[int]],
-               ids: bool) -> tuple[str, dict[str, str]]:
+               many: tuple[Mapping[int, Any], int] | None, places: list[int] | None) -> tuple[str, dict[str, str]]:
     """A transition's label and look: how often a run took it (and with which tools), or
-    many runs' counts and durations, or its place on a counterexample."""
+    many runs' counts and durations, or its `places` on a counterexample (None: not on it)."""
     attrs = {"color": WORKING.line, "fontcolor": "#333333"}
     count = None
     if overlay is not None:
@@ -151,11 +151,9 @@ def _edge_look(definition: MachineDefinition, transition: Any, overlay: RunOverl
         else:
             colour = FAILED if stat.failed >= 0.5 else TAKEN
             attrs.update(color=colour, fontcolor=colour, penwidth=f"{min(6.0, 1.2 + math.log10(stat.runs) * 1.5):.2f}")
-    if transition.index in steps:
+    if places:
         attrs.update(color=FAILED, fontcolor=FAILED, penwidth="3")
-        label = f"{', '.join(map(str, steps[transition.index]))}. {label}"
-    if ids:
-        attrs["id"] = f"edge-{transition.index}"
+        label = f"{', '.join(map(str, places))}. {label}"
     return label, attrs
 
 

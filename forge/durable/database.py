@@ -33,6 +33,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -153,6 +154,16 @@ def _create(metadata: sa.MetaData, engine: sa.Engine, tries: int = 5) -> None:
             time.sleep(0.05 * (attempt + 1))
 
 
+@dataclass(frozen=True)
+class _RunRows:
+    """One run's rows in a table of them (the journal, the live transitions: run_id, part,
+    seq, then the value): its `part` (1 but for a run stored by an earlier forge)."""
+
+    table: sa.Table
+    run_id: str
+    part: int = 1
+
+
 class RunsDatabase:
     """forge's tables in the runs' database, made when first opened."""
 
@@ -265,7 +276,7 @@ class RunsDatabase:
         JSON), the run's `forge_status` too, in the same transaction."""
         said = None if status is None else self._insert(self.statuses).values(run_id=run_id, event=status) \
             .on_conflict_do_update(index_elements=["run_id"], set_={"event": status})
-        self._append_rows(self.journal, run_id, part, first, entries, said)
+        self._append_rows(_RunRows(self.journal, run_id, part), first, entries, said)
 
     @_through_outages("reading a run's status")
     def status_of(self, run_id: str) -> str | None:
@@ -278,12 +289,10 @@ class RunsDatabase:
     def journal_of(self, run_id: str, part: int = 1) -> list[bytes]:
         """The rows of `run_id`'s journal (of its `part`, for a run stored by an
         earlier forge), in order."""
-        return [bytes(value) for value in self._rows_of(self.journal, run_id, part)]
+        return [bytes(value) for value in self._rows_of(_RunRows(self.journal, run_id, part))]
 
-    def _append_rows(self, table: sa.Table, run_id: str, part: int, first: int, values: list[Any],
-                     then: Any = None) -> None:
-        """Add `values` to a table of a run's rows in order (the journal, the live
-        transitions: run_id, part, seq, then the value), numbered from `first`: one INSERT
+    def _append_rows(self, where: _RunRows, first: int, values: list[Any], then: Any = None) -> None:
+        """Add `values` to a run's rows `where` in order, numbered from `first`: one INSERT
         statement, committed on its own (with `then`, a statement, in one transaction),
         through an outage of the database (`through_outage`): an INSERT that committed
         before its connection was lost is found there, not doubled.
@@ -291,8 +300,9 @@ class RunsDatabase:
         Raises:
             DatabaseAway: the database did not answer for `OUTAGE_LIMIT` seconds.
         """
+        table, run_id = where.table, where.run_id
         value = table.c[3].name
-        rows = [{"run_id": run_id, "part": part, "seq": first + n, value: each} for n, each in enumerate(values)]
+        rows = [{"run_id": run_id, "part": where.part, "seq": first + n, value: each} for n, each in enumerate(values)]
 
         def insert() -> None:
             try:
@@ -302,17 +312,18 @@ class RunsDatabase:
                     if then is not None:
                         connection.execute(then)
             except sa.exc.IntegrityError:  # (a retry of a transaction that committed: `then` did too)
-                if not self._stored(table, run_id, part, first, len(rows)):
+                if not self._stored(where, first, len(rows)):
                     raise
 
         self.through_outage(f"storing run {run_id!r}", insert)
 
-    def _stored(self, table: sa.Table, run_id: str, part: int, first: int, count: int) -> bool:
+    def _stored(self, where: _RunRows, first: int, count: int) -> bool:
         """Whether rows `first` to `first + count - 1` of the run are stored already (a retried
         INSERT whose first try committed)."""
+        table = where.table
         with self.engine.connect() as connection:
             found = connection.execute(sa.select(sa.func.count()).select_from(table).where(
-                table.c.run_id == run_id, table.c.part == part, table.c.seq >= first,
+                table.c.run_id == where.run_id, table.c.part == where.part, table.c.seq >= first,
                 table.c.seq < first + count)).scalar()
         return found == count
 
@@ -345,11 +356,12 @@ class RunsDatabase:
                              time.monotonic() - began)
             return value
 
-    def _rows_of(self, table: sa.Table, run_id: str, part: int) -> list[Any]:
-        """The values of `run_id`'s `part` in a table of a run's rows, in order."""
+    def _rows_of(self, where: _RunRows) -> list[Any]:
+        """The values of a run's rows `where`, in order."""
+        table = where.table
         with self.engine.connect() as connection:
-            rows = connection.execute(sa.select(table.c[3]).where(table.c.run_id == run_id, table.c.part == part)
-                                      .order_by(table.c.seq))
+            rows = connection.execute(sa.select(table.c[3]).where(table.c.run_id == where.run_id,
+                                                                  table.c.part == where.part).order_by(table.c.seq))
             return [row[0] for row in rows]
 
     @_through_outages("claiming a side effect's key")
@@ -520,11 +532,11 @@ class RunsDatabase:
 
     def append_live(self, run_id: str, first: int, records: list[str]) -> None:
         """Add `records` (trace lines) to what `run_id` has fired so far, numbered from `first`."""
-        self._append_rows(self.live, run_id, 1, first, records)
+        self._append_rows(_RunRows(self.live, run_id), first, records)
 
     def live_of(self, run_id: str) -> list[str]:
         """The trace lines stored of `run_id` while it runs, in order."""
-        return [str(value) for value in self._rows_of(self.live, run_id, 1)]
+        return [str(value) for value in self._rows_of(_RunRows(self.live, run_id))]
 
     def so_far(self, run_id: str) -> tuple[int, int]:
         """How many calls and transitions `run_id` has stored: what moves while it runs

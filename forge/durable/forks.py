@@ -23,33 +23,45 @@ from their first trace only: what came after an answer there is not in the journ
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from forge.durable.database import RunsDatabase
 from forge.durable.performer import StoredCalls
 from forge.durable.serializer import row
 from forge.errors import UsageError
-from forge.machine.fork import ForkPlan, Patch, PatchRefused, fork_plan
+from forge.machine.fork import ForkPlan, ForkSource, Patch, PatchRefused, fork_plan
 from forge.machine.journal import ForkOrigin, journal_lines
 
-__all__ = ["fork_input", "origin_of", "seed_fork"]
+__all__ = ["ForkRequest", "fork_input", "origin_of", "seed_fork"]
 
 
-def seed_fork(database: RunsDatabase, parent: str, traces: Sequence[Sequence[Any]], at: int, patch: Patch | None,
-              tools: Mapping[str, Any] | Collection[str], run_id: str, codec: Any = None) -> ForkPlan:
-    """Store the journal rows run `run_id` starts from as a fork of run `parent` at
-    transition `at` (`traces`: the parent's, as published) and return the plan.
+@dataclass(frozen=True)
+class ForkRequest:
+    """A fork asked of a stored run: run `parent` at transition `at`, `patch` (None:
+    none) replacing the outcome there, made into the new run `run_id`."""
+
+    parent: str
+    at: int
+    patch: Patch | None
+    run_id: str
+
+
+def seed_fork(database: RunsDatabase, fork: ForkRequest, traces: Sequence[Sequence[Any]],
+              tools: Mapping[str, Any] | Collection[str], codec: Any = None) -> ForkPlan:
+    """Store the journal rows run `fork.run_id` starts from as a fork of run `fork.parent`
+    at transition `fork.at` (`traces`: the parent's, as published) and return the plan.
 
     `codec` is the loop's (a value it wrote is copied as stored without it).
     Storing the same fork again (its process stopped before the run started) stores
     nothing more.
 
     Raises:
-        UsageError: the parent stored no calls; `run_id` has other journal rows already.
+        UsageError: the parent stored no calls; `fork.run_id` has other journal rows already.
         PatchRefused: as `fork_plan`; also when `at` lies past the first trace of a run
             stored in the earlier form (one trace per answer).
     """
+    parent, at, run_id = fork.parent, fork.at, fork.run_id
     stored = StoredCalls(database, parent, codec=codec)
     if not stored.calls:
         raise UsageError(f"run {parent!r} has stored no calls to the world yet: there is nothing to fork")
@@ -58,7 +70,7 @@ def seed_fork(database: RunsDatabase, parent: str, traces: Sequence[Sequence[Any
         raise PatchRefused(f"cannot fork run {parent!r} at transition {at}: it was stored by an earlier forge, one "
                            f"trace per answer, so it is forked from its first (transitions 1 to {first}); its later "
                            "ones follow answers its journal does not hold")
-    plan = fork_plan(stored.calls, first, at, patch, tools, run_id=parent)
+    plan = fork_plan(ForkSource(stored.calls, first, parent), at, fork.patch, tools)
     rows = [row(line) for line in journal_lines((replace(entry, run_id=run_id) for entry in plan.replayed), codec,
                                                 identity=True)]
     stored_already = database.journal_of(run_id)

@@ -371,9 +371,8 @@ class DurablePerformer(ReplayingPerformer):
             raise ProcessStopping(self.run_id)
         run: Any = self._run()
         self.shown = len(run.trace)
-        transition, step = self.where()
-        return [_TogetherCall(self, run, transition, index, f"{self.run_id}/{step}", self.stored.together.get(
-            (transition, index), ())) for index in range(count)]
+        where = self.where()
+        return [_TogetherCall(self, run, where, index) for index in range(count)]
 
     def merge(self, branches: Sequence[Performer]) -> None:
         super().merge(branches)
@@ -393,15 +392,17 @@ class _TogetherCall(ReplayingPerformer):
     database stored of this call before a crash (its attempts' outcomes and waits), then
     performs live, storing each outcome as it settles (a `("together", transition, index,
     entry)` row), so a crash in the middle of the batch loses no outcome already had. Its
-    handler's `idempotency_key()` is `RUN/STEP/TOOL/N`, N its place in the batch (1-based)."""
+    handler's `idempotency_key()` is `RUN/STEP/TOOL/N`, N its place in the batch (1-based).
+    `where` is the batch's transition and step; `index`, the call's place in it (0-based)."""
 
     __slots__ = ("_index", "_key", "_parent", "_stored", "_transition")
 
-    def __init__(self, parent: DurablePerformer, run: Position, transition: int, index: int, prefix: str,
-                 stored: Sequence[JournalEntry]) -> None:
+    def __init__(self, parent: DurablePerformer, run: Position, where: tuple[int, int], index: int) -> None:
+        transition, step = where
+        stored = parent.stored.together.get((transition, index), ())
         super().__init__(Recording(stored), Journal(run_id=parent.journal.run_id, codec=parent.journal.codec), run)
         self.sleep, self.async_sleep = parent.sleep, parent.async_sleep
-        self._parent, self._transition, self._index, self._key = parent, transition, index, prefix
+        self._parent, self._transition, self._index, self._key = parent, transition, index, f"{parent.run_id}/{step}"
         self._stored = len(stored)
 
     def replaying(self) -> bool:

@@ -31,7 +31,7 @@ from dbos import DBOS, DBOSClient
 
 from forge.durable.answers import Answer, AnswerRefused, Waiting, claim_answer
 from forge.durable.database import RunsDatabase, database_url, shown_url
-from forge.durable.forks import fork_input, origin_of, seed_fork
+from forge.durable.forks import ForkRequest, fork_input, origin_of, seed_fork
 from forge.durable.result import DurableResult, wait_for
 from forge.durable.serializer import SERIALIZER
 from forge.durable.workflow import (
@@ -54,6 +54,8 @@ from forge.machine.tally import Timing
 from forge.machine.trace import TransitionRecord, error_text
 
 if TYPE_CHECKING:
+    from dbos import WorkflowStatus
+
     from forge.events import StreamEvent
 
 __all__ = ["SEARCH_LIMIT", "RunRow", "StoredRuns", "new_run_id"]
@@ -279,26 +281,28 @@ class StoredRuns:
     @_readable
     def list(self, limit: int = 50, offset: int = 0) -> builtins.list[RunRow]:
         """The latest `limit` runs (after the `offset` latest), newest first."""
-        return self._rows(limit, offset)[0]
+        return self._rows(self._workflows(limit, offset))
 
-    def _rows(self, limit: int, offset: int, workflow_statuses: Sequence[str] | None = None,
-              text: str | None = None, ids: Sequence[str] | None = None,
-              loop_name: str | None = None) -> tuple[builtins.list[RunRow], int]:
-        """`list`, of the runs DBOS gives one of `workflow_statuses`, of the loop `loop_name`
-        and whose id or goal holds `text` (any case), all matched before a run's event is
-        read; and how many runs were read to find them. With `ids` (what the search index
-        found, newest first), of those runs only, and the count read is theirs."""
+    def _workflows(self, limit: int, offset: int, workflow_statuses: Sequence[str] | None = None,
+                   ids: Sequence[str] | None = None) -> builtins.list[WorkflowStatus]:
+        """The latest `limit` runs' workflows (after the `offset` latest) that DBOS gives one
+        of `workflow_statuses`, newest first; with `ids` (what the search index found, newest
+        first), those runs' only."""
+        statuses = list(workflow_statuses) if workflow_statuses else None
+        if ids is None:
+            return self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit, offset=offset,
+                                              sort_desc=True, load_output=False, status=statuses)
+        found = self.client.list_workflows(workflow_ids=list(ids), sort_desc=True, load_output=False, status=statuses)
+        order = {run_id: position for position, run_id in enumerate(ids)}
+        found.sort(key=lambda status: order.get(status.workflow_id, len(order)))
+        return found
+
+    def _rows(self, found: Sequence[WorkflowStatus], text: str | None = None,
+              loop_name: str | None = None) -> builtins.list[RunRow]:
+        """The rows of the runs of workflows `found` of the loop `loop_name` and whose id or
+        goal holds `text` (any case), matched before a run's event is read."""
         rows = []
         needle = (text or "").lower()
-        if ids is not None:
-            found = self.client.list_workflows(workflow_ids=list(ids), sort_desc=True, load_output=False,
-                                               status=list(workflow_statuses) if workflow_statuses else None)
-            order = {run_id: position for position, run_id in enumerate(ids)}
-            found.sort(key=lambda status: order.get(status.workflow_id, len(order)))
-        else:
-            found = self.client.list_workflows(name=[WORKFLOW_NAME, ASYNC_WORKFLOW_NAME], limit=limit, offset=offset,
-                                               sort_desc=True, load_output=False,
-                                               status=list(workflow_statuses) if workflow_statuses else None)
         kept = []
         for status in found:
             loop, goal = _loop_and_goal(status)
@@ -319,7 +323,7 @@ class StoredRuns:
                                event.get("reason"), int(event.get("steps") or 0), int(event.get("tokens") or 0),
                                updated, ours.waiting.asks if ours.waiting is not None else None, ours.waiting,
                                _timing_of(event)))
-        return rows, len(found) if ids is None else len(ids)
+        return rows
 
     def under_way(self, run_id: str) -> builtins.list[JournalEntry]:
         """The calls the run has stored so far: what moves while it runs (its transitions
@@ -457,31 +461,33 @@ class StoredRuns:
             return [], False
         if text:
             self.note_new_runs()
-        if status in _CHAINED_LISTED and not text:
-            return self._find_with_chained(status, reason, loop, offset, limit)
         page = _Page(offset, limit, lambda row: (not status or row.status == status) and
                      (not reason or row.reason == reason))
+        if status in _CHAINED_LISTED and not text:
+            return self._find_with_chained(status, loop, page)
         seen = 0
         while True:
             ids = self.database.search_runs(text, window, seen) if text else None
             if ids is not None and not ids:
                 return page.wanted, False
-            rows, read = self._rows(window, seen, sorted(statuses) if statuses else None, text, ids, loop)
+            found = self._workflows(window, seen, sorted(statuses) if statuses else None, ids)
+            read = len(found) if ids is None else len(ids)
             seen += read
-            if page.full_after(rows):
+            if page.full_after(self._rows(found, text, loop)):
                 return page.wanted, True
             if read < window:
                 return page.wanted, False
 
-    def _find_with_chained(self, status: str, reason: str | None, loop: str | None, offset: int, limit: int,
+    def _find_with_chained(self, status: str, loop: str | None, page: _Page,
                            chained: bool = True) -> tuple[builtins.list[RunRow], bool]:
-        """`find` of the runs in `status` (queued, running, waiting, cancelled, error): the
+        """`find`'s `page` of the runs in `status` (queued, running, waiting, cancelled, error): the
         runs DBOS has in that status and the runs a worker left waiting once that forge last
         noted in it (`forge_chain`; a parked run's own workflow has ended), newest first.
         Reads the newest candidates of each, as many as the page needs (more only when some
         turn out to be in another status now), so a page costs the same however many runs
         are in the status or have finished."""
         statuses = sorted(_WORKFLOW_STATUSES[status])
+        offset, limit = page.offset, page.limit
         wanted = offset + limit + 1  # one more: whether more follow
         reach = wanted
         while True:
@@ -493,8 +499,7 @@ class StoredRuns:
             ids = sorted(candidates, key=lambda run_id: candidates[run_id], reverse=True)[:reach]
             if not ids:  # (DBOS reads no list of ids as no filter at all)
                 return [], False
-            rows, _ = self._rows(len(ids), 0, None, None, ids, loop)
-            kept = [row for row in rows if row.status == status and (not reason or row.reason == reason)]
+            kept = [row for row in self._rows(self._workflows(len(ids), 0, None, ids), None, loop) if page.fits(row)]
             exhausted = len(found) < reach and len(noted) < reach
             if len(kept) >= wanted or exhausted:
                 return kept[offset:offset + limit], len(kept) > offset + limit
@@ -508,7 +513,8 @@ class StoredRuns:
         parked = self.database.count_chained("waiting")
         if parked >= cap:
             return cap
-        return min(cap, parked + len(self._find_with_chained("waiting", None, None, 0, cap, chained=False)[0]))
+        waiting = _Page(0, cap, lambda row: row.status == "waiting")
+        return min(cap, parked + len(self._find_with_chained("waiting", None, waiting, chained=False)[0]))
 
     def get(self, run_id: str) -> DurableResult:
         """The run as stored now. Raises RunNotFound (a LookupError) for an unknown id."""
@@ -740,7 +746,7 @@ class StoredRuns:
                                  "fork into a new run id")
             return new, None, loop
         known = tools if tools is not None else frozenset(event.get("tools", ()))
-        return new, seed_fork(self.database, source, parent.traces, at, patch, known, new, self.codec), loop
+        return new, seed_fork(self.database, ForkRequest(source, at, patch, new), parent.traces, known, self.codec), loop
 
     def _next_fork_id(self, source: str) -> str:
         """`SOURCE-fork-N`, N one past the highest fork of `source` so named: a fork's id says

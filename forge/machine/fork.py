@@ -32,8 +32,8 @@ from typing import Any
 from forge.errors import UsageError, WrongType
 from forge.machine.journal import WITHIN_CALLS, ForkOrigin, JournalEntry
 
-__all__ = ["CALLS_OF_ACTION", "ForkPlan", "Patch", "PatchRefused", "RecordedChild", "RecordedRun", "fork_plan", "goal_of",
-           "read_recorded", "recorded_child"]
+__all__ = ["CALLS_OF_ACTION", "ForkPlan", "ForkSource", "Patch", "PatchRefused", "RecordedChild", "RecordedRun",
+           "fork_plan", "goal_of", "read_recorded", "recorded_child"]
 
 PATCH_KINDS = {"tool_result": "tool", "tool_error": "tool", "decision": "policy", "verified": "verify",
                "approved": "approver", "answered": "answer"}
@@ -317,17 +317,29 @@ def goal_of(recorded: Sequence[JournalEntry]) -> str | None:
     return next((e.identity[0] for e in recorded if e.kind == "policy" and isinstance(e.identity, tuple)), None)
 
 
-def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None, patch: Patch | None,
-              tools: Mapping[str, Any] | Collection[str], goal: str | None = None,
-              run_id: str | None = None, next_action: str | None = None) -> ForkPlan:
-    """Plan a fork of the run whose journal is `recorded` and which fired `transitions`
-    transitions, at transition `at` (1-based), with `patch` replacing the outcome of the
-    first call recorded at `at`. `tools` are the forking loop's tools by name (a patched
-    decision must call one of them, with arguments its contract accepts), or only their
-    names where the tools themselves are not at hand (`forge runs fork`): then a decision's
-    tool is checked by name, and its arguments when the run reaches them. `at` may be one
-    past the recorded transitions when `next_action` (the action of the state the run is
-    then in) says which kind of call a patch there would answer.
+@dataclass(frozen=True)
+class ForkSource:
+    """A recorded run as a fork reads it: its `journal`, how many `transitions` it fired,
+    its `run_id` (empty: the journal's), the `goal` it was given (None: the goal its
+    first policy call was asked) and `next_action`, the action of the state it was left
+    in when that state is not terminal (a patch may then answer the call it makes next)."""
+
+    journal: Sequence[JournalEntry]
+    transitions: int
+    run_id: str = ""
+    goal: str | None = None
+    next_action: str | None = None
+
+
+def fork_plan(source: ForkSource, at: int | None, patch: Patch | None,
+              tools: Mapping[str, Any] | Collection[str]) -> ForkPlan:
+    """Plan a fork of the run `source` at transition `at` (1-based), with `patch`
+    replacing the outcome of the first call recorded at `at`. `tools` are the forking
+    loop's tools by name (a patched decision must call one of them, with arguments its
+    contract accepts), or only their names where the tools themselves are not at hand
+    (`forge runs fork`): then a decision's tool is checked by name, and its arguments when
+    the run reaches them. `at` may be one past the recorded transitions when
+    `source.next_action` says which kind of call a patch there would answer.
 
     Raises:
         PatchRefused: `at` is not one of the run's transitions; the patch is not a Patch;
@@ -335,15 +347,16 @@ def fork_plan(recorded: Sequence[JournalEntry], transitions: int, at: int | None
             a tool the loop lacks, or with arguments its contract refuses.
         ValueError: no goal is given and the journal records no policy call.
     """
+    recorded, transitions, next_action = source.journal, source.transitions, source.next_action
     _check_fork(transitions, at, patch, next_action)
-    goal = goal if goal is not None else goal_of(recorded)
+    goal = source.goal if source.goal is not None else goal_of(recorded)
     if goal is None:
         raise UsageError("the journal records no policy call to take the goal from: pass goal=...")
-    source = run_id if run_id is not None else (recorded[0].run_id if len(recorded) else "")
+    run_id = source.run_id or (recorded[0].run_id if len(recorded) else "")
     if at is None:
-        return ForkPlan(None, tuple(recorded), None, ForkOrigin(source, 0), goal)
+        return ForkPlan(None, tuple(recorded), None, ForkOrigin(run_id, 0), goal)
     before = tuple(entry for entry in recorded if entry.transition < at)
-    origin = ForkOrigin(source, at, None if patch is None else patch.to_json())
+    origin = ForkOrigin(run_id, at, None if patch is None else patch.to_json())
     if patch is None:
         return ForkPlan(at, before, None, origin, goal)
     there = [entry for entry in recorded if entry.transition == at and entry.kind not in WITHIN_CALLS]

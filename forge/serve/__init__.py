@@ -119,7 +119,7 @@ def mcp_server(tools: Sequence[Any], name: str = "forge", durables: Mapping[str,
 
         if tool.name in durables:
             try:
-                return await _durably(types, context, params, tool, durables[tool.name], goal)
+                return await _durably(context, params, tool, durables[tool.name], goal)
             except Unanswered as unanswered:
                 return _error(types, str(unanswered))
         try:
@@ -149,10 +149,11 @@ def mcp_server(tools: Sequence[Any], name: str = "forge", durables: Mapping[str,
     return Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def _durably(types: Any, context: Any, params: Any, tool: Any, durable: Any, goal: str) -> Any:
+async def _durably(context: Any, params: Any, tool: Any, durable: Any, goal: str) -> Any:
     """A call of a durable loop: a durable run, started (or, for a retried call, resumed
     with the client's reply), its questions asked of the client's user while it waits."""
     import anyio
+    import mcp_types as types
 
     from forge.durable.answers import Answer
 
