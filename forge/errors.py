@@ -9,9 +9,10 @@ with a root of their own, `ToolSignal`, so that `except ForgeError` means "forge
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["ForgeError", "MissingFile", "RunNotFound", "ToolSignal", "UsageError", "WrongType"]
+__all__ = ["ForgeError", "MissingFile", "RunNotFound", "ToolSignal", "UsageError", "WrongType", "refuse_unknown"]
 
 
 class ForgeError(Exception):
@@ -55,3 +56,17 @@ class RunNotFound(ForgeError, LookupError):
 class ToolSignal(Exception):
     """The root of what a tool raises to tell the loop how a call failed
     (`TransientToolError`, `PermanentToolError`, `ToolError`): not a refusal by forge."""
+
+
+def refuse_unknown(given: Mapping[str, Any], options: Any, what: str, besides: Iterable[str] = ()) -> None:
+    """Refuse a keyword of `given` that is not a key of the TypedDict `options` (the
+    options a function passes on as they are): a misspelt option must not be lost, nor
+    reach the function it is passed to as another argument.
+
+    Raises:
+        WrongType: naming it, and every option `what` takes (`besides` first)."""
+    known = options.__annotations__
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise WrongType(f"unknown {what} option {', '.join(map(repr, unknown))}; the options are "
+                        f"{', '.join([*besides, *known])}")

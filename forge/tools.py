@@ -12,13 +12,26 @@ import inspect
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, overload
+from typing import Any, TypedDict, Unpack, overload
 
 from forge.agent.actions import ToolSpec
 from forge.agent.execution import ArgumentContractError, SchemaViolation, ToolContract
-from forge.errors import UsageError
+from forge.errors import UsageError, refuse_unknown
 
-__all__ = ["Tool", "tool"]
+__all__ = ["Tool", "ToolOptions", "tool"]
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options `Tool.from_function` and `@tool(...)` pass on to `Tool(...)` as they are
+    (each as `Tool` says; left out, `Tool`'s default): `errors` ("raise"), `is_error`
+    (None), `on_crash` ("retry"), `repeatable` (False), `raises` (()) and `inline` (False)."""
+
+    errors: str
+    is_error: Callable[[Any], bool] | None
+    on_crash: str
+    repeatable: bool
+    raises: Iterable[type[BaseException]]
+    inline: bool
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -165,32 +178,31 @@ class Tool:
 
     @classmethod
     def from_function(cls, function: Callable[..., Any], capabilities: Iterable[str] | None = None,
-                      side_effect: bool = False, name: str | None = None, *, errors: str = "raise",
-                      is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry",
-                      repeatable: bool = False, raises: Iterable[type[BaseException]] = (),
-                      inline: bool = False) -> Tool:
+                      side_effect: bool = False, name: str | None = None, **options: Unpack[ToolOptions]) -> Tool:
         """A tool whose name, arguments, JSON Schema and description come from `function`.
 
         Parameters without a default are required, the others optional; each one's type hint
         becomes its schema (pydantic builds it: `int`, `str | None`, `Literal[...]`,
         `list[str]`, TypedDicts, dataclasses and models, `Annotated[int, Field(ge=1)]`, …),
         and no other argument is accepted. The description is the docstring's first
-        paragraph. `capabilities` default to the tool's name.
+        paragraph. `capabilities` default to the tool's name; the `options` (`ToolOptions`)
+        are `Tool`'s.
 
         Raises:
+            TypeError: an option `Tool` does not take (named).
             ValueError: `function` takes `*args`, `**kwargs` or positional-only parameters
                 (arguments are passed by name), or a type hint has no JSON Schema.
             ImportError: pydantic is not installed (extra `schema`).
         """
         if not callable(function):
             raise UsageError(f"Tool.from_function needs a function, got {function!r}")
+        refuse_unknown(options, ToolOptions, "tool", ("capabilities", "side_effect", "name"))
         tool_name: str = name or str(getattr(function, "__name__", ""))
         required, optional, schema, model = _signature_schema(tool_name, function)
         doc = inspect.getdoc(function) or ""
         made = cls(tool_name, capabilities if capabilities is not None else {tool_name}, function,
                    required, optional, side_effect, description=doc.split("\n\n", 1)[0].replace("\n", " "),
-                   schema=schema, errors=errors, is_error=is_error, on_crash=on_crash, repeatable=repeatable,
-                   raises=raises, inline=inline)
+                   schema=schema, **options)
         object.__setattr__(made, "_contract", replace(made.contract, convert=_converter(tool_name, model)))
         return made
 
@@ -227,24 +239,26 @@ class Tool:
 def tool(function: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(*, capabilities: Iterable[str] | None = None, side_effect: bool = False, name: str | None = None,
-         errors: str = "raise", is_error: Callable[[Any], bool] | None = None,
-         on_crash: str = "retry", repeatable: bool = False,
-         raises: Iterable[type[BaseException]] = (), inline: bool = False) -> Callable[[Callable[..., Any]], Tool]: ...
+         **options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterable[str] | None = None,
-         side_effect: bool = False, name: str | None = None, errors: str = "raise",
-         is_error: Callable[[Any], bool] | None = None, on_crash: str = "retry", repeatable: bool = False,
-         raises: Iterable[type[BaseException]] = (), inline: bool = False) -> Tool | Callable[[Callable[..., Any]], Tool]:
+         side_effect: bool = False, name: str | None = None,
+         **options: Unpack[ToolOptions]) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """`@tool` or `@tool(capabilities=..., side_effect=True, name=..., errors="report")`:
-    `Tool.from_function` as a decorator. The decorated name is the Tool, still callable as
-    the function."""
+    `Tool.from_function` as a decorator (the `options` are `ToolOptions`). The decorated
+    name is the Tool, still callable as the function.
+
+    Raises:
+        TypeError: an option `Tool` does not take (named), when `tool(...)` is called.
+    """
     if function is not None:
         return Tool.from_function(function)
+    refuse_unknown(options, ToolOptions, "tool", ("capabilities", "side_effect", "name"))
 
     def decorate(inner: Callable[..., Any]) -> Tool:
-        return Tool.from_function(inner, capabilities, side_effect, name, errors=errors, is_error=is_error,
-                                  on_crash=on_crash, repeatable=repeatable, raises=raises, inline=inline)
+        return Tool.from_function(inner, capabilities, side_effect, name, **options)
 
     return decorate
+
 
 
 def _whole_integers(schema: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], Mapping[str, Any]] | None:

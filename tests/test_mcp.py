@@ -277,6 +277,22 @@ def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused_and_named
         MCPServer.stdio(sys.executable, "-c", "pass", **given)
 
 
+@pytest.mark.parametrize(("make", "wrong"), [
+    (lambda: MCPServer.stdio(sys.executable, "-c", "pass", timout=5), "'timout'"),
+    (lambda: MCPServer.http("http://127.0.0.1:9/mcp", errlog=sys.stderr), "'errlog'"),
+])
+def test_an_option_a_server_does_not_take_is_refused_and_named(make, wrong):
+    with pytest.raises(TypeError, match=f"unknown MCPServer.(stdio|http) option {wrong}; the options are .*start_timeout"):
+        make()
+
+
+def test_the_options_stdio_and_http_pass_on_reach_the_server():
+    served = MCPServer.http("http://127.0.0.1:9/mcp", name="ledger", timeout=3, start_timeout=9, protocol="legacy")
+    assert (served.name, served.timeout, served.start_timeout, served.protocol) == ("ledger", 3, 9, "legacy")
+    started = MCPServer.stdio(sys.executable, "-c", "pass", errlog=sys.stderr, timeout=2)
+    assert (started.errlog, started.timeout, started.start_timeout) == (sys.stderr, 2, 2)
+
+
 def test_start_timeout_bounds_starting_and_defaults_to_timeout():
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

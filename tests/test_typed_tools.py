@@ -166,3 +166,27 @@ def test_tools_declared_the_old_way_keep_working():
     plain = Tool("read_file", {"fs", "read"}, Recorder("text"), required={"path"})
     assert plain.schema is None and execute_tool(plain.contract, {"path": "a"}).value == "text"
     assert hash(plain) == hash(Tool("read_file", {"fs", "read"}, plain.handler, required={"path"}))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tool(sid_effect=True),
+    lambda: Tool.from_function(search, retryable=True),
+], ids=["decorator", "from_function"])
+def test_a_tool_option_misspelt_is_refused_and_named_before_any_tool_is_made(make):
+    with pytest.raises(TypeError, match=r"unknown tool option '(sid_effect|retryable)'; the options are capabilities, "
+                                        r"side_effect, name, errors, is_error, on_crash, repeatable, raises, inline"):
+        make()
+
+
+def test_the_options_a_decorator_takes_reach_its_tool():
+    def refuse(value: str) -> bool:
+        return value == "no"
+
+    @tool(capabilities={"notes"}, side_effect=True, name="write", errors="report", is_error=refuse, on_crash="ask",
+          repeatable=True, raises=(KeyError,), inline=True)
+    def write_note(text: str) -> str:
+        return text
+
+    assert (write_note.name, write_note.capabilities, write_note.side_effect) == ("write", {"notes"}, True)
+    assert (write_note.errors, write_note.is_error, write_note.on_crash, write_note.repeatable, write_note.raises,
+            write_note.inline) == ("report", refuse, "ask", True, (KeyError,), True)

@@ -550,7 +550,7 @@ class LoopEngine:
         source = self._outside(run)
         self._machine.set_state(self.definition.initial, model=run)
         wanted = "transition_finished" in run.observers.wanted
-        record = self._append(run, ANSWER_TRIGGER, self.definition.initial, (), going_on.detail, source=source,
+        record = self._append(run, (source, ANSWER_TRIGGER, self.definition.initial), (), going_on.detail,
                               record=wanted)
         if record is not None:
             run.observers.notify(run, "transition_finished", record)
@@ -615,7 +615,7 @@ class LoopEngine:
         if not self._terminal[edge.dest]:
             firing.subject = run.loop_state.record(edge.source, "retryable_error", passed)
         wanted = "transition_finished" in run.observers.wanted
-        record = self._append(run, edge.trigger, edge.dest, (), {"timed_out": str(passed)}, source=edge.source)
+        record = self._append(run, (edge.source, edge.trigger, edge.dest), (), {"timed_out": str(passed)})
         assert record is not None
         if wanted:
             run.observers.notify(run, "transition_finished", record)
@@ -627,8 +627,7 @@ class LoopEngine:
         failed_in = run.state
         self._machine.set_state(FAILURE_STATE, model=run)
         run.facts.error = error
-        record = self._append(run, FAILURE_TRIGGER, FAILURE_STATE, (), _failure_detail(run.hook, error),
-                              source=failed_in)
+        record = self._append(run, (failed_in, FAILURE_TRIGGER, FAILURE_STATE), (), _failure_detail(run.hook, error))
         assert record is not None  # fire() returns it, and transition_failed observers read it
         return record
 
@@ -679,17 +678,16 @@ class LoopEngine:
         self._guard_tuples[key] = (values, guards)
         return guards
 
-    def _append(self, run: Run, trigger: str, dest: str, guards: tuple[GuardResult, ...],
-                detail: Mapping[str, Any], source: str | None = None, record: bool = True) -> TransitionRecord | None:
-        """Add the transition to the run's trace; make its record too when `record` (an
-        observer reads it), else the trace makes one when asked."""
+    def _append(self, run: Run, edge: tuple[str, str, str], guards: tuple[GuardResult, ...],
+                detail: Mapping[str, Any], record: bool = True) -> TransitionRecord | None:
+        """Add the transition along `edge` (source, trigger, dest) to the run's trace; make
+        its record too when `record` (an observer reads it), else the trace makes one when asked."""
         firing = run.firing
-        source = firing.source if source is None else source
         trace = run.trace
         performer = run.performer
         if performer is not None and performer.marked is not None:  # a fork's patched outcome: the record says so
             detail, performer.marked = {**detail, "patched": performer.marked}, None
-        trace.add(run.facts.step, source, trigger, dest, guards, firing.verdict, self._clock() - firing.started, detail,
+        trace.add(run.facts.step, edge, guards, firing.verdict, self._clock() - firing.started, detail,
                   _wall_clock() - trace.started_at, firing.subject)
         firing.recorded = True
         if not record:
@@ -700,8 +698,9 @@ class LoopEngine:
     def _record(self, event: _Firing) -> None:
         run = event.model
         wanted = "transition_finished" in run.observers.wanted
-        record = self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.firing.detail,
-                              record=wanted)
+        firing = run.firing
+        record = self._append(run, (firing.source, event.transition.definition.trigger, run.state), self._guards_of(run),
+                              firing.detail, record=wanted)
         if record is not None:
             run.observers.notify(run, "transition_finished", record)
 
@@ -717,8 +716,8 @@ class LoopEngine:
         if isinstance(error, (NoTransitionEnabled, RunFinished, MachineError)):
             raise error  # a definition or usage error, not something the run did
         if not run.firing.recorded and run.state != run.firing.source:  # it failed after the state changed
-            self._append(run, event.transition.definition.trigger, run.state, self._guards_of(run), run.firing.detail,
-                         record=False)
+            self._append(run, (run.firing.source, event.transition.definition.trigger, run.state), self._guards_of(run),
+                         run.firing.detail, record=False)
         record = self._to_failure(run, error)
         if "transition_failed" in run.observers.wanted:
             try:

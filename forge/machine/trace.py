@@ -239,16 +239,14 @@ class Trace(Columns[TransitionRecord]):
             self.run_id = record.run_id
         if not self.started_at and record.at:
             self.started_at = record.at - record.duration_s
-        self.add(record.step, record.source, record.trigger, record.dest, record.guards, record.verdict,
+        self.add(record.step, (record.source, record.trigger, record.dest), record.guards, record.verdict,
                  record.duration_s, record.detail, record.at - self.started_at if record.at else 0.0)
 
-    def add(self, step: int, source: str, trigger: str, dest: str, guards: tuple[GuardResult, ...],
-            verdict: str | None, duration_s: float, detail: Mapping[str, Any], at: float = 0.0,
-            subject: Any = None) -> None:
-        """Add the next transition from its parts, making no record (the engine's path).
-        `at` is seconds since `started_at`; `subject` is the select's arguments text or the
-        observation recorded (see the class)."""
-        edge = (source, trigger, dest)
+    def add(self, step: int, edge: tuple[str, str, str], guards: tuple[GuardResult, ...], verdict: str | None,
+            duration_s: float, detail: Mapping[str, Any], at: float = 0.0, subject: Any = None) -> None:
+        """Add the next transition along `edge` (source, trigger, dest) from its parts,
+        making no record (the engine's path). `at` is seconds since `started_at`; `subject`
+        is the select's arguments text or the observation recorded (see the class)."""
         index = self._edge_ids.get(edge)
         if index is None:
             index = self._edge_ids[edge] = len(self._edges)

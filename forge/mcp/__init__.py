@@ -29,10 +29,10 @@ import threading
 import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypedDict, Unpack
 
 from forge.agent.retry import ToolError
-from forge.errors import ForgeError, UsageError
+from forge.errors import ForgeError, UsageError, refuse_unknown
 from forge.machine.effects import can_await
 from forge.machine.trace import error_text
 from forge.mcp.asking import CURRENT, Elicit, Exchange
@@ -47,7 +47,19 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
     raise ImportError("forge.mcp needs the MCP SDK: install forge with its mcp extra (pip install 'forge-fsm[mcp]') "
                       "or pip install mcp") from missing
 
-__all__ = ["MCPError", "MCPServer"]
+__all__ = ["MCPError", "MCPServer", "ServerOptions"]
+
+
+class ServerOptions(TypedDict, total=False):
+    """The options `MCPServer.stdio` and `MCPServer.http` pass on to `MCPServer(...)` as
+    they are (each as `MCPServer` says; left out, its default): `name`, `timeout` (60 s),
+    `start_timeout` (`timeout`), `elicit` (None) and `protocol` ("auto")."""
+
+    name: str | None
+    timeout: float
+    start_timeout: float | None
+    elicit: Elicit | None
+    protocol: str
 
 
 class MCPError(ForgeError, RuntimeError):
@@ -93,23 +105,31 @@ class MCPServer:
 
     @classmethod
     def stdio(cls, command: str, *args: str, env: Mapping[str, str] | None = None, cwd: str | Path | None = None,
-              name: str | None = None, timeout: float = 60.0, errlog: TextIO | None = None,
-              start_timeout: float | None = None, elicit: Elicit | None = None, protocol: str = "auto") -> MCPServer:
+              errlog: TextIO | None = None, **options: Unpack[ServerOptions]) -> MCPServer:
         """A server forge starts as `command args…`, speaking MCP on its stdin and stdout.
 
         `env` is added to a minimal default environment (the SDK's); what the server writes
-        to stderr goes to `errlog`, a real file (default: this process's own stderr).
+        to stderr goes to `errlog`, a real file (default: this process's own stderr). The
+        `options` (`ServerOptions`) are `MCPServer`'s.
+
+        Raises:
+            TypeError: an option `MCPServer` does not take (named).
         """
+        refuse_unknown(options, ServerOptions, "MCPServer.stdio", ("env", "cwd", "errlog"))
         parameters = StdioServerParameters(command=command, args=list(args), env=dict(env) if env is not None else None,
                                            cwd=str(cwd) if cwd is not None else None)
-        return cls(parameters, name=name, timeout=timeout, errlog=errlog, start_timeout=start_timeout, elicit=elicit,
-                   protocol=protocol)
+        return cls(parameters, errlog=errlog, **options)
 
     @classmethod
-    def http(cls, url: str, *, name: str | None = None, timeout: float = 60.0,
-             start_timeout: float | None = None, elicit: Elicit | None = None, protocol: str = "auto") -> MCPServer:
-        """A server already listening for streamable HTTP at `url` (e.g. http://127.0.0.1:8000/mcp)."""
-        return cls(url, name=name, timeout=timeout, start_timeout=start_timeout, elicit=elicit, protocol=protocol)
+    def http(cls, url: str, **options: Unpack[ServerOptions]) -> MCPServer:
+        """A server already listening for streamable HTTP at `url` (e.g.
+        http://127.0.0.1:8000/mcp); the `options` (`ServerOptions`) are `MCPServer`'s.
+
+        Raises:
+            TypeError: an option `MCPServer` does not take (named).
+        """
+        refuse_unknown(options, ServerOptions, "MCPServer.http")
+        return cls(url, **options)
 
     # lifecycle
 
