@@ -13,6 +13,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from forge.moved import install
+
+install()  # the old names of moved modules import still (forge.moved)
+
 if TYPE_CHECKING:
     from forge.agent.actions import UnknownTool
     from forge.agent.execution import ArgumentContractError, SchemaViolation

@@ -8,7 +8,7 @@ import pytest
 from builders import intent, scripted_loop, tool
 
 from forge import write_trace
-from forge.debug.scenario import ScenarioError, load_scenario
+from forge.scenario import ScenarioError, load_scenario
 
 HELLO = str(Path(__file__).parents[1] / "examples" / "hello.py")
 PROMPT = r"\(forge (\w+) step (\d+)\) "

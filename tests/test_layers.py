@@ -9,7 +9,8 @@ from pathlib import Path
 FORGE = Path(__file__).resolve().parent.parent / "forge"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("forge.errors", "forge.files", "forge.user_code", "forge.bounded", "forge.chat_server", "forge.extras"),
+    ("forge.errors", "forge.files", "forge.user_code", "forge.bounded", "forge.chat_server", "forge.extras",
+     "forge.moved"),
     ("forge.agent",),
     ("forge.policy", "forge.models.usage", "forge.models.pricing", "forge.tools", "forge.options",
      "forge.models.compaction", "forge.output", "forge.guardrails",
@@ -32,14 +33,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("forge.durable", "forge.stream", "forge.replaying"),
     ("forge.loop",),
     ("forge.code_tool",),
-    ("forge.scenario", "forge.debug.scenario", "forge.llm", "forge.fallback", "forge.pricing", "forge.usage",
-     "forge.compaction", "forge.demo", "forge.cover", "forge.testing",
+    ("forge.scenario", "forge.demo", "forge.cover", "forge.testing",
      "forge.ui", "forge.evals", "forge.serve", "forge.protocols"),
     ("forge.cli", "forge.__main__", "forge"),
 )
-"""Bottom to top; a module belongs to the longest entry that is it or a package holding it
-(`forge.debug.scenario` is a shim kept for `forge.scenario`'s old name, and `forge.llm`,
-`fallback`, `pricing`, `usage` and `compaction` for `forge.models`' modules: so they sit on top)."""
+"""Bottom to top; a module belongs to the longest entry that is it or a package holding it.
+A moved module's old name is no file (`forge.moved`), so it has no place here."""
 
 KNOWN: dict[tuple[str, str], str] = {
     ("forge.agent.runner", "forge.result"):

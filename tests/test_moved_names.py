@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-MOVED = [("forge.llm", "forge.models.chat"), ("forge.fallback", "forge.models.fallback"),
-         ("forge.pricing", "forge.models.pricing"), ("forge.usage", "forge.models.usage"),
-         ("forge.compaction", "forge.models.compaction")]
+from forge.moved import MOVED as TABLE
+
+MOVED = sorted(TABLE.items())
 
 
 @pytest.mark.parametrize(("old", "new"), MOVED)
@@ -42,3 +42,18 @@ def test_forge_itself_imports_no_old_name():
                            "from forge import AgentLoop, Usage, BudgetExhausted"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_warning_names_the_line_that_imports_the_old_name(monkeypatch):
+    monkeypatch.delitem(sys.modules, "forge.llm", raising=False)
+    with pytest.warns(DeprecationWarning) as told:
+        import forge.llm  # noqa: F401
+    assert told[0].filename == __file__
+
+
+def test_a_name_the_new_module_lacks_is_an_attribute_error_naming_it(monkeypatch):
+    monkeypatch.delitem(sys.modules, "forge.usage", raising=False)
+    with pytest.warns(DeprecationWarning):
+        old = importlib.import_module("forge.usage")
+    with pytest.raises(AttributeError, match="no_such_name"):
+        old.no_such_name  # noqa: B018
