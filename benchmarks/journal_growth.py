@@ -2,7 +2,7 @@
 (200; `--quick`: 50), each asking for a tool whose result is a paragraph, against a local
 chat server. Each request carries the whole conversation so far, so a journal that kept
 every request whole would grow with the square of its length; forge keeps the messages a
-request shares with the one before it once (`forge.machine.journal.SharedRequests`).
+request shares with the one before it once (`forge.records.journal.SharedRequests`).
 
     python benchmarks/journal_growth.py [--exchanges 200] [--quick]
 
@@ -26,7 +26,7 @@ from chat_server import ChatServer, reply
 from targets import against
 
 from forge import AgentLoop, Limits, Tool
-from forge.machine.trace import write_trace
+from forge.records.trace import write_trace
 
 PARAGRAPH = "The ledger lists each entry with its date, its amount and who made it. " * 4
 

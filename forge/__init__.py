@@ -23,38 +23,17 @@ if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import LoopState, Observation
     from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
-    from forge.child import LoopCycle
     from forge.errors import ForgeError, RunNotFound, ToolSignal, UsageError, WrongType
     from forge.guardrails import Fix, Guard, GuardTripped, Trip
     from forge.loop import AgentLoop
     from forge.machine.catalog import Stage
-    from forge.machine.definition import DefinitionError, MachineDefinition
+    from forge.machine.child import LoopCycle
     from forge.machine.diff import RunDiff, diff
-    from forge.machine.effects import AsyncNotSupported
     from forge.machine.engine import NoTransitionEnabled, RunFinished, TransitionCallbacks
     from forge.machine.fork import Patch, PatchRefused
-    from forge.machine.journal import (
-        ContractRefused,
-        ForkOrigin,
-        Journal,
-        JournalCodec,
-        JournalEncodeError,
-        JournalEntry,
-        JournalMiss,
-    )
     from forge.machine.loader import load_definition
-    from forge.machine.outcome import StageOutcome
     from forge.machine.stages import ApprovalRejected, ApprovalRequest
     from forge.machine.start import RunStart
-    from forge.machine.trace import (
-        GuardResult,
-        TraceFormatError,
-        TransitionRecord,
-        read_journal,
-        read_trace,
-        write_trace,
-    )
-    from forge.models.usage import BudgetExhausted, Usage
     from forge.observe import LoopObserver, ToolAttempt
     from forge.observe.log import LoggingObserver
     from forge.options import Clocks, Hooks, Limits, Retry
@@ -69,6 +48,27 @@ if TYPE_CHECKING:
         ScriptedPolicy,
         ScriptExhausted,
     )
+    from forge.records.definition import DefinitionError, MachineDefinition
+    from forge.records.effects import AsyncNotSupported
+    from forge.records.journal import (
+        ContractRefused,
+        ForkOrigin,
+        Journal,
+        JournalCodec,
+        JournalEncodeError,
+        JournalEntry,
+        JournalMiss,
+    )
+    from forge.records.outcome import StageOutcome
+    from forge.records.trace import (
+        GuardResult,
+        TraceFormatError,
+        TransitionRecord,
+        read_journal,
+        read_trace,
+        write_trace,
+    )
+    from forge.records.usage import BudgetExhausted, Usage
     from forge.result import ChildRun, LoopResult
     from forge.tools import Tool, tool
 
@@ -81,7 +81,7 @@ _WHERE: dict[str, str] = {
     "TransientToolError": "forge.agent.retry",
     "LoopResult": "forge.result",
     "ChildRun": "forge.result",
-    "LoopCycle": "forge.child",
+    "LoopCycle": "forge.machine.child",
     "AgentLoop": "forge.loop",
     "RunStart": "forge.machine.start",
     "Limits": "forge.options",
@@ -89,10 +89,10 @@ _WHERE: dict[str, str] = {
     "Clocks": "forge.options",
     "Hooks": "forge.options",
     "Stage": "forge.machine.catalog",
-    "StageOutcome": "forge.machine.outcome",
-    "DefinitionError": "forge.machine.definition",
-    "MachineDefinition": "forge.machine.definition",
-    "AsyncNotSupported": "forge.machine.effects",
+    "StageOutcome": "forge.records.outcome",
+    "DefinitionError": "forge.records.definition",
+    "MachineDefinition": "forge.records.definition",
+    "AsyncNotSupported": "forge.records.effects",
     "NoTransitionEnabled": "forge.machine.engine",
     "RunFinished": "forge.machine.engine",
     "TransitionCallbacks": "forge.machine.engine",
@@ -102,11 +102,11 @@ _WHERE: dict[str, str] = {
     "LoopObserver": "forge.observe",
     "ToolAttempt": "forge.observe",
     "LoggingObserver": "forge.observe.log",
-    "GuardResult": "forge.machine.trace",
-    "TraceFormatError": "forge.machine.trace",
-    "TransitionRecord": "forge.machine.trace",
-    "read_trace": "forge.machine.trace",
-    "write_trace": "forge.machine.trace",
+    "GuardResult": "forge.records.trace",
+    "TraceFormatError": "forge.records.trace",
+    "TransitionRecord": "forge.records.trace",
+    "read_trace": "forge.records.trace",
+    "write_trace": "forge.records.trace",
     "Finish": "forge.policy",
     "Guard": "forge.guardrails",
     "Fix": "forge.guardrails",
@@ -114,8 +114,8 @@ _WHERE: dict[str, str] = {
     "GuardTripped": "forge.guardrails",
     "Handoff": "forge.policy",
     "Ask": "forge.policy",
-    "Usage": "forge.models.usage",
-    "BudgetExhausted": "forge.models.usage",
+    "Usage": "forge.records.usage",
+    "BudgetExhausted": "forge.records.usage",
     "Intent": "forge.policy",
     "Policy": "forge.policy",
     "ModelPolicy": "forge.policy",
@@ -132,14 +132,14 @@ _WHERE: dict[str, str] = {
     "WrongType": "forge.errors",
     "RunNotFound": "forge.errors",
     "ToolSignal": "forge.errors",
-    "Journal": "forge.machine.journal",
-    "JournalCodec": "forge.machine.journal",
-    "JournalEncodeError": "forge.machine.journal",
-    "JournalEntry": "forge.machine.journal",
-    "JournalMiss": "forge.machine.journal",
-    "ContractRefused": "forge.machine.journal",
-    "read_journal": "forge.machine.trace",
-    "ForkOrigin": "forge.machine.journal",
+    "Journal": "forge.records.journal",
+    "JournalCodec": "forge.records.journal",
+    "JournalEncodeError": "forge.records.journal",
+    "JournalEntry": "forge.records.journal",
+    "JournalMiss": "forge.records.journal",
+    "ContractRefused": "forge.records.journal",
+    "read_journal": "forge.records.trace",
+    "ForkOrigin": "forge.records.journal",
     "Patch": "forge.machine.fork",
     "PatchRefused": "forge.machine.fork",
     "RunDiff": "forge.machine.diff",

@@ -5,7 +5,7 @@ Why a program: one model turn can then do what would take one turn per call (rea
 files and compare them; look something up for each of ten items). Why not run it as one
 opaque tool: a side effect inside the program must be approved, journaled, counted and
 recovered exactly as if the model had asked for it. So the program runs as a **child run**
-(`forge.child`) whose policy is the program itself: the program runs in `pydantic-monty`'s
+(`forge.machine.child`) whose policy is the program itself: the program runs in `pydantic-monty`'s
 sandbox (a Python subset in worker processes: no file system, no network, no `os`, bounded
 time and memory), and each time it calls one of the listed tools it stops there, and that
 call becomes the child run's next decision, `Intent.call(tool, **arguments)`, made through
@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge.errors import UsageError
-from forge.machine.trace import error_text
 from forge.policy import Finish, Intent
+from forge.records.trace import error_text
 
 __all__ = ["CodeLimits", "CodeTool", "ProgramPolicy", "program_of"]
 
@@ -265,7 +265,7 @@ def _seed(path: str, code: str) -> str:
 
 def _run_under_way() -> Any:
     """The run whose policy is deciding (the code tool's child run), or None outside a run."""
-    from forge.child import CALLING
+    from forge.machine.child import CALLING
 
     lineage = CALLING.get()
     return lineage[-1] if lineage else None

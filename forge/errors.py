@@ -20,7 +20,7 @@ class ForgeError(Exception):
 
     Every forge error pickles as it is (its message and attributes), whatever its
     `__init__` takes: a program may pickle a result (forge's own stores write errors as
-    JSON, `forge.machine.wire`, and read forge 0.1.0's pickles, `forge.durable.legacy`)."""
+    JSON, `forge.records.wire`, and read forge 0.1.0's pickles, `forge.durable.legacy`)."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _rebuilt, (type(self), self.args, dict(self.__dict__))

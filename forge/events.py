@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 from forge.errors import ForgeError
 
 if TYPE_CHECKING:
-    from forge.machine.answers import Waiting
-    from forge.machine.trace import TransitionRecord
     from forge.observe import ToolAttempt
+    from forge.records.answers import Waiting
+    from forge.records.trace import TransitionRecord
     from forge.result import LoopResult
 
 __all__ = ["ChildRunFinished", "ChildRunStarted", "ModelCallStarted", "RunFinished", "RunStarted", "RunStopped",
@@ -276,7 +276,7 @@ class RunStopped(StreamEvent):
 
 
 def _error_text(error: BaseException) -> str:
-    from forge.machine.trace import error_text
+    from forge.records.trace import error_text
 
     return error_text(error)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.agent.observations import LoopState
-from forge.child import loop_tool
 from forge.errors import UsageError, WrongType
+from forge.machine.child import loop_tool
 from forge.options import FLAT_NAMES, GROUPS, Clocks, Grouped, Hooks, Limits, Retry, grouped
 from forge.running import RUN_PLUMBING, PerformerFactory, RunStart, arun_through, run_through, started, trace_file_name
 
@@ -23,15 +23,15 @@ if TYPE_CHECKING:
     from forge.events import StreamEvent
     from forge.guardrails import Guard
     from forge.machine.catalog import Stage, StageCatalog
-    from forge.machine.definition import MachineDefinition
     from forge.machine.engine import AsyncLoopEngine, LoopEngine, TransitionCallbacks
     from forge.machine.fork import Patch, RecordedRun
-    from forge.machine.journal import JournalCodec, JournalEntry
     from forge.machine.run import Run
-    from forge.machine.trace import TransitionRecord
     from forge.observe import LoopObserver
     from forge.output import Output
     from forge.policy import Policy
+    from forge.records.definition import MachineDefinition
+    from forge.records.journal import JournalCodec, JournalEntry
+    from forge.records.trace import TransitionRecord
     from forge.result import LoopResult
     from forge.spec import LoopSpec
     from forge.tools import Tool
@@ -67,7 +67,7 @@ class AgentLoop:
     states of `machines/guarded.toml` or `guarded_approval.toml`: each passes, fixes the
     value or trips). The flat names of an
     earlier forge (`repeat_limit=`, `observers=`, …) are taken with a DeprecationWarning.
-    Every call a run makes to the world is in its `result.journal` (`forge.machine.journal`).
+    Every call a run makes to the world is in its `result.journal` (`forge.records.journal`).
 
     Raises:
         ValueError: no tools, duplicate tool names, a non-Tool in `tools`, a non-callable
@@ -232,7 +232,7 @@ class AgentLoop:
         calling run (its path as run id, the parent's steps left as its budget, its usage
         rolled up, its result in the parent's `result.children`), and the tool's value is the
         child's answer. A child that does not end in success is a tool error of the parent,
-        naming its stop reason (see `forge.child`).
+        naming its stop reason (see `forge.machine.child`).
 
         Without `input` the tool takes `{"goal": "..."}`; with `input` (a pydantic model, a
         dataclass or an object's JSON Schema) it takes those arguments, checked, and gives
@@ -354,12 +354,12 @@ class AgentLoop:
         Breaking out of the loop (or closing the iterator) stops the run before its next
         call to the world (a tool, a model): it ends in `fatal_error` with
         `forge.events.StreamClosed` once the call under way has finished, which closing
-        waits for (see `forge.stream`). The run does not wait for you: reading slower than
+        waits for (see `forge.running.stream`). The run does not wait for you: reading slower than
         it runs, you read events of calls it has already made.
 
         Raises (while iterating): what `run` or `replay` raises.
         """
-        from forge.stream import stream
+        from forge.running.stream import stream
 
         return stream(self, _start_of("stream", goal, (observers, state, run_id), {}), journal)
 
@@ -375,7 +375,7 @@ class AgentLoop:
 
         Raises (while iterating): what `arun` or `replay` raises.
         """
-        from forge.stream import astream
+        from forge.running.stream import astream
 
         return astream(self, _start_of("astream", goal, (observers, state, run_id), {}), journal)
 
@@ -423,7 +423,7 @@ class AgentLoop:
             ValueError: no goal was given and the journal has no policy call to take it from.
             OSError, TraceFormatError: the file cannot be read.
         """
-        from forge.replaying import replay
+        from forge.running.replaying import replay
 
         return replay(self, journal, RunStart(goal, tuple(observers), state))
 
@@ -470,7 +470,7 @@ class AgentLoop:
             OSError, TraceFormatError: the file cannot be read.
             AsyncNotSupported: as `run`.
         """
-        from forge.replaying import ForkPoint, fork
+        from forge.running.replaying import ForkPoint, fork
 
         given = {} if max_steps is None else {"max_steps": max_steps}
         start = (_start_of("fork", goal, (observers, state, run_id), given) if isinstance(goal, RunStart)
@@ -491,7 +491,7 @@ class AgentLoop:
         Raises:
             PatchRefused, JournalMiss, OSError, TraceFormatError, AsyncNotSupported: as `fork`.
         """
-        from forge.replaying import ForkPoint, debug_fork
+        from forge.running.replaying import ForkPoint, debug_fork
 
         return debug_fork(self, ForkPoint(source, at, patch), RunStart(goal, tuple(observers), state))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from forge.machine.trace import TransitionRecord
+from forge.records.trace import TransitionRecord
 
 __all__ = ["decided_by", "describe", "shorten", "summarise_detail"]
 

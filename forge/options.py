@@ -33,13 +33,13 @@ __all__ = ["FLAT_NAMES", "GROUPS", "Clocks", "Grouped", "Hooks", "Limits", "Retr
 class Limits:
     """What bounds a run besides `max_steps`: `repeat_limit` stops a run whose last call has
     been made that many times (identical calls count, or with `repeat_by="tool"` any use of
-    the same tool); `token_budget` bounds the tokens of its model calls (`forge.models.usage`),
+    the same tool); `token_budget` bounds the tokens of its model calls (`forge.records.usage`),
     `cost_budget` what they cost in US dollars, at the prices of `prices` (model name to
-    `forge.models.pricing.Price`) or else genai-prices' public ones (`forge.models.pricing`);
+    `forge.records.pricing.Price`) or else genai-prices' public ones (`forge.records.pricing`);
     `max_parallel` bounds how many calls without side effects that the policy asked for at
     once run at the same time (1: one after another, each a step of its own, as before);
     `time_budget` bounds the run's working time in seconds (its time waiting for a person
-    does not count, `forge.machine.tally`): a run past it asks its policy nothing more and
+    does not count, `forge.records.tally`): a run past it asks its policy nothing more and
     ends in `budget_exhausted`.
 
     Raises:
@@ -71,11 +71,11 @@ class Limits:
                                     or not 0 < seconds < float("inf")):
             raise UsageError(f"time_budget is a number of seconds above 0, got {seconds!r}")
         if self.prices is not None:
-            from forge.models.pricing import Price
+            from forge.records.pricing import Price
 
             if not isinstance(self.prices, Mapping) or not all(
                     isinstance(name, str) and isinstance(price, Price) for name, price in self.prices.items()):
-                raise UsageError("prices maps model names to forge.models.pricing.Price(input=, output=) in USD per million "
+                raise UsageError("prices maps model names to forge.records.pricing.Price(input=, output=) in USD per million "
                                  f"tokens, got {self.prices!r:.200}")
 
 

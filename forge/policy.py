@@ -175,7 +175,7 @@ class ModelPolicy(Protocol):
     `requests(goal, state)` is the decision written as a generator: it yields each request
     to send (a JSON object: the model, the messages, the tools and the options), receives
     the model's reply (JSON, what `send` returned), and returns the decision. `send(request)`
-    sends one request and returns the reply, or, when `forge.machine.effects.can_await()`,
+    sends one request and returns the reply, or, when `forge.records.effects.can_await()`,
     an awaitable of it (under `arun`). A replay answers every request from the journal
     and runs the rest of the policy again.
     """

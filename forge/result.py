@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge.agent.observations import LoopState
-from forge.machine.definition import MachineDefinition, Outcome
-from forge.machine.details import repeated_call
-from forge.machine.journal import JournalEntry
-from forge.machine.trace import (  # at run time: get_type_hints(LoopResult) resolves
+from forge.policy import FINISH, Finish
+from forge.records.definition import MachineDefinition, Outcome
+from forge.records.details import repeated_call
+from forge.records.journal import JournalEntry
+from forge.records.trace import (  # at run time: get_type_hints(LoopResult) resolves
     TransitionRecord,
     error_text,
 )
-from forge.models.usage import Usage
-from forge.policy import FINISH, Finish
+from forge.records.usage import Usage
 
 __all__ = ["ChildRun", "LoopResult", "Outcome", "verified_answer"]
 
@@ -40,7 +40,7 @@ class LoopResult:
     """How a run ended: the stop reason, the number of steps taken, and the final state.
 
     Runs driven by the state machine (`forge.AgentLoop`) fill the rest: `trace`, one record
-    per fired transition (a compact `forge.machine.trace.Trace`, equal to any sequence of
+    per fired transition (a compact `forge.records.trace.Trace`, equal to any sequence of
     the same records); `error`, the exception that ended the run, if any; `outcome`, the
     terminal state's success / failure / needs_input; and the counters of retries and of
     side effects run and replayed; `definition`, the machine it ran; `journal`, every call
@@ -59,7 +59,7 @@ class LoopResult:
     side_effects_replayed: int = 0
     definition: MachineDefinition | None = field(default=None, compare=False, repr=False)
     journal: Sequence[JournalEntry] = field(default=(), compare=False, repr=False)
-    """Every call the run made to the world, in order (`forge.machine.journal`):
+    """Every call the run made to the world, in order (`forge.records.journal`):
     `AgentLoop.replay(result.journal)` makes the run again without calling anything."""
     html_view: Callable[[LoopResult], str] | None = field(default=None, compare=False, repr=False)
     """What shows the result as HTML in Jupyter: the run inspector, for a loop's results
@@ -68,7 +68,7 @@ class LoopResult:
     """The policy's question to the user, when the run ended because it asked one
     (`forge.Ask`, state `input_required`): answer with `loop.run(reply, state=result.state)`."""
     usage: Usage = field(default=Usage(), compare=False)
-    """The tokens of the run's model calls, per call and in total (`forge.models.usage`)."""
+    """The tokens of the run's model calls, per call and in total (`forge.records.usage`)."""
     children: tuple[ChildRun, ...] = field(default=(), compare=False, repr=False)
     """The runs of other loops its tools made (`AgentLoop.as_tool`), in the order they were
     called: each one's path, tool, the transition it ran in and its own `LoopResult`."""

@@ -4,7 +4,7 @@ reads from it.
 `AgentLoop` is a face over a `LoopSpec`: it builds one (`LoopSpec.of`, where every check
 of a loop's arguments is made, so a bad loop is refused before anything runs) and runs
 it. Everything else that needs a loop's parts — a stream's relay, a durable workflow, a
-cassette, a replay or a fork (`forge.replaying`), a run's driver (`forge.running`) —
+cassette, a replay or a fork (`forge.running.replaying`), a run's driver (`forge.running`) —
 reads them here, through public names: no module reads a private attribute of `AgentLoop`.
 """
 
@@ -26,13 +26,13 @@ if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.guardrails import Guard
     from forge.machine.catalog import Stage, StageCatalog
-    from forge.machine.definition import MachineDefinition
     from forge.machine.engine import LoopEngine, TransitionCallbacks
     from forge.machine.run import RunConfig
     from forge.machine.stages import Selection
     from forge.observe import Observers
     from forge.output import Output
     from forge.policy import Policy
+    from forge.records.definition import MachineDefinition
     from forge.tools import Tool
 
 __all__ = ["GIVEN", "LoopSpec"]
@@ -75,9 +75,9 @@ class LoopSpec:
         Raises:
             ValueError, TypeError, FileNotFoundError, DefinitionError: as `AgentLoop(...)`.
         """
-        from forge.machine.definition import MachineDefinition
         from forge.machine.engine import engine_for
         from forge.machine.loader import catalog_of, load_definition
+        from forge.records.definition import MachineDefinition
 
         options = options if options is not None else Grouped()
         given = types.MappingProxyType({"policy": policy, "verify": verify, "max_steps": max_steps,
@@ -233,8 +233,8 @@ def _prove(definition: MachineDefinition, stages: StageCatalog, tools: tuple[Too
         DefinitionError: each problem, with a counterexample path for a property.
     """
     from forge.check import Finding, Severity, soundness_errors
-    from forge.child import has_side_effects
-    from forge.machine.definition import DefinitionError, Problem
+    from forge.machine.child import has_side_effects
+    from forge.records.definition import DefinitionError, Problem
 
     errors = soundness_errors(definition, stages)
     if definition.requires:

@@ -35,8 +35,8 @@ import pytest
 
 from forge.errors import UsageError
 from forge.machine.cassette import write_cassette
-from forge.machine.journal import JournalMiss
 from forge.machine.redaction import redacted_journal
+from forge.records.journal import JournalMiss
 
 if TYPE_CHECKING:
     from forge.loop import AgentLoop

@@ -56,7 +56,7 @@ class Tool:
     the same call decided again runs again (reboot, then reboot again), while a retry of
     one decision, or a crash recovery, still runs it once. `raises` lists the tool's own
     error classes, so a replay from a file rebuilds them as what they were
-    (`forge.machine.recorded`). Without `capabilities` the tool is selected by name only
+    (`forge.records.recorded`). Without `capabilities` the tool is selected by name only
     (`Intent.call(name, ...)`). A `schema` that says `integer` gets a whole float as an int
     (5.0 → 5; 5.5 is refused), as a `@tool`'s type hint does.
 

@@ -321,8 +321,8 @@ def test_a_streamed_durable_task_tells_its_run_from_the_database_each_turn_from_
 
 
 def test_an_a2a_agent_tool_is_drawn_beside_the_loop_as_a_child_run_is(served):
-    from forge.child import RemoteAgent, remote_agents_of
     from forge.diagram import diagram, mermaid
+    from forge.machine.child import RemoteAgent, remote_agents_of
 
     url = served(AgentLoop([weather], asking, lambda o: o.tool_name == "finish"))
     remote = a2a_tool(url, "forecaster", side_effect=False)

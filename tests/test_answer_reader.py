@@ -5,7 +5,7 @@ flags, a `forge ui` form and the JSON API's body all become an `Answer` through
 import pytest
 
 from forge.errors import UsageError
-from forge.machine.answers import ANSWER_KINDS, Answer, AnswerRefused, read_answer
+from forge.records.answers import ANSWER_KINDS, Answer, AnswerRefused, read_answer
 
 
 @pytest.mark.parametrize(("kind", "value", "made"), [

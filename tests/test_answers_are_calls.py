@@ -9,10 +9,10 @@ import time
 import pytest
 
 from forge import AgentLoop, Finish, Hooks, Intent, Patch, RunStart, Tool
-from forge.machine.answers import Answer
 from forge.machine.fork import PatchRefused
 from forge.machine.performers import Performer
-from forge.machine.trace import read_journal, write_trace
+from forge.records.answers import Answer
+from forge.records.trace import read_journal, write_trace
 
 
 class Counted:

@@ -285,7 +285,7 @@ def test_a_replayed_chat_run_has_the_same_usage_without_calling_the_model():
 
 
 def test_usage_in_the_trace_survives_a_trace_file(tmp_path):
-    from forge.machine.trace import read_trace, write_trace
+    from forge.records.trace import read_trace, write_trace
 
     with ChatServer([reply("sunny") | {"_usage": {"prompt_tokens": 9, "completion_tokens": 1}}]) as server:
         result = AgentLoop([lookup], chat(server), answered).run("weather?")

@@ -10,8 +10,8 @@ import pytest
 
 from forge import AgentLoop, Finish, Intent, Patch, tool
 from forge.machine.fork import PatchRefused, read_recorded
-from forge.machine.trace import child_headers, read_journal, read_trace, write_trace
 from forge.policy import FINISH
+from forge.records.trace import child_headers, read_journal, read_trace, write_trace
 
 CALLS: list[str] = []
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from forge import AgentLoop, Finish, Intent, Limits, RunStart, tool
-from forge.child import LoopCycle, children_of
+from forge.machine.child import LoopCycle, children_of
 from forge.policy import FINISH
 
 
@@ -352,7 +352,7 @@ def test_forge_diagram_draws_a_loop_named_module_colon_loop(tmp_path):
 
 
 def test_a_childs_side_effect_without_approval_is_a_finding_of_the_parent(tmp_path):
-    from forge.machine.definition import DefinitionError
+    from forge.records.definition import DefinitionError
 
     single = (__import__("pathlib").Path(__file__).parents[1] / "machines" / "single_agent.toml").read_text()
     strict = tmp_path / "strict.toml"
@@ -377,7 +377,7 @@ def test_the_writer_example_runs_durably_its_children_inside_the_parents_calls(m
 
 def test_the_writer_example_forks_at_a_child_transition_calling_nothing_before_it(tmp_path, monkeypatch):
     from forge import Patch
-    from forge.machine.trace import write_trace
+    from forge.records.trace import write_trace
     from forge.user_code import import_file
 
     example = import_file(EXAMPLE)
@@ -671,10 +671,10 @@ def test_child_runs_nest_no_deeper_than_max_depth_even_when_the_cycle_check_miss
     """The depth bound stands apart from the cycle check: with a cycle check that never
     sees the loop in its own lineage, a loop calling itself fails at MAX_DEPTH naming the
     path, instead of recursing until the machine runs out of memory."""
-    import forge.child
+    import forge.machine.child
     from forge import Tool
 
-    monkeypatch.setattr(forge.child, "MAX_DEPTH", 5)
+    monkeypatch.setattr(forge.machine.child, "MAX_DEPTH", 5)
     monkeypatch.setattr(AgentLoop, "runs", lambda self, run: False)
     inner: dict[str, Tool] = {}
 
@@ -687,10 +687,10 @@ def test_child_runs_nest_no_deeper_than_max_depth_even_when_the_cycle_check_miss
     inner["tool"] = looping.as_tool("inner")
     result = looping.run("go", run_id="d")
     assert "LoopCycle" in result.answer and "5 levels deep (d → d/inner.1 → d/inner.1/inner.1 →" in result.answer
-    assert "forge.child.MAX_DEPTH" in result.answer
+    assert "forge.machine.child.MAX_DEPTH" in result.answer
 
 
-# From the mutation run (issue 55): promises of forge/child.py no test held yet
+# From the mutation run (issue 55): promises of forge/machine/child.py no test held yet
 
 
 def test_under_arun_a_child_that_fails_is_a_tool_error_naming_the_agent():
@@ -763,7 +763,7 @@ def test_an_agent_tool_has_a_side_effect_when_a_loop_its_loop_hands_off_to_hands
 
 
 def test_loop_at_follows_a_path_of_agent_tools_down_even_where_a_tool_name_has_a_dot():
-    from forge.child import loop_at
+    from forge.machine.child import loop_at
 
     notes = researcher()
     middle = AgentLoop([notes.as_tool("v2.notes")], asking("x"), finished)
@@ -772,8 +772,8 @@ def test_loop_at_follows_a_path_of_agent_tools_down_even_where_a_tool_name_has_a
 
 
 def test_loop_at_a_path_with_no_agent_tool_names_the_agent_tools_there():
-    from forge.child import loop_at
     from forge.errors import UsageError
+    from forge.machine.child import loop_at
 
     top = AgentLoop([researcher().as_tool("research"), researcher().as_tool("archive")], asking("x"), finished)
     with pytest.raises(UsageError, match=r"it has no agent tool 'notes' \(its agent tools: archive, research\)"):
@@ -820,7 +820,7 @@ def test_a_fork_at_the_transition_that_made_a_child_makes_it_again_in_its_place(
 
 
 def test_a_fork_inside_a_child_whose_replay_misses_raises_the_childs_journal_miss():
-    from forge.machine.journal import JournalMiss
+    from forge.records.journal import JournalMiss
 
     writer = AgentLoop([researcher().as_tool("research")], asking("otters"), finished)
     recorded = writer.run("write", run_id="w")

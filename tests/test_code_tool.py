@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("pydantic_monty", reason="the code extra is a test dependency: python3 tasks.py test installs it")
 
 from forge import AgentLoop, Finish, Intent, UsageError, tool
-from forge.child import children_of
 from forge.code_tool import CodeLimits, CodeTool
+from forge.machine.child import children_of
 
 NOTES = {"a.md": "alpha", "b.md": "beta beta"}
 READS: list[str] = []

@@ -8,8 +8,8 @@ import pytest
 from forge import AgentLoop, Finish, Limits, UsageError, tool
 from forge.chat_server import ChatServer, reply
 from forge.models.chat import ChatPolicy
-from forge.models.pricing import CostBudgetExhausted, Price, cost_of, spending
-from forge.models.usage import ModelCall, Usage
+from forge.records.pricing import CostBudgetExhausted, Price, cost_of, spending
+from forge.records.usage import ModelCall, Usage
 
 
 @tool
@@ -89,7 +89,7 @@ def test_spending_counts_the_whole_conversation_and_names_what_it_cannot_price()
 @pytest.mark.parametrize(("limits", "said"), [
     ({"cost_budget": 0}, "US dollars above 0"),
     ({"cost_budget": "1"}, "US dollars above 0"),
-    ({"prices": {"m": (1, 2)}}, "forge.models.pricing.Price"),
+    ({"prices": {"m": (1, 2)}}, "forge.records.pricing.Price"),
 ])
 def test_bad_money_limits_are_refused_naming_what_is_wrong(limits, said):
     with pytest.raises(UsageError, match=said):

@@ -13,8 +13,8 @@ import pytest
 
 from forge import AgentLoop, Finish, Intent, RunStart, tool
 from forge.check import check_definition
-from forge.machine.definition import DefinitionError
 from forge.machine.loader import load_definition, parse_definition, parse_duration
+from forge.records.definition import DefinitionError
 
 HERE = Path(__file__).parent
 DEADLINE = HERE / "definitions" / "approval_deadline.toml"

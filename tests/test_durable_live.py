@@ -242,7 +242,7 @@ def test_a_journal_gives_each_tool_attempt_its_number_and_the_wait_before_it():
     from forge.agent.retry import TransientToolError
     from forge.durable.runs import journal_events
     from forge.events import ToolAttemptFinished
-    from forge.machine.journal import JournalEntry
+    from forge.records.journal import JournalEntry
 
     busy = TransientToolError("busy")
     calls = [JournalEntry("r", 1, 1, "policy", "policy", ("g", 0)),
@@ -258,7 +258,7 @@ def test_a_journal_gives_each_tool_attempt_its_number_and_the_wait_before_it():
 def test_a_journal_gives_each_model_call_with_its_replys_deltas():
     from forge.durable.runs import journal_events
     from forge.events import ModelCallStarted, TextDelta, ToolCallDelta
-    from forge.machine.journal import JournalEntry
+    from forge.records.journal import JournalEntry
 
     reply = {"message": {"role": "assistant", "content": "looking",
                          "tool_calls": [{"id": "c1", "function": {"name": "fetch", "arguments": "{}"}}]}}

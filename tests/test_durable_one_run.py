@@ -11,7 +11,7 @@ from dbos import DBOS
 
 from forge import AgentLoop, Finish, Intent, Patch, Tool
 from forge.durable import Answer, database_url
-from forge.machine.journal import JournalEntry
+from forge.records.journal import JournalEntry
 
 
 def two_writes(write):

@@ -14,7 +14,7 @@ BUILTIN_REFUSALS = {"ValueError", "TypeError", "LookupError", "KeyError", "FileN
                     "RuntimeError", "OSError", "Exception"}
 ALLOWED = {
     ("__init__.py", "AttributeError"),  # the module __getattr__ protocol
-    ("machine/effects.py", "RuntimeError"),  # "this is a bug in forge": not a refusal
+    ("records/effects.py", "RuntimeError"),  # "this is a bug in forge": not a refusal
 }
 
 

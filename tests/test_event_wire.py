@@ -5,8 +5,8 @@ import json
 
 import forge.events as events
 from forge import AgentLoop, Finish, Intent, ScriptedPolicy, Tool, TransientToolError
-from forge.machine.answers import Waiting
 from forge.observe import ToolAttempt
+from forge.records.answers import Waiting
 from forge.ui.api import event_json
 
 

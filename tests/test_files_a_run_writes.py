@@ -11,7 +11,7 @@ import pytest
 
 from forge import AgentLoop, Finish, Hooks, Intent, Tool, write_trace
 from forge.loop import trace_file_name
-from forge.machine.trace import read_journal
+from forge.records.trace import read_journal
 from forge.testing import write_cassette
 
 SECRET = "s3cr3t-token-4711"

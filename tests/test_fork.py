@@ -21,8 +21,8 @@ from forge import (
     write_trace,
 )
 from forge.machine.fork import PatchRefused
-from forge.machine.journal import JournalMiss
 from forge.options import Hooks, Limits, Retry
+from forge.records.journal import JournalMiss
 
 
 class Counting:
@@ -112,7 +112,7 @@ def test_a_fork_records_where_it_came_from_in_its_journal_and_trace_file(tmp_pat
     assert (origin.run_id, origin.transition, origin.patch) == (source.journal.run_id, at, {"tool_result": 7})
     path = write_trace(fork.trace, tmp_path / "fork.jsonl", journal=fork.journal)
     assert read_trace(path) == tuple(fork.trace)
-    from forge.machine.trace import read_journal
+    from forge.records.trace import read_journal
 
     assert read_journal(path).forked_from == origin
     assert fork.trace.forked_from == origin

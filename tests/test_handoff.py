@@ -142,7 +142,7 @@ def test_the_handoffs_are_drawn_as_clusters_joined_from_where_the_policy_decides
 
 
 def test_a_side_effect_of_a_loop_handed_to_is_checked_as_the_runs_own(tmp_path):
-    from forge.machine.definition import DefinitionError
+    from forge.records.definition import DefinitionError
 
     single = (__import__("pathlib").Path(__file__).parents[1] / "machines" / "single_agent.toml").read_text()
     strict = tmp_path / "strict.toml"

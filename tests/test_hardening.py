@@ -514,7 +514,7 @@ def test_closed_sets_are_typed_as_literals():
     import typing
 
     from forge import LoopResult, Observation
-    from forge.machine.definition import StateDef
+    from forge.records.definition import StateDef
 
     assert typing.get_args(typing.get_type_hints(Observation)["status"]) == ("ok", "retryable_error", "fatal_error")
     outcome = typing.get_type_hints(LoopResult)["outcome"]

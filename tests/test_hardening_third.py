@@ -166,8 +166,8 @@ def test_item_17_a_refusal_is_not_an_answer():
 def test_item_18_huge_arguments_that_are_not_json_are_told_and_kept_capped():
     from chat_server import ChatServer, reply
 
-    from forge.machine.trace import PAYLOAD_LIMIT
     from forge.models.chat import ECHO_LIMIT
+    from forge.records.trace import PAYLOAD_LIMIT
 
     junk = "x" * 1_000_000
     with ChatServer([reply(None, ("c1", "echo", junk)), reply("gave up")]) as server:

@@ -22,8 +22,8 @@ from forge import (
     read_trace,
     write_trace,
 )
-from forge.machine.journal import JournalEncodeError, JournalMiss
-from forge.machine.trace import read_journal
+from forge.records.journal import JournalEncodeError, JournalMiss
+from forge.records.trace import read_journal
 
 CALLED: list[str] = []
 """Every call a replay made to a part of `_unreachable`'s loop: a replay that called one and
@@ -319,7 +319,7 @@ def test_a_replay_refuses_a_recorded_call_todays_contract_refuses_naming_it():
     """A journal recorded before a tool's argument was renamed (`path` → `filename`): a live
     run would refuse the call before the handler ran, so the replay fails there, naming the
     call, instead of answering it from the journal."""
-    from forge.machine.journal import ContractRefused
+    from forge.records.journal import ContractRefused
 
     def decide(goal, state):
         return Intent.call("read_file", path="a.md") if not state.observations else Finish("read")

@@ -9,8 +9,8 @@ import tracemalloc
 import pytest
 
 from forge.errors import UsageError
-from forge.machine.journal import Journal, JournalEntry, SharedRequests
-from forge.machine.trace import read_journal, write_trace
+from forge.records.journal import Journal, JournalEntry, SharedRequests
+from forge.records.trace import read_journal, write_trace
 
 TOOLS = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]
 

@@ -121,8 +121,8 @@ def test_replace_with_a_group_and_a_plain_argument_keeps_the_rest():
 
 
 def test_the_facts_a_stage_may_change_are_the_runs_facts_typed_as_there():
-    from forge.machine.outcome import CountChanges, FactChanges
     from forge.machine.run import RunCounts, RunFacts
+    from forge.records.outcome import CountChanges, FactChanges
 
     assert FactChanges.__optional_keys__ == {f.name for f in dataclasses.fields(RunFacts)}
     assert CountChanges.__optional_keys__ <= {f.name for f in dataclasses.fields(RunCounts)}

@@ -12,8 +12,8 @@ from builders import intent, scripted_loop, tool
 from forge import AgentLoop, Finish, Intent, ScriptedPolicy
 from forge.errors import UsageError, WrongType
 from forge.options import Grouped, Limits
-from forge.replaying import ForkPoint, fork, replay
 from forge.running import RunStart, complete, finish, started
+from forge.running.replaying import ForkPoint, fork, replay
 from forge.spec import LoopSpec
 
 

@@ -15,8 +15,8 @@ import pytest
 
 from forge import AgentLoop, Finish, Intent
 from forge.events import ToolProgress
-from forge.machine.answers import AnswerRefused, Waiting, form_reply
 from forge.mcp import MCPServer
+from forge.records.answers import AnswerRefused, Waiting, form_reply
 
 SERVER = str(Path(__file__).with_name("mcp_asking_server.py"))
 PROTOCOLS = ["legacy", "auto"]

@@ -380,7 +380,7 @@ def test_what_the_provider_needs_back_goes_back_exactly_and_a_replay_sends_the_s
 
 
 def test_a_replay_with_another_system_prompt_fails_naming_what_changed(wire):
-    from forge.machine.journal import JournalMiss
+    from forge.records.journal import JournalMiss
 
     with ChatServer([reply("Done.")]) as server:
         result = agent(wire, server, system="Be brief.").run("anything")

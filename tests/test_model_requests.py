@@ -16,8 +16,8 @@ openai = pytest.importorskip("openai", reason="the llm extra is a test dependenc
 from chat_server import ChatServer, reply  # noqa: E402
 
 from forge import AgentLoop, Finish, Intent, Patch, RecordedPolicy, ScriptedPolicy, Tool, tool, write_trace  # noqa: E402
-from forge.machine.journal import DecidedAsCode, JournalMiss  # noqa: E402
 from forge.models.chat import ChatPolicy  # noqa: E402
+from forge.records.journal import DecidedAsCode, JournalMiss  # noqa: E402
 from forge.testing import write_cassette  # noqa: E402
 
 GONE = "http://127.0.0.1:9/v1"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import pickle
 import sys
+import warnings
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_an_old_module_name_imports_the_same_names_and_says_where_they_are_now(o
 
 
 def test_a_value_stored_under_an_old_module_name_is_read_back(monkeypatch):
-    from forge.models.usage import ModelCall
+    from forge.records.usage import ModelCall
 
     monkeypatch.delitem(sys.modules, "forge.usage", raising=False)
     with pytest.warns(DeprecationWarning):
@@ -57,3 +58,22 @@ def test_a_name_the_new_module_lacks_is_an_attribute_error_naming_it(monkeypatch
         old = importlib.import_module("forge.usage")
     with pytest.raises(AttributeError, match="no_such_name"):
         old.no_such_name  # noqa: B018
+
+
+def test_an_error_recorded_under_a_moved_modules_old_name_is_read_back_as_its_class():
+    from forge.records.definition import DefinitionError
+    from forge.records.recorded import error_from
+
+    read = error_from({"type": "forge.machine.definition:DefinitionError", "kind": "error",
+                       "message": "no initial state", "args": ["no initial state"]})
+    assert type(read) is DefinitionError and str(read) == "no initial state"
+
+
+def test_a_legacy_pickle_naming_a_moved_module_is_read_without_importing_its_old_name():
+    from forge.durable.legacy import read_legacy
+    from forge.records.journal import ForkOrigin
+
+    stored = pickle.dumps(ForkOrigin("run-1", 3)).replace(b"forge.records.journal", b"forge.machine.journal")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        assert read_legacy(stored) == ForkOrigin("run-1", 3)

@@ -127,7 +127,7 @@ def test_a_logging_observer_can_use_another_logger(caplog):
 
 
 def test_a_run_nobody_watches_makes_no_record_per_transition(monkeypatch, caplog):
-    import forge.machine.trace as trace  # records are made by the trace, when read
+    import forge.records.trace as trace  # records are made by the trace, when read
 
     made = []
     real = trace.TransitionRecord

@@ -232,7 +232,7 @@ def test_an_mcp_tool_call_carries_the_execute_tool_spans_context_in_its_meta(tel
 
 def test_each_priced_model_call_and_the_run_carry_what_they_cost_in_dollars(telemetry):
     from forge import Limits
-    from forge.models.pricing import Price
+    from forge.records.pricing import Price
 
     exporter, _, tracer, meter = telemetry
     openai = pytest.importorskip("openai", reason=REASON)

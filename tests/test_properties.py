@@ -11,8 +11,8 @@ from builders import forge
 from forge import AgentLoop, Finish, Intent, Stage, tool
 from forge.check import check_definition
 from forge.check.properties import prove
-from forge.machine.definition import DefinitionError
 from forge.machine.loader import load_definition
+from forge.records.definition import DefinitionError
 
 HERE = Path(__file__).parent
 APPROVAL = Path(load_definition("approval").path).read_text()

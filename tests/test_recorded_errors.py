@@ -12,16 +12,16 @@ import pytest
 from builders import forge
 
 from forge import AgentLoop, Finish, Intent, PermanentToolError, Tool, ToolError, TransientToolError, write_trace
-from forge.machine.recorded import RecordedError, error_from
-from forge.machine.trace import read_journal
 from forge.observe import LoopObserver
+from forge.records.recorded import RecordedError, error_from
+from forge.records.trace import read_journal
 
 
 @pytest.fixture(autouse=True)
 def _cold_caches():
     """Each test finds forge's error classes and makes recorded ones afresh: a warm cache left
     by an earlier test would hide a broken way of building it."""
-    from forge.machine import recorded
+    from forge.records import recorded
 
     recorded._LOADED.clear()
     recorded._RECORDED.clear()
@@ -167,7 +167,7 @@ def test_a_recorded_error_pickles_as_what_it_records():
 @pytest.mark.parametrize(("error", "kind"), [(TransientToolError("x"), "transient"), (PermanentToolError("x"), "permanent"),
                                              (ToolError("x"), "tool_error"), (KeyError("x"), "error")])
 def test_each_error_is_written_with_its_kind_and_read_back_as_it(error, kind):
-    from forge.machine.recorded import error_json
+    from forge.records.recorded import error_json
 
     written = error_json(error, lambda value: isinstance(value, (str, int, float, type(None))))
     assert written["kind"] == kind and written["type"].endswith(type(error).__qualname__)
@@ -176,7 +176,7 @@ def test_each_error_is_written_with_its_kind_and_read_back_as_it(error, kind):
 
 
 def _written_again(data: dict) -> dict:
-    from forge.machine.wire import error_form as _error_json
+    from forge.records.wire import error_form as _error_json
 
     return _error_json(error_from(data))
 
@@ -195,7 +195,7 @@ def test_an_error_read_from_a_file_is_written_again_exactly_as_it_was_read():
 def test_a_recorded_class_without_a_module_or_name_reads_as_a_recorded_error():
     error = error_from({"type": ":", "kind": "error", "message": "m", "args": ["m"], "attributes": {}})
     assert type(error).__name__ == type(error).__qualname__ == "RecordedError"
-    assert type(error).__module__ == "forge.machine.recorded"
+    assert type(error).__module__ == "forge.records.recorded"
     assert _written_again({"type": ":", "kind": "error", "message": "m", "args": ["m"], "attributes": {}})["type"] == ":"
 
 
@@ -251,7 +251,7 @@ def test_error_attributes_and_arguments_json_cannot_hold_are_written_as_text_or_
     error.code = 7
     error.handle = object()
     error._private = 1
-    from forge.machine.wire import error_form as _error_json
+    from forge.records.wire import error_form as _error_json
 
     line = _error_json(error)
     assert line["attributes"] == {"code": 7}

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from forge.machine.answers import Answer, Waiting
+from forge.records.answers import Answer, Waiting
 from forge.serve.asking import Unanswered, answer_of, form_for
 
 APPROVAL = Waiting("approval_required", "pay", {"to": "bob"}, "f" * 64)

@@ -482,7 +482,7 @@ def test_a_streamed_replay_replays_the_goal_and_the_state_it_is_given():
 
 
 def test_a_streamed_replay_replays_the_goal_it_is_given_not_the_recorded_one():
-    from forge.machine.journal import JournalMiss
+    from forge.records.journal import JournalMiss
 
     def reading(goal, state):
         return Intent.call("read_note", path=goal) if not state.observations else Finish("done")

@@ -1,5 +1,5 @@
 """One count of steps everywhere, and a run's time split into working and waiting
-(`forge.machine.tally`, issue 54 item 4): the count read back from a run's transitions is
+(`forge.records.tally`, issue 54 item 4): the count read back from a run's transitions is
 the run's own `LoopResult.steps` whatever the run did, and the time after each transition
 into a needs-input state is waiting."""
 
@@ -9,7 +9,7 @@ import pytest
 
 from forge import AgentLoop, Finish, Intent, tool
 from forge.machine.loader import load_definition
-from forge.machine.tally import Timing, seconds_text, steps_taken, timing
+from forge.records.tally import Timing, seconds_text, steps_taken, timing
 
 
 @tool
@@ -68,7 +68,7 @@ def test_a_run_whose_policy_fails_counts_only_the_steps_it_finished():
 
 def _records(*moves):
     """Transitions of the approval definition at the given wall-clock times."""
-    from forge.machine.trace import TransitionRecord
+    from forge.records.trace import TransitionRecord
 
     return [TransitionRecord(n, 1, source, "t", dest, at=at) for n, (source, dest, at) in enumerate(moves, 1)]
 
@@ -103,7 +103,7 @@ def test_a_timing_says_waiting_only_when_the_run_waited():
 
 
 def test_working_time_kept_up_as_the_trace_grows_leaves_the_waits_out():
-    from forge.machine.tally import WorkingTime
+    from forge.records.tally import WorkingTime
 
     records = _records(("select", "approve", 100.0), ("approve", "approval_required", 100.5),
                        ("approval_required", "select", 160.5), ("select", "observe", 161.0))
@@ -117,7 +117,7 @@ def test_a_run_past_its_time_budget_asks_its_policy_nothing_more_and_ends_in_bud
     import time
 
     from forge import Limits
-    from forge.machine.tally import TimeBudgetExhausted
+    from forge.records.tally import TimeBudgetExhausted
 
     asked: list[int] = []
 

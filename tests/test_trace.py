@@ -4,7 +4,7 @@ import pytest
 from builders import intent, scripted_loop, tool
 
 from forge import TraceFormatError, read_trace, write_trace
-from forge.machine.trace import TRACE_VERSION
+from forge.records.trace import TRACE_VERSION
 
 
 def finished_trace():

@@ -7,7 +7,7 @@ import pytest
 from builders import Recorder, intent, scripted_loop, tool
 
 from forge import Clocks, Hooks, Retry, TransientToolError, read_trace, write_trace
-from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, TraceFormatError, summary
+from forge.records.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, TraceFormatError, summary
 
 
 def two_step_run(**options):

@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from forge.durable.answers import read_answer
-from forge.machine.answers import Waiting
+from forge.records.answers import Waiting
 
 FP = "5c1692882d92"
 WAITS = {

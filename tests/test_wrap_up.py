@@ -9,7 +9,7 @@ from forge import AgentLoop, Finish, Intent, Limits, UsageError, tool
 from forge.check import check_loop
 from forge.diagram import diagram_text
 from forge.machine.loader import load_definition
-from forge.models.usage import USAGE_KEY
+from forge.records.usage import USAGE_KEY
 
 
 @tool

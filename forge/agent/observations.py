@@ -120,7 +120,7 @@ class LoopState:
     @classmethod
     def restored(cls, observations: list[Observation], actions: Sequence[str], terminal: bool,
                  messages: list[dict[str, Any]], turn_start: int) -> LoopState:
-        """A state as it was written down (`forge.machine.wire`): its observations, the
+        """A state as it was written down (`forge.records.wire`): its observations, the
         action each recorded (`action_history`, which may name whole calls), and the rest.
 
         Raises:

@@ -22,9 +22,9 @@ from forge.check.findings import Finding, Severity
 from forge.check.properties import Violation, violations
 from forge.check.structure import structural_findings
 from forge.machine.catalog import Stage, StageCatalog
-from forge.machine.definition import MachineDefinition
 from forge.machine.loader import catalog_of, parse_definition, resolve_definition
 from forge.machine.stages import BUILTIN_STAGES
+from forge.records.definition import MachineDefinition
 
 __all__ = [
     "CheckReport",

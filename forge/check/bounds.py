@@ -1,7 +1,7 @@
 """Boundedness and stage order: explore every abstract run, prove each ends within N
 transitions, and that no stage runs without what it needs from the ones before it.
 
-An abstract run (`forge.machine.abstract`) is the machine state × the step count × how often
+An abstract run (`forge.records.abstract`) is the machine state × the step count × how often
 the picked call has been made before (capped at `repeat_limit`) × the last call's count once
 recorded × the last call's status, plus what the stages have produced since the last decision.
 Each stage object carries its model (`ActionSpec.model`); a user stage's may give any verdict
@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from forge.agent.stopping import StopController
-from forge.machine.abstract import NEEDS, AbstractModel, AbstractRun
 from forge.machine.catalog import StageCatalog
-from forge.machine.definition import MachineDefinition, TransitionDef
 from forge.machine.stages import BUILTIN_STAGES
+from forge.records.abstract import NEEDS, AbstractModel, AbstractRun
+from forge.records.definition import MachineDefinition, TransitionDef
 
 __all__ = ["ABSTRACT_MODELS", "AbstractRun", "Boundedness", "explore"]
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from forge.check.structure import guards_on
 from forge.errors import UsageError
 from forge.machine.catalog import StageCatalog
-from forge.machine.definition import PROPERTIES, MachineDefinition, TransitionDef
 from forge.machine.stages import BUILTIN_STAGES
+from forge.records.definition import PROPERTIES, MachineDefinition, TransitionDef
 
 __all__ = ["PROPERTIES", "Violation", "prove", "violations"]
 

@@ -12,8 +12,8 @@ from itertools import combinations
 from forge.agent.stopping import StopReason
 from forge.check.findings import Finding, Severity
 from forge.machine.catalog import StageCatalog
-from forge.machine.definition import FAILURE_STATE, MachineDefinition, StateDef, TransitionDef
 from forge.machine.stages import BUILTIN_STAGES
+from forge.records.definition import FAILURE_STATE, MachineDefinition, StateDef, TransitionDef
 
 __all__ = ["can_end", "reachable_from", "required_stop_states", "structural_findings"]
 

@@ -11,7 +11,7 @@ from typing import Any
 from forge.cli.arguments import positive
 from forge.cli.references import loop_named, stages_of
 from forge.errors import MissingFile, UsageError
-from forge.machine.definition import PROPERTIES
+from forge.records.definition import PROPERTIES
 
 __all__ = ["check_command", "cover_command", "eval_command"]
 

@@ -54,7 +54,7 @@ def _debug_recorded(path: str, at: int | None, scenario_file: str | None, machin
     from forge.debug.replay import ReplaySession
     from forge.debug.stepper import Stepper
     from forge.machine.loader import load_definition
-    from forge.machine.trace import read_trace
+    from forge.records.trace import read_trace
     from forge.scenario import load_scenario
 
     records = read_trace(path)
@@ -90,7 +90,7 @@ def _replay(args: argparse.Namespace) -> int:
     from forge.debug.repl import DebugShell
     from forge.debug.replay import ReplaySession
     from forge.machine.loader import load_definition
-    from forge.machine.trace import read_trace
+    from forge.records.trace import read_trace
 
     if args.db:
         return _replay_stored(args.trace, args.db, args.turn, args.machine)
@@ -148,7 +148,7 @@ def inspect_command(commands: Any) -> None:
 
 def _inspect(args: argparse.Namespace) -> int:
     from forge.inspect import write
-    from forge.machine.trace import read_trace
+    from forge.records.trace import read_trace
 
     if args.against:
         from forge.inspect.compare import write_comparison

@@ -35,7 +35,7 @@ def diagram_command(commands: Any) -> None:
 
 def _diagram(args: argparse.Namespace) -> int:
     from forge.diagram import diagram_text, format_for, render
-    from forge.machine.trace import read_trace
+    from forge.records.trace import read_trace
 
     if args.runs:
         return _many_runs(args)

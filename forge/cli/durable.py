@@ -183,7 +183,7 @@ def _follow(runs: Any, run_id: str, every: float, db: str | None = None) -> int:
     until it waits or ends. Exits as `forge run` does: 0 when it finished in success, 3 when
     it waits (needs input), 1 otherwise."""
     from forge.events import ModelCallStarted, RunStopped, TextDelta, ToolAttemptFinished, TransitionFired, WaitingOn
-    from forge.machine.trace import error_text
+    from forge.records.trace import error_text
 
     if not every > 0:
         raise UsageError(f"--every must be a number of seconds > 0, got {every:g}")

@@ -37,9 +37,9 @@ def run_command(commands: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from forge.machine.journal import JournalEncodeError
-    from forge.machine.trace import write_trace
     from forge.narrate import describe
+    from forge.records.journal import JournalEncodeError
+    from forge.records.trace import write_trace
     from forge.scenario import load_scenario
 
     if (args.at is not None or args.patch) and not args.fork:

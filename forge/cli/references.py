@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from forge.errors import UsageError
 
 if TYPE_CHECKING:
-    from forge.machine.trace import TransitionRecord
+    from forge.records.trace import TransitionRecord
 
 __all__ = ["loop_named", "machine_of", "patch_of", "stages_of", "stored_records"]
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from forge.diagram.overlay import TraceMismatch, transition_of
 from forge.errors import MissingFile, UsageError
-from forge.machine.definition import MachineDefinition, TransitionDef
-from forge.machine.trace import TraceFormatError, TransitionRecord, read_trace
+from forge.records.definition import MachineDefinition, TransitionDef
+from forge.records.trace import TraceFormatError, TransitionRecord, read_trace
 
 __all__ = ["Coverage", "Edge", "cover", "edge_of", "took", "trace_files"]
 

@@ -33,8 +33,8 @@ from typing import Any
 from forge.cover import Edge, edge_of
 from forge.cover.stubs import ScriptedFailure, perform
 from forge.files import write_atomically
-from forge.machine.definition import MachineDefinition
 from forge.machine.stages import BUILTIN_STAGES
+from forge.records.definition import MachineDefinition
 
 __all__ = ["LIMITS", "Forced", "Generated", "Unforced", "force", "write_tests"]
 

@@ -91,7 +91,7 @@ class Answers:
 
 def spend(state: Any, tokens: int) -> None:
     """Record `tokens` of model usage on the conversation, as a policy that called a model
-    does (`forge.models.usage`): what brings a run to its token budget."""
+    does (`forge.records.usage`): what brings a run to its token budget."""
     state.messages.append({"role": "assistant", "content": None,
                            "_usage": {"prompt_tokens": tokens, "completion_tokens": 0}})
 

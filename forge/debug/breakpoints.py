@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forge.errors import UsageError
-from forge.machine.trace import TransitionRecord
+from forge.records.trace import TransitionRecord
 
 __all__ = ["Breakpoint", "BreakpointSet"]
 

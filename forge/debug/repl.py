@@ -19,9 +19,9 @@ from forge.debug.session import DebugSession
 from forge.debug.stepper import AtStart, SessionFinished, Stepper
 from forge.diagram import GraphvizNotInstalled, render
 from forge.errors import ForgeError, UsageError
-from forge.machine.details import arguments_of, chosen_call, finish_of, payload_of
-from forge.machine.trace import TransitionRecord, summary
 from forge.narrate import decided_by, describe, shorten
+from forge.records.details import arguments_of, chosen_call, finish_of, payload_of
+from forge.records.trace import TransitionRecord, summary
 
 __all__ = ["DebugShell"]
 

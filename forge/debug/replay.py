@@ -9,10 +9,10 @@ from typing import Any
 from forge.debug.stepper import Stepper
 from forge.diagram.overlay import overlay_of
 from forge.machine.catalog import StageCatalog
-from forge.machine.definition import MachineDefinition
-from forge.machine.details import arguments_of, finish_of, messages_of, payload_of, tool_calls
 from forge.machine.stages import BUILTIN_STAGES
-from forge.machine.trace import TransitionRecord
+from forge.records.definition import MachineDefinition
+from forge.records.details import arguments_of, finish_of, messages_of, payload_of, tool_calls
+from forge.records.trace import TransitionRecord
 
 __all__ = ["RecordedObservation", "ReplaySession"]
 

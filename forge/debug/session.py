@@ -13,11 +13,11 @@ from typing import Any, Protocol
 from forge.agent.observations import LoopState
 from forge.debug.stepper import SessionFinished, Stepper
 from forge.errors import UsageError
-from forge.machine.definition import MachineDefinition
 from forge.machine.engine import LoopEngine
 from forge.machine.fork import Patch, RecordedRun
 from forge.machine.run import Furthest, Run, RunSnapshot
-from forge.machine.trace import TransitionRecord
+from forge.records.definition import MachineDefinition
+from forge.records.trace import TransitionRecord
 from forge.result import LoopResult
 
 
@@ -111,7 +111,7 @@ class DebugSession(Stepper):
                 (the child ran already: step over it).
         """
         from forge.agent.execution import ArgumentContractError, check_arguments
-        from forge.child import goal_of, planned
+        from forge.machine.child import goal_of, planned
 
         if self.done:
             raise SessionFinished(f"the run has ended in {self.state!r}; there is no call to step into")
@@ -143,7 +143,7 @@ class DebugSession(Stepper):
         Raises:
             ValueError: (a UsageError) this session's run is not a child run (`step_into`).
         """
-        from forge.child import RAN
+        from forge.machine.child import RAN
 
         if self.parent is None:
             raise UsageError("this run is not a child run: finish returns from a run step_into made")
@@ -191,7 +191,7 @@ class DebugSession(Stepper):
     def _fire(self) -> TransitionRecord:
         """The run's next transition: the one its state enables, or, waiting where a person
         answered, the answer's (`forge.machine.asking`)."""
-        from forge.child import calling
+        from forge.machine.child import calling
 
         run, engine = self._run, self.loop.engine
         with calling(run):  # a tool that runs a loop runs it as this run's child

@@ -12,8 +12,8 @@ import graphviz
 
 from forge.debug.breakpoints import Breakpoint, BreakpointSet
 from forge.errors import ForgeError
-from forge.machine.definition import MachineDefinition
-from forge.machine.trace import TransitionRecord
+from forge.records.definition import MachineDefinition
+from forge.records.trace import TransitionRecord
 
 __all__ = ["AtStart", "ContinueResult", "SessionFinished", "Stepper"]
 

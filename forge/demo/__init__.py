@@ -18,9 +18,9 @@ from forge.demo.scenarios import SCENARIOS, Scenario, build_scenario
 from forge.diagram import GraphvizNotInstalled, render
 from forge.errors import UsageError
 from forge.inspect import write as write_inspector
-from forge.machine.trace import error_text, write_trace
 from forge.narrate import describe
 from forge.policy import Policy
+from forge.records.trace import error_text, write_trace
 from forge.result import LoopResult
 
 __all__ = ["SCENARIOS", "DemoReport", "Scenario", "build_scenario", "prepare_workspace", "run_demo"]

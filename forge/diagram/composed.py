@@ -6,7 +6,7 @@ Each child is drawn inside its parent: a Graphviz cluster (DOT, SVG, …) or a c
 state that calls tools (its action `call_tool` or `call_tools`) to the child's start; a loop
 it may hand off to is drawn the same way, joined from the states where its policy decides
 (`select_tool`) by an edge "handoff to NAME"; a child's own children nest inside it the
-same way. An agent in another process a tool calls (an A2A agent, `forge.child.RemoteAgent`)
+same way. An agent in another process a tool calls (an A2A agent, `forge.machine.child.RemoteAgent`)
 is a box beside the loop, joined as a child is: its machine is not forge's to draw. A loop
 whose policy falls back from model to model (`forge.models.fallback`) has a note beside those
 states naming the models in turn. With a result, each machine carries its
@@ -20,11 +20,11 @@ from typing import Any
 
 import graphviz
 
-from forge.child import children_of, remote_agents_of
 from forge.diagram.dot import START_NODE, to_digraph
 from forge.diagram.mermaid import edge_lines, to_mermaid
 from forge.diagram.overlay import RunOverlay, overlay_of
 from forge.diagram.style import TAKEN, WORKING
+from forge.machine.child import children_of, remote_agents_of
 
 __all__ = ["CALLING_ACTIONS", "MODELS_NODE", "REMOTE_NODE", "composed_digraph", "composed_mermaid", "fallback_chain"]
 
@@ -32,7 +32,7 @@ CALLING_ACTIONS = frozenset({"call_tool", "call_tools"})
 """The stage actions of the states where a loop calls its tools, so where a child runs."""
 
 REMOTE_NODE = "__remote"
-"""The box of an agent in another process a tool calls (`forge.child.RemoteAgent`), after the tool's name."""
+"""The box of an agent in another process a tool calls (`forge.machine.child.RemoteAgent`), after the tool's name."""
 
 MODELS_NODE = "__models"
 """The note naming a fallback's models (`fallback_chain`), beside the states where its policy decides."""

@@ -19,7 +19,7 @@ import graphviz
 
 from forge.diagram.overlay import RunOverlay
 from forge.diagram.style import FADED, FAILED, LINE_BREAK, OUTCOME_COLOURS, TAKEN, WORKING, edge_label, shown_guard
-from forge.machine.definition import MachineDefinition
+from forge.records.definition import MachineDefinition
 
 __all__ = ["LEGEND_NODE", "START_NODE", "to_digraph"]
 

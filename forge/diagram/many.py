@@ -12,8 +12,8 @@ from typing import Any
 
 from forge.diagram.dot import to_digraph
 from forge.diagram.overlay import transition_of
-from forge.machine.definition import MachineDefinition
-from forge.machine.trace import TransitionRecord
+from forge.records.definition import MachineDefinition
+from forge.records.trace import TransitionRecord
 
 __all__ = ["EdgeStats", "edge_stats", "many_runs_digraph"]
 

@@ -7,7 +7,7 @@ import json
 
 from forge.diagram.overlay import RunOverlay
 from forge.diagram.style import FADED, OUTCOME_COLOURS, TAKEN, WORKING, shown_guard
-from forge.machine.definition import MachineDefinition
+from forge.records.definition import MachineDefinition
 
 __all__ = ["edge_lines", "to_mermaid"]
 

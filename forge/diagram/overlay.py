@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge.errors import ForgeError
-from forge.machine.definition import ANSWER_TRIGGER, FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
-from forge.machine.details import tool_calls
-from forge.machine.trace import TransitionRecord
+from forge.records.definition import ANSWER_TRIGGER, FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
+from forge.records.details import tool_calls
+from forge.records.trace import TransitionRecord
 
 __all__ = ["RunOverlay", "TraceMismatch", "overlay_of", "records_of", "transition_of"]
 

@@ -13,9 +13,9 @@ from forge.diagram.mermaid import to_mermaid
 from forge.diagram.overlay import overlay_of
 from forge.errors import ForgeError, UsageError
 from forge.files import write_atomically
-from forge.machine.definition import MachineDefinition, TransitionDef
 from forge.machine.loader import load_definition
-from forge.machine.trace import TransitionRecord
+from forge.records.definition import MachineDefinition, TransitionDef
+from forge.records.trace import TransitionRecord
 
 __all__ = [
     "render_counterexample",

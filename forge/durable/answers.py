@@ -1,4 +1,4 @@
-"""Answers to waiting durable runs: what they are (`forge.machine.answers`, re-exported
+"""Answers to waiting durable runs: what they are (`forge.records.answers`, re-exported
 here, where they were first), and the claim that lets one answer through per question
 across every process."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forge.machine.answers import WAITING_STATES, Answer, AnswerRefused, Waiting, json_text, read_answer
+from forge.records.answers import WAITING_STATES, Answer, AnswerRefused, Waiting, json_text, read_answer
 
 __all__ = ["CANCELLED", "Answer", "AnswerRefused", "Waiting", "WAITING_STATES", "claim_answer", "json_text", "read_answer"]
 

@@ -30,7 +30,7 @@ from forge.durable.result import DurableResult
 from forge.durable.workflow import HOST, LOOPS, POLLS, Loop, forge_arun, forge_run
 from forge.errors import UsageError
 from forge.machine.fork import Patch
-from forge.machine.wire import encode
+from forge.records.wire import encode
 from forge.tools import Tool
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class Durable:
     A durable run's policy must decide from what it is given (goal and LoopState): on
     recovery its recorded decisions are handed back without calling it, so a policy that
     counts its own calls (ScriptedPolicy) would lose its place. Intents, tool results,
-    errors and answers are stored as JSON, in forge's wire form (`forge.machine.wire`): a
+    errors and answers are stored as JSON, in forge's wire form (`forge.records.wire`): a
     tool result JSON cannot hold needs the loop's codec (`AgentLoop(codec=...)`).
 
     Raises:

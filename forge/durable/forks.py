@@ -31,7 +31,7 @@ from forge.durable.performer import StoredCalls
 from forge.durable.serializer import row
 from forge.errors import UsageError
 from forge.machine.fork import ForkPlan, ForkSource, Patch, PatchRefused, fork_plan
-from forge.machine.journal import ForkOrigin, journal_lines
+from forge.records.journal import ForkOrigin, journal_lines
 
 __all__ = ["ForkRequest", "fork_input", "origin_of", "seed_fork"]
 

@@ -21,7 +21,7 @@ from typing import Any
 from forge.agent.idempotency import IdempotencyConflict, IdempotencyRegistry
 from forge.durable.database import RunsDatabase
 from forge.durable.serializer import from_row, row
-from forge.machine.wire import decode, encode
+from forge.records.wire import decode, encode
 
 __all__ = ["StoredRegistry"]
 

@@ -4,14 +4,14 @@ forge 0.1.0 kept a run's journal, its side effects' values and (through DBOS's d
 serializer) its inputs, events, answers and result as pickles. Unpickling runs whatever
 the bytes name, so a row written by anyone with access to the database would run code in
 every process that reads it, and reading one needed the user's modules. Today's forge
-writes the wire form (`forge.machine.wire`) only; what an earlier release wrote is read
+writes the wire form (`forge.records.wire`) only; what an earlier release wrote is read
 here, by an unpickler that calls nothing but a short list of forge's own value classes
 and plain Python ones (`_ALLOWED`). Any other class a pickle names (a typed answer's
 pydantic model, a tool's own exception) is never imported or called: it is read as a
 stand-in holding its arguments and state, then turned into what the wire form reads back
-for it — an exception into a recorded error (`forge.machine.recorded`; its kind is its
+for it — an exception into a recorded error (`forge.records.recorded`; its kind is its
 class's when that class is loaded in this process already), a model or dataclass into its
-JSON (the user's class again where it is loaded, as `forge.machine.wire` revives one).
+JSON (the user's class again where it is loaded, as `forge.records.wire` revives one).
 
 `read_legacy(data)` reads one pickle; `forge.durable.serializer` reads DBOS's rows marked
 `py_pickle` with it.
@@ -27,7 +27,8 @@ import pickle
 import sys
 from typing import Any
 
-from forge.machine.recorded import class_kind, error_from
+from forge.moved import renamed
+from forge.records.recorded import class_kind, error_from
 
 __all__ = ["is_legacy", "read_legacy"]
 
@@ -41,8 +42,8 @@ _ALLOWED: dict[tuple[str, str], str] = {
     ("datetime", "timedelta"): "datetime", ("datetime", "timezone"): "datetime", ("decimal", "Decimal"): "decimal",
     ("forge.agent.observations", "LoopState"): "forge", ("forge.agent.observations", "Observation"): "forge",
     ("forge.policy", "Intent"): "forge", ("forge.policy", "Finish"): "forge", ("forge.policy", "Ask"): "forge",
-    ("forge.machine.journal", "JournalEntry"): "forge", ("forge.machine.journal", "DecidedAsCode"): "forge",
-    ("forge.machine.journal", "ForkOrigin"): "forge", ("forge.machine.recorded", "error_from"): "forge",
+    ("forge.records.journal", "JournalEntry"): "forge", ("forge.records.journal", "DecidedAsCode"): "forge",
+    ("forge.records.journal", "ForkOrigin"): "forge", ("forge.records.recorded", "error_from"): "forge",
     ("forge.errors", "_rebuilt"): "forge",
 }
 """The globals a legacy pickle may name and get: forge's value classes, the one function
@@ -71,6 +72,7 @@ def _foreign(module: str, name: str) -> type[_Foreign]:
 
 class _Reader(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
+        module = renamed(module)  # a pickle names a moved module by its old name
         if (module, name) in _ALLOWED:
             return super().find_class(module, name)
         if module == "builtins" or module == "forge" or module.startswith("forge."):  # never the user's code
@@ -101,8 +103,8 @@ def _plain(value: Any, error: bool = False) -> Any:
     """`value` with every stand-in made into what the wire form reads back for it; `error`:
     it is held where an exception belongs (a journal entry's error)."""
     from forge.agent.observations import LoopState, Observation
-    from forge.machine.journal import JournalEntry
     from forge.policy import Finish, Intent
+    from forge.records.journal import JournalEntry
 
     if isinstance(value, _Foreign):
         return _error_of(value) if error or _is_exception(value) else _typed_of(value)
@@ -145,7 +147,7 @@ def _error_of(stand_in: _Foreign) -> BaseException:
     kind = _loaded(stand_in)
     args = [_plain(arg) for arg in (stand_in.made_with or getattr(stand_in, "args", ()))]
     attributes = stand_in.state if isinstance(stand_in.state, dict) else {}
-    from forge.machine.wire import json_problem
+    from forge.records.wire import json_problem
 
     return error_from({
         "type": type(stand_in)._type,
@@ -157,7 +159,7 @@ def _error_of(stand_in: _Foreign) -> BaseException:
 
 def _typed_of(stand_in: _Foreign) -> Any:
     """What the wire form reads back for a model's or dataclass's stored fields."""
-    from forge.machine.wire import decode
+    from forge.records.wire import decode
 
     state = stand_in.state
     if isinstance(state, dict) and isinstance(state.get("__dict__"), dict):  # a pydantic model's

@@ -40,9 +40,9 @@ from typing import Any
 from forge.durable.database import RunsDatabase
 from forge.durable.serializer import from_row, row
 from forge.errors import UsageError
-from forge.machine.effects import Call
-from forge.machine.journal import WITHIN_CALLS, DecidedAsCode, Journal, JournalEntry, SharedRequests
 from forge.machine.performers import Performer, Position, Recording, ReplayingPerformer
+from forge.records.effects import Call
+from forge.records.journal import WITHIN_CALLS, DecidedAsCode, Journal, JournalEntry, SharedRequests
 from forge.tools import Tool
 
 __all__ = ["DurableChild", "DurablePerformer", "ForkSeed", "InDoubt", "ProcessStopping", "StoredCalls", "WorkerHooks",

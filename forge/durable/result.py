@@ -12,9 +12,9 @@ from typing import Any
 
 from forge.agent.observations import LoopState
 from forge.durable.answers import Waiting
-from forge.machine.journal import ForkOrigin
-from forge.machine.trace import TransitionRecord
-from forge.machine.wire import decode
+from forge.records.journal import ForkOrigin
+from forge.records.trace import TransitionRecord
+from forge.records.wire import decode
 from forge.result import verified_answer
 
 __all__ = ["DurableResult", "StoredChild", "settled", "wait_for"]
@@ -171,7 +171,7 @@ class DurableResult:
 
     def with_state(self, value: Any, codec: Any = None) -> DurableResult:
         """This result with its `STATE_EVENT`'s value as its state: the wire form, read with
-        the loop's `codec` (`forge.machine.wire`; a run stored by an earlier forge has a
+        the loop's `codec` (`forge.records.wire`; a run stored by an earlier forge has a
         `LoopState` there already). A value that is not a state is not kept.
 
         Raises:

@@ -49,9 +49,9 @@ from forge.durable.workflow import (
 )
 from forge.errors import RunNotFound, UsageError
 from forge.machine.fork import ForkPlan, Patch
-from forge.machine.journal import JournalEntry
-from forge.machine.tally import Timing
-from forge.machine.trace import TransitionRecord, error_text
+from forge.records.journal import JournalEntry
+from forge.records.tally import Timing
+from forge.records.trace import TransitionRecord, error_text
 
 if TYPE_CHECKING:
     from dbos import WorkflowStatus
@@ -93,7 +93,7 @@ class RunRow:
     waiting: Waiting | None = field(default=None, compare=False, repr=False)
     """What it waits for, whole (what an inbox's answer forms are made from)."""
     timing: Timing | None = None
-    """Its time working and waiting for a person, up to its last change (`forge.machine.tally`);
+    """Its time working and waiting for a person, up to its last change (`forge.records.tally`);
     None for a run that has published none yet (queued, running) or stored before it was kept."""
 
     @property

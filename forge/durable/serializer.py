@@ -1,7 +1,7 @@
 """How a durable run's values are stored: as JSON in forge's wire form, nowhere as pickle.
 
 Everything forge keeps of a run in the runs' database is the wire form
-(`forge.machine.wire`): what DBOS stores for it (the workflow's inputs and result, the
+(`forge.records.wire`): what DBOS stores for it (the workflow's inputs and result, the
 events a run publishes, the answers sent to it, the errors a workflow raised) through
 `WireSerializer`, given to DBOS and to every `DBOSClient` forge opens; and forge's own
 rows, a journal's calls and a side effect's value (`row`, `from_row`), as UTF-8 JSON. So any
@@ -24,7 +24,7 @@ from typing import Any
 from dbos import Serializer
 
 from forge.durable.legacy import is_legacy, read_legacy
-from forge.machine.wire import decode, encode
+from forge.records.wire import decode, encode
 
 __all__ = ["LEGACY_JSON", "SERIALIZER", "LegacyRows", "WireSerializer", "from_row", "row"]
 
@@ -33,7 +33,7 @@ class WireSerializer(Serializer):
     """DBOS's serializer for forge's values: the wire form as compact JSON text. A value is
     read back as its JSON data, for its reader to decode with the loop's codec where it has
     it (a run's state, `decode`), except a workflow's error, which DBOS needs as an
-    exception (a recorded one, `forge.machine.recorded`)."""
+    exception (a recorded one, `forge.records.recorded`)."""
 
     def name(self) -> str:
         return "forge_wire"

@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID
 
-from forge.child import finished_children, loop_at
 from forge.durable.answers import CANCELLED, Answer, AnswerRefused, Waiting
 from forge.durable.database import RunsDatabase
 from forge.durable.idempotency import StoredRegistry
@@ -48,18 +47,19 @@ from forge.durable.live import LiveRuns
 from forge.durable.performer import DurablePerformer, ForkSeed, ProcessStopping, StoredCalls, WorkerHooks
 from forge.durable.result import StoredChild
 from forge.machine.asking import fingerprint_of
-from forge.machine.journal import ForkOrigin
+from forge.machine.child import finished_children, loop_at
 from forge.machine.run import Run
 from forge.machine.start import RunStart
-from forge.machine.tally import Timing, timing
-from forge.machine.trace import error_text
-from forge.machine.wire import decode, encode
+from forge.records.journal import ForkOrigin
+from forge.records.tally import Timing, timing
+from forge.records.trace import error_text
+from forge.records.wire import decode, encode
 from forge.tools import Tool
 
 if TYPE_CHECKING:
     from forge.agent.observations import LoopState
-    from forge.machine.definition import MachineDefinition
-    from forge.machine.journal import Journal
+    from forge.records.definition import MachineDefinition
+    from forge.records.journal import Journal
     from forge.result import LoopResult
     from forge.spec import LoopSpec
 
@@ -540,7 +540,7 @@ class _Workflow:
 
     def _calls_question(self, waiting: Waiting, run: Run) -> Generator[_Op, Any, dict[str, Any] | None]:
         """`_question`, for one asked while the run's call is under way: a child run's
-        (`forge.child.AskingParent`) or an MCP server's (`forge.mcp.asking`). The run is in
+        (`forge.machine.child.AskingParent`) or an MCP server's (`forge.mcp.asking`). The run is in
         the middle of the transition making the call, so its trace so far is published,
         with the question's state as the reason; a child's tools are what its answers name,
         and its state's deadline is the wait's."""

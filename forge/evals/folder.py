@@ -13,7 +13,7 @@ from forge.evals.results import RESULTS, EvalResults
 from forge.evals.runner import case_folder
 from forge.files import write_atomically
 from forge.inspect import write as write_page
-from forge.machine.trace import write_trace
+from forge.records.trace import write_trace
 
 __all__ = ["write_results"]
 

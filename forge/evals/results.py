@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from forge.child import as_json
 from forge.errors import UsageError
 from forge.evals.cases import EvalRun
+from forge.machine.child import as_json
 
 __all__ = ["CaseResult", "EvalResults", "RESULTS", "RESULTS_VERSION", "case_score", "plain", "read_results"]
 

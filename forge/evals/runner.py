@@ -35,9 +35,9 @@ from forge.evals.users import UserSide
 from forge.loop import AgentLoop
 from forge.machine.cassette import write_cassette
 from forge.machine.diff import diff
-from forge.machine.journal import JournalMiss
-from forge.machine.trace import TransitionRecord
 from forge.observe import TransitionCallback
+from forge.records.journal import JournalMiss
+from forge.records.trace import TransitionRecord
 from forge.result import LoopResult
 
 __all__ = ["CaseFailed", "EvalSettings", "LoopSource", "TAPE", "case_folder", "loop_for_case", "run_case"]

@@ -21,7 +21,7 @@ from typing import Any
 from forge.errors import ForgeError, UsageError
 from forge.files import write_atomically
 from forge.machine.cassette import timeless_usage
-from forge.machine.journal import first_difference
+from forge.records.journal import first_difference
 
 __all__ = ["ModelTape", "TapeMiss"]
 

@@ -19,10 +19,10 @@ from forge.diagram.overlay import overlay_of
 from forge.errors import UsageError
 from forge.files import write_atomically
 from forge.inspect.page import definition_of, inline_svg
-from forge.machine.definition import MachineDefinition
 from forge.machine.diff import Difference, RunDiff, diff, recorded_run
-from forge.machine.trace import TransitionRecord, quoted
 from forge.narrate import describe
+from forge.records.definition import MachineDefinition
+from forge.records.trace import TransitionRecord, quoted
 
 __all__ = ["comparison_html", "write_comparison"]
 

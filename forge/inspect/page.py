@@ -22,11 +22,11 @@ from forge.diagram.overlay import overlay_of, records_of, transition_of
 from forge.diagram.render import GraphvizNotInstalled, image_of
 from forge.errors import UsageError
 from forge.files import write_atomically
-from forge.machine.definition import MachineDefinition
-from forge.machine.details import repeated_call
 from forge.machine.loader import load_definition
-from forge.machine.tally import steps_taken, timing
-from forge.machine.trace import TransitionRecord, capped
+from forge.records.definition import MachineDefinition
+from forge.records.details import repeated_call
+from forge.records.tally import steps_taken, timing
+from forge.records.trace import TransitionRecord, capped
 
 __all__ = ["definition_of", "html", "inline_svg", "page_data", "write"]
 

@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from forge.agent.actions import AmbiguousToolChoice, NoMatchingTool, UnknownTool
-from forge.machine.answers import Answer, Waiting
-from forge.machine.definition import ANSWER_TRIGGER
-from forge.machine.effects import Call, Steps
-from forge.machine.outcome import FactChanges
 from forge.machine.run import Run
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
 from forge.policy import Intent
+from forge.records.answers import Answer, Waiting
+from forge.records.definition import ANSWER_TRIGGER
+from forge.records.effects import Call, Steps
+from forge.records.outcome import FactChanges
 
 __all__ = ["ANSWER_TRIGGER", "UNASKED", "Continuation", "asked", "continuation", "question_of"]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from forge.files import write_atomically
-from forge.machine.journal import journal_lines
 from forge.machine.redaction import redacted_journal
-from forge.machine.trace import Redact, TransitionRecord, child_blocks, in_file_order, redacted_messages
+from forge.records.journal import journal_lines
+from forge.records.trace import Redact, TransitionRecord, child_blocks, in_file_order, redacted_messages
 
 if TYPE_CHECKING:
     from forge.result import LoopResult
@@ -73,7 +73,7 @@ def _stable(record: TransitionRecord, redact: Redact | None) -> dict[str, Any]:
 def _timeless(messages: Sequence[Any]) -> list[Any]:
     """`messages` without the wall-clock parts of a model call's usage (`started`,
     `seconds`), so two recordings of one run are the same file."""
-    from forge.models.usage import USAGE_KEY
+    from forge.records.usage import USAGE_KEY
 
     out = []
     for message in messages:

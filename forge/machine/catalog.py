@@ -17,9 +17,9 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from forge.errors import UsageError
-from forge.machine.abstract import AbstractModel, any_verdict
-from forge.machine.effects import Call, Steps
-from forge.machine.outcome import StageOutcome
+from forge.records.abstract import AbstractModel, any_verdict
+from forge.records.effects import Call, Steps
+from forge.records.outcome import StageOutcome
 
 if TYPE_CHECKING:
     from forge.machine.run import Run
@@ -31,7 +31,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True, slots=True)
 class ActionSpec:
-    """A stage action: `run(run)` is a generator of effects (`forge.machine.effects`) whose
+    """A stage action: `run(run)` is a generator of effects (`forge.records.effects`) whose
     return value is a `StageOutcome` whose verdict is one of `verdicts`."""
 
     name: str
@@ -39,7 +39,7 @@ class ActionSpec:
     verdicts: frozenset[str]
     doc: str
     model: AbstractModel | None = None
-    """What `forge check` explores of the action (`forge.machine.abstract`); None: any
+    """What `forge check` explores of the action (`forge.records.abstract`); None: any
     declared verdict, changing nothing the stop decision reads (a user stage)."""
     needs: str = ""
     """What the action needs an earlier stage to have produced, said when a path lacks it."""

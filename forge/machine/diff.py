@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from forge.errors import WrongType
-from forge.machine.journal import JournalEntry, identity_hash
-from forge.machine.trace import TransitionRecord, error_text, read_journal, read_trace, summary
+from forge.records.journal import JournalEntry, identity_hash
+from forge.records.trace import TransitionRecord, error_text, read_journal, read_trace, summary
 
 __all__ = ["Difference", "RunDiff", "diff", "recorded_run"]
 
@@ -26,7 +26,7 @@ SHOWN = 40
 """How many differences `str(RunDiff)` lists before it says how many more there are."""
 
 SHOWN_TEXT = 200
-"""How much of a value a difference shows (`forge.machine.trace.summary`)."""
+"""How much of a value a difference shows (`forge.records.trace.summary`)."""
 
 
 @dataclass(frozen=True, slots=True)

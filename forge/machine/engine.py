@@ -20,7 +20,7 @@ there; its value (False) follows from the verdict and is recorded all the same. 
 every run of a definition; runs are never added as models (the machine would keep them
 alive), so starting one costs the same with one or ten thousand alive, and runs in many
 threads never touch each other. `AsyncLoopEngine` is the same machine on transitions'
-`AsyncMachine`, driving the same stage actions (`forge.machine.effects`).
+`AsyncMachine`, driving the same stage actions (`forge.records.effects`).
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ from transitions.core import Condition, Event, EventData
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.machine.asking import ANSWER_TRIGGER, UNASKED, asked, continuation
 from forge.machine.catalog import GuardSpec, StageCatalog
-from forge.machine.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
-from forge.machine.effects import AsyncNotSupported, ObserverFailed, Steps
-from forge.machine.outcome import FactChanges, StageOutcome
 from forge.machine.performers import run_async, run_sync
 from forge.machine.run import Run
 from forge.machine.stages import BUILTIN_STAGES
-from forge.machine.trace import GuardResult, TransitionRecord, error_text
+from forge.records.definition import FAILURE_STATE, FAILURE_TRIGGER, MachineDefinition, TransitionDef
+from forge.records.effects import AsyncNotSupported, ObserverFailed, Steps
+from forge.records.outcome import FactChanges, StageOutcome
+from forge.records.trace import GuardResult, TransitionRecord, error_text
 
 __all__ = [
     "ADVANCE",

@@ -1,6 +1,6 @@
 """Forks: a recorded run made again up to a transition, one outcome changed there, then live.
 
-A run is its definition plus its journal (`forge.machine.journal`). To fork it at
+A run is its definition plus its journal (`forge.records.journal`). To fork it at
 transition K, a run replays the journal's calls made before K, calling nothing in the
 world; at K, a `Patch` may stand in for the outcome recorded there (a tool's result or
 error, a policy decision, a verify answer, an approver answer); from K on, the run performs
@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from forge.errors import UsageError, WrongType
-from forge.machine.journal import WITHIN_CALLS, ForkOrigin, JournalEntry
+from forge.records.journal import WITHIN_CALLS, ForkOrigin, JournalEntry
 
 __all__ = ["CALLS_OF_ACTION", "ForkPlan", "ForkSource", "Patch", "PatchRefused", "RecordedChild", "RecordedRun",
            "fork_plan", "goal_of", "read_recorded", "recorded_child"]
@@ -68,12 +68,12 @@ class RecordedChild:
 
 
 def read_recorded(path: str | os.PathLike[str], codec: Any = None) -> RecordedRun:
-    """The run a trace file holds, with the child runs written in it (`forge.machine.trace`).
+    """The run a trace file holds, with the child runs written in it (`forge.records.trace`).
 
     Raises:
         OSError, TraceFormatError: the file cannot be read.
     """
-    from forge.machine.trace import child_headers, read_journal, read_trace
+    from forge.records.trace import child_headers, read_journal, read_trace
 
     path = os.fspath(path)
     headers = child_headers(path)
@@ -177,7 +177,7 @@ class Patch:
 
     @classmethod
     def answered(cls, answer: Any) -> Patch:
-        from forge.machine.answers import Answer
+        from forge.records.answers import Answer
 
         if answer is not None and not isinstance(answer, Answer):
             raise WrongType(f"Patch.answered takes an Answer or None (the deadline passed), got {answer!r}")
@@ -245,7 +245,7 @@ class Patch:
 
 
 def _answer_of(value: Any) -> Any:
-    from forge.machine.answers import Answer
+    from forge.records.answers import Answer
 
     if value is None:
         return None

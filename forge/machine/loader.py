@@ -4,7 +4,7 @@ A definition names its stage actions and guards as strings (that is what makes i
 every name is resolved here, at load time, and a broken file fails with an error naming the
 file and the entry, never later when a callback first fires. TOML was chosen because the
 standard library reads it (`tomllib`): no parser to depend on. The format is described in
-`forge.machine.definition`.
+`forge.records.definition`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any, cast
 
 from forge.errors import MissingFile, UsageError
 from forge.machine.catalog import Stage, StageCatalog
-from forge.machine.definition import (
+from forge.machine.stages import BUILTIN_STAGES
+from forge.records.definition import (
     FAILURE_TRIGGER,
     OUTCOMES,
     PROPERTIES,
@@ -29,8 +30,7 @@ from forge.machine.definition import (
     StateDef,
     TransitionDef,
 )
-from forge.machine.stages import BUILTIN_STAGES
-from forge.machine.trace import quoted
+from forge.records.trace import quoted
 
 __all__ = ["builtin_names", "catalog_of", "load_definition", "parse_definition", "parse_duration", "resolve_definition"]
 

@@ -1,6 +1,6 @@
 """Performers: the one seam through which a run's effects reach the world.
 
-A stage action yields effects (`forge.machine.effects`); `run_sync` and `run_async` drive it,
+A stage action yields effects (`forge.records.effects`); `run_sync` and `run_async` drive it,
 handing each effect to the run's performer and its result (or exception) back to the
 action. Every call to the world goes through `Performer.call` and every retry wait through
 `Performer.wait`, so the performer sees each one:
@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from forge.errors import UsageError
 from forge.events import sink
-from forge.machine.effects import (
+from forge.records.effects import (
     SYNCHRONOUS,
     AsyncNotSupported,
     Call,
@@ -39,7 +39,7 @@ from forge.machine.effects import (
     Together,
     tell,
 )
-from forge.machine.journal import (
+from forge.records.journal import (
     WITHIN_CALLS,
     ContractRefused,
     DecidedAsCode,
@@ -49,7 +49,7 @@ from forge.machine.journal import (
     decided_as_code,
     same_decision,
 )
-from forge.machine.recorded import revived
+from forge.records.recorded import revived
 
 __all__ = ["AskingParent", "ForkingPerformer", "LiveRun", "Masking", "Performer", "Position", "Recording", "ReplayStopped",
            "ReplayingPerformer",
@@ -227,7 +227,7 @@ class Recording:
     patch said (`patch`: the record of the transition it is answered in gets
     `detail["patched"]` = `patch`); `masked`, how a call the run makes is masked to compare
     it with one a file written with the loop's `redact` keeps; and the recorded run's child
-    runs (`children`, `forge.child`), replayed as the run reaches them."""
+    runs (`children`, `forge.machine.child`), replayed as the run reaches them."""
 
     calls: Sequence[JournalEntry] = ()
     patched: int | None = None
@@ -428,7 +428,7 @@ class ReplayingPerformer(Performer):
 
     def _revived(self, effect: Call, error: BaseException) -> BaseException:
         """A recorded tool error as the class its tool declares (`Tool.raises`), when the
-        recorded type names one (`forge.machine.recorded.revived`)."""
+        recorded type names one (`forge.records.recorded.revived`)."""
         run: Any = self._run()
         tool = run.config.tools.get(effect.name) if effect.kind == "tool" and run is not None else None
         return error if tool is None or not tool.raises else revived(error, tool.raises)
@@ -468,7 +468,7 @@ class ForkingPerformer(ReplayingPerformer):
         self.sleep, self.async_sleep, self.at = run.config.sleep, run.config.async_sleep, at
         self.went_live: int | None = None
         self.pending = pending  # a Patch for the first call of its kind at `at`, past the recorded calls
-        self.child_fork: Any = None  # a fork inside a child run: made by the child's tool at `at` (forge.child)
+        self.child_fork: Any = None  # a fork inside a child run: made by the child's tool at `at` (forge.machine.child)
 
     def answers_decision(self) -> bool:
         if self.went_live is not None or (self.at is not None and not self.remaining):

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from forge.machine.details import chosen_call
-from forge.machine.journal import JournalEntry
-from forge.machine.trace import Redact, TransitionRecord, redacted_messages
+from forge.records.details import chosen_call
+from forge.records.journal import JournalEntry
+from forge.records.trace import Redact, TransitionRecord, redacted_messages
 
 if TYPE_CHECKING:
     from forge.policy import Intent

@@ -5,7 +5,7 @@ what it was asked (`goal`, `config`), where it is (`state`), what it has seen (`
 the `trace` of its transitions, the `journal` of its calls to the world), what it has
 decided (`facts`, `counts`) and the engine's scratch for the firing under way (`firing`).
 
-The engine alone writes a run. Stages return a `StageOutcome` (`forge.machine.outcome`)
+The engine alone writes a run. Stages return a `StageOutcome` (`forge.records.outcome`)
 and the engine folds it in (`Run.fold`): `facts` and `counts` are small values only the
 engine changes, so a snapshot of a run (what the debugger steps back to) is a copy of three
 small objects, whatever the stages produce. Observers and user code read the run through `forge.observe.RunView`;
@@ -24,18 +24,18 @@ from forge.agent.actions import Action, ToolSpec
 from forge.agent.idempotency import IdempotencyRegistry
 from forge.agent.observations import LoopState, Observation
 from forge.agent.stopping import StopController, StopDecision
-from forge.machine.journal import Journal, JournalEntry
-from forge.machine.outcome import CountChanges, FactChanges
-from forge.machine.trace import Redact, Trace
 from forge.observe import Observers
 from forge.policy import Intent, Policy
+from forge.records.journal import Journal, JournalEntry
+from forge.records.outcome import CountChanges, FactChanges
+from forge.records.trace import Redact, Trace
 from forge.tools import Tool
 
 if TYPE_CHECKING:
     from forge.guardrails import Guard
     from forge.machine.performers import Performer
-    from forge.machine.trace import TransitionRecord
     from forge.output import Output
+    from forge.records.trace import TransitionRecord
 
 __all__ = ["Firing", "Furthest", "Run", "RunConfig", "RunCounts", "RunFacts", "RunSnapshot"]
 
@@ -93,9 +93,9 @@ class RunConfig:
     redact: Redact | None = None  # what the trace may keep of arguments and payloads
     machine: str = ""  # the definition's name
     token_budget: int | None = None  # the run stops in budget_exhausted before spending more tokens
-    cost_budget: float | None = None  # … or more US dollars (`forge.models.pricing`)
-    prices: Mapping[str, Any] | None = None  # the loop's own prices, model name to `forge.models.pricing.Price`
-    time_budget: float | None = None  # … or more seconds of working time (`forge.machine.tally`)
+    cost_budget: float | None = None  # … or more US dollars (`forge.records.pricing`)
+    prices: Mapping[str, Any] | None = None  # the loop's own prices, model name to `forge.records.pricing.Price`
+    time_budget: float | None = None  # … or more seconds of working time (`forge.records.tally`)
     waiting_states: frozenset[str] = frozenset()  # the needs-input states: time in them is not working time
     handoffs: Mapping[str, Any] = field(default_factory=dict)  # the loops a policy may hand off to, by name
     can_ask: bool = False  # the definition has an input_required edge for a policy's Ask
@@ -272,7 +272,7 @@ class Run:
     def fold(self, facts: FactChanges, counts: CountChanges) -> None:
         """The engine's one way to change what a run has decided: these facts replaced,
         these counts added to (each key a field of `RunFacts` or `RunCounts`, typed by the
-        stage that says it, `forge.machine.outcome`)."""
+        stage that says it, `forge.records.outcome`)."""
         for name, value in facts.items():
             setattr(self.facts, name, value)
         current = self.counts

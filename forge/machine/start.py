@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from forge.agent.idempotency import IdempotencyRegistry
     from forge.agent.observations import LoopState
-    from forge.machine.journal import Journal
     from forge.machine.performers import Performer
     from forge.machine.run import Run
     from forge.observe import LoopObserver
+    from forge.records.journal import Journal
 
 __all__ = ["RUN_PLUMBING", "PerformerFactory", "RunStart"]
 

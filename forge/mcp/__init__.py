@@ -33,9 +33,9 @@ from typing import Any, TextIO, TypedDict, Unpack
 
 from forge.agent.retry import ToolError
 from forge.errors import ForgeError, UsageError, refuse_unknown
-from forge.machine.effects import can_await
-from forge.machine.trace import error_text
 from forge.mcp.asking import CURRENT, Elicit, Exchange
+from forge.records.effects import can_await
+from forge.records.trace import error_text
 from forge.tools import Tool
 
 try:

@@ -47,13 +47,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from forge.agent.retry import ToolError
-from forge.child import CALLING
 from forge.errors import UsageError
 from forge.events import ToolProgress, sink
-from forge.machine.answers import AnswerRefused, Waiting, form_reply
 from forge.machine.asking import fingerprint_of
-from forge.machine.effects import Call
-from forge.machine.trace import error_text
+from forge.machine.child import CALLING
+from forge.records.answers import AnswerRefused, Waiting, form_reply
+from forge.records.effects import Call
+from forge.records.trace import error_text
 
 __all__ = ["CURRENT", "Elicit", "Exchange", "sampling_chat", "sampling_result"]
 
@@ -72,7 +72,7 @@ class Exchange:
     """One MCP tool call's traffic between the session's thread, where the server's
     requests arrive, and the caller's thread or task, where the run's performer answers
     them (a durable run's wait is made in the run's own thread). Made in the caller's
-    context, so it knows the run under way there (`forge.child.CALLING`) and the stream's
+    context, so it knows the run under way there (`forge.machine.child.CALLING`) and the stream's
     sink."""
 
     def __init__(self, server: str, tool: str, arguments: Mapping[str, Any], elicit: Elicit | None,

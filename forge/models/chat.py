@@ -44,8 +44,6 @@ from forge.bounded import TooLarge, loads
 from forge.errors import ForgeError, UsageError
 from forge.events import ModelCallStarted, Sink, TextDelta, ToolCallDelta, sink
 from forge.extras import extra_module
-from forge.machine.effects import can_await, complete
-from forge.machine.trace import quoted
 from forge.models.compaction import (
     COMPACTED,
     ContextLimit,
@@ -57,9 +55,11 @@ from forge.models.compaction import (
     summary_request,
     trim_note,
 )
-from forge.models.usage import USAGE_KEY, ModelCall, check_budget, usage_of
 from forge.output import AnswerInvalid, Output
 from forge.policy import ASK, FINISH, Ask, Decision, Finish, Intent
+from forge.records.effects import can_await, complete
+from forge.records.trace import quoted
+from forge.records.usage import USAGE_KEY, ModelCall, check_budget, usage_of
 from forge.tools import Tool
 
 __all__ = ["ASK_TOOL", "ECHO_LIMIT", "FINAL_ANSWER", "WRAP_UP_NOTE", "ChatPolicy", "ModelError", "ModelRefused", "decided",
@@ -141,7 +141,7 @@ class ChatPolicy:
     `ask` (on by default) offers the model an `ask_user` tool: its call becomes `forge.Ask`,
     the run ends in `input_required`, and the next turn's goal (`loop.run(reply,
     state=result.state)`) goes back to the model as that call's result. Each response's
-    `usage` is kept on its assistant message (`forge.models.usage`), so `result.usage` and the
+    `usage` is kept on its assistant message (`forge.records.usage`), so `result.usage` and the
     trace show what every call cost; `provider` names the endpoint's provider for
     OpenTelemetry (`gen_ai.provider.name`). A token budget counts the whole conversation,
     every turn of it; a prompt too long for it is refused unsent (its size counted by
@@ -169,7 +169,7 @@ class ChatPolicy:
     count_tokens: Callable[[Mapping[str, Any]], int] | None = None
     """How many prompt tokens a request (the dict sent) takes, with the model's own
     tokenizer: with a token budget, a request whose prompt alone would take the
-    conversation past it is not sent (`forge.models.usage`). Without it the prompt's size is
+    conversation past it is not sent (`forge.records.usage`). Without it the prompt's size is
     estimated as `ContextLimit` estimates it (JSON length over four)."""
     output: Output | None = None
     """The shape of the final answer (`forge.output`; an `AgentLoop(output=...)` gives it,

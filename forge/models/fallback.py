@@ -30,7 +30,7 @@ from typing import Any
 
 from forge.agent.observations import LoopState
 from forge.errors import UsageError
-from forge.machine.effects import can_await
+from forge.records.effects import can_await
 
 __all__ = ["FallbackPolicy", "passing"]
 

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from forge.errors import UsageError
 from forge.events import ModelCallStarted, Sink, sink
-from forge.machine.effects import can_await
 from forge.models.chat import ChatPolicy, ModelError, _naming_endpoint
-from forge.models.usage import ModelCall
+from forge.records.effects import can_await
+from forge.records.usage import ModelCall
 
 __all__ = ["NativePolicy", "Streamed", "count"]
 

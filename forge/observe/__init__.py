@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
     from forge.agent.actions import Action
     from forge.agent.observations import LoopState
-    from forge.machine.journal import JournalEntry
-    from forge.machine.trace import TransitionRecord
     from forge.policy import Intent
+    from forge.records.journal import JournalEntry
+    from forge.records.trace import TransitionRecord
     from forge.result import LoopResult
 
 

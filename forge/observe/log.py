@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from forge.machine.details import failure_of
 from forge.narrate import describe
 from forge.observe import LoopObserver, RunView
+from forge.records.details import failure_of
 
 if TYPE_CHECKING:
-    from forge.machine.trace import TransitionRecord
+    from forge.records.trace import TransitionRecord
     from forge.result import LoopResult
 
 __all__ = ["LoggingObserver"]

@@ -20,7 +20,7 @@ Pinned version: `SEMCONV_VERSION`, the first standalone release of the conventio
   `gen_ai.operation.name`, `gen_ai.provider.name`, `gen_ai.request.model`,
   `gen_ai.response.model`, `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`,
   `gen_ai.usage.cache_read.input_tokens`, `gen_ai.response.finish_reasons`, and what the
-  call cost in US dollars, `forge.cost_usd`, when it is priced (`forge.models.pricing`; the run's
+  call cost in US dollars, `forge.cost_usd`, when it is priced (`forge.records.pricing`; the run's
   root span has the run's).
 - `forge.transition {state}` (INTERNAL) per transition, child of the agent span, with
   the transition's facts as `forge.*` attributes (`forge.state`, `forge.trigger`,
@@ -48,11 +48,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
-from forge.machine.details import failure_of
-from forge.machine.trace import error_text, redacted_messages
-from forge.models.pricing import cost_of
-from forge.models.usage import USAGE_KEY, ModelCall
 from forge.observe import LoopObserver, RunView, ToolAttempt
+from forge.records.details import failure_of
+from forge.records.pricing import cost_of
+from forge.records.trace import error_text, redacted_messages
+from forge.records.usage import USAGE_KEY, ModelCall
 
 try:
     from opentelemetry import context as otel_context
@@ -63,7 +63,7 @@ except ImportError as missing:  # pragma: no cover - exercised only without the 
                       "(pip install 'forge-fsm[otel]') or pip install opentelemetry-api") from missing
 
 if TYPE_CHECKING:
-    from forge.machine.trace import TransitionRecord
+    from forge.records.trace import TransitionRecord
     from forge.result import LoopResult
 
 __all__ = ["SEMCONV_VERSION", "OpenTelemetryObserver"]

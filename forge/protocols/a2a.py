@@ -30,9 +30,9 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-from forge.child import as_json
 from forge.extras import extra_module
-from forge.machine.trace import error_text
+from forge.machine.child import as_json
+from forge.records.trace import error_text
 
 __all__ = ["ANSWER_SCHEMA", "TASKS_TABLE", "a2a_app", "a2a_tool", "agent_card"]
 
@@ -273,7 +273,7 @@ async def _followed(runs: Any, run_id: str, answers: int, updater: Any) -> None:
     from starlette.concurrency import iterate_in_threadpool
 
     from forge.events import TransitionFired
-    from forge.machine.definition import ANSWER_TRIGGER
+    from forge.records.definition import ANSWER_TRIGGER
 
     telling = answers == 0
     async for event in iterate_in_threadpool(runs.stream(run_id)):
@@ -286,10 +286,10 @@ async def _followed(runs: Any, run_id: str, answers: int, updater: Any) -> None:
 
 def _answer(text: str, waiting: Any) -> Any:
     """A message's text as the answer to `waiting`, read by forge's one reader of answers
-    (`forge.machine.answers.read_answer`): "approve" or "reject" in any case (a person's
+    (`forge.records.answers.read_answer`): "approve" or "reject" in any case (a person's
     words) for a call waiting for approval, a tool's name where the run waits for one, else
     the reply itself."""
-    from forge.machine.answers import read_answer
+    from forge.records.answers import read_answer
 
     said = text.strip()
     if waiting.fingerprint and said.lower() in ("approve", "reject"):
@@ -313,8 +313,8 @@ def a2a_tool(url: str, name: str | None = None, *, side_effect: bool = True, tim
     """
     import re
 
-    from forge.child import GOAL_SCHEMA
     from forge.errors import UsageError
+    from forge.machine.child import GOAL_SCHEMA
     from forge.tools import Tool
 
     _sdk()
@@ -329,10 +329,10 @@ def a2a_tool(url: str, name: str | None = None, *, side_effect: bool = True, tim
 
 class _Asking:
     """An A2A agent tool's handler: each call a new task of the agent of `card`; `remote`
-    says which agent it is, for the loop's diagram (`forge.child.RemoteAgent`)."""
+    says which agent it is, for the loop's diagram (`forge.machine.child.RemoteAgent`)."""
 
     def __init__(self, card: Any, name: str, url: str, timeout: float) -> None:
-        from forge.child import RemoteAgent
+        from forge.machine.child import RemoteAgent
 
         self.card, self.name, self.timeout = card, name, timeout
         self.remote = RemoteAgent(card.name, url)

@@ -33,7 +33,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from forge.child import as_json
 from forge.errors import UsageError
 from forge.events import (
     ChildRunFinished,
@@ -50,8 +49,9 @@ from forge.events import (
     WaitingOn,
 )
 from forge.extras import extra_module
+from forge.machine.child import as_json
 from forge.machine.start import RunStart
-from forge.machine.trace import error_text
+from forge.records.trace import error_text
 
 __all__ = ["AGUIEvents", "ag_ui_app", "goal_of"]
 
@@ -470,7 +470,7 @@ def _durable_start(durable: Any, given: Any) -> _Followed:
 
 def _answer(payload: Any, waiting: Any) -> Any:
     """A resume's payload as the answer to `waiting`, read by forge's one reader of answers
-    (`forge.machine.answers.read_answer`): `{"kind", "value"}` (one of `waiting.choices()`,
+    (`forge.records.answers.read_answer`): `{"kind", "value"}` (one of `waiting.choices()`,
     what the interrupt's schema lists), "approve" or "reject" (the waiting call's), or the
     reply's text.
 
@@ -478,7 +478,7 @@ def _answer(payload: Any, waiting: Any) -> Any:
         UsageError: a payload that is none of these (`AnswerRefused`, one, for a kind or a
             value that does not fit).
     """
-    from forge.machine.answers import read_answer
+    from forge.records.answers import read_answer
 
     if isinstance(payload, Mapping) and "kind" in payload:
         return read_answer(payload["kind"], payload.get("value"), payload.get("arguments"))

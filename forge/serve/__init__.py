@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from forge.errors import UsageError
-from forge.machine.answers import Waiting
 from forge.machine.start import RunStart
+from forge.records.answers import Waiting
 from forge.serve.asking import Eliciting, NeedsInput, Round, Unanswered, answer_of, form_for, opened, sealed
 
 __all__ = ["mcp_server", "serve_http", "serve_stdio", "served_durables", "served_tools"]
@@ -105,7 +105,7 @@ def mcp_server(tools: Sequence[Any], name: str = "forge", durables: Mapping[str,
         refused = _refusal(tool, arguments)
         if refused:
             return _error(types, refused)
-        from forge.child import goal_of
+        from forge.machine.child import goal_of
 
         loop, goal = tool.child, goal_of(tool.schema, arguments)
         if not goal.strip():
@@ -351,7 +351,7 @@ def _error(types: Any, text: str) -> Any:
 
 def _result(types: Any, tool: Any, result: Any) -> Any:
     """The run's answer as the tool's result, or an error result saying how the run ended."""
-    from forge.child import why_not
+    from forge.machine.child import why_not
 
     if result.outcome != "success":
         why = why_not(result)
@@ -364,7 +364,7 @@ def _result(types: Any, tool: Any, result: Any) -> Any:
 def _answered(types: Any, tool: Any, answer: Any) -> Any:
     """A run's answer as the tool's result: text (JSON for anything but a string), and
     structured content when the loop has `output=`."""
-    from forge.child import as_json
+    from forge.machine.child import as_json
 
     answer = as_json(answer)
     text = answer if isinstance(answer, str) else json.dumps(answer, default=str)

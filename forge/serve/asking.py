@@ -34,9 +34,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from forge.errors import ForgeError
-from forge.machine.answers import Answer, Waiting, read_answer
-from forge.machine.journal import JournalCodec, JournalEntry, SharedRequests, journal_lines
 from forge.machine.performers import ForkingPerformer, Recording
+from forge.records.answers import Answer, Waiting, read_answer
+from forge.records.journal import JournalCodec, JournalEntry, SharedRequests, journal_lines
 
 __all__ = ["STATE_LIFETIME", "Eliciting", "NeedsInput", "Round", "Unanswered", "answer_of", "form_for", "opened", "sealed"]
 
@@ -212,7 +212,7 @@ class Eliciting(ForkingPerformer):
         return lambda journal, run: cls(journal, run, round, ask)
 
     def child_performer(self, path: str) -> Callable[[Any, Any], Eliciting]:
-        """What makes the performer of this run's child run at `path` (`forge.child`)."""
+        """What makes the performer of this run's child run at `path` (`forge.machine.child`)."""
         return lambda journal, run: Eliciting(journal, run, self._round, self._ask, self)
 
     def asks(self) -> bool:

@@ -36,9 +36,9 @@ from starlette.routing import Route
 from forge.durable.answers import AnswerRefused, read_answer
 from forge.durable.runs import RunRow, StoredRuns
 from forge.errors import ForgeError, RunNotFound, UsageError
-from forge.machine.answers import Waiting
 from forge.machine.fork import Patch
-from forge.machine.trace import summary
+from forge.records.answers import Waiting
+from forge.records.trace import summary
 
 __all__ = ["API_PREFIX", "Api", "api_routes", "chosen", "run_path_parts", "event_json", "row_json", "run_json", "waiting_json"]
 

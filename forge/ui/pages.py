@@ -16,8 +16,8 @@ from forge.durable.answers import Waiting
 from forge.durable.result import DurableResult
 from forge.durable.runs import RunRow
 from forge.files import valid_text
-from forge.machine.tally import seconds_text
-from forge.models.usage import USAGE_KEY, ModelCall
+from forge.records.tally import seconds_text
+from forge.records.usage import USAGE_KEY, ModelCall
 
 __all__ = ["STATUSES", "Visit", "inbox_page", "loop_html", "run_page", "run_path", "runs_page"]
 
@@ -181,7 +181,7 @@ def _token_of(token_query: str) -> str:
 def conversation(messages: Iterable[Mapping[str, Any]]) -> str:
     """The conversation panel: every message sent and received, tool calls with their
     results, and what each model call cost."""
-    from forge.models.pricing import cost_of
+    from forge.records.pricing import cost_of
 
     parts, total, spent, priced = [], 0, 0.0, True
     for message in messages:

@@ -22,8 +22,8 @@ from forge.durable.answers import Answer, AnswerRefused, json_text, read_answer
 from forge.durable.runs import StoredRuns
 from forge.errors import ForgeError, RunNotFound, UsageError
 from forge.machine.fork import Patch
-from forge.machine.trace import error_text
 from forge.policy import Ask, Finish, Intent
+from forge.records.trace import error_text
 from forge.ui.api import chosen, run_path_parts
 from forge.ui.guard import Guard
 from forge.ui.pages import STATUSES, Visit, error_page, inbox_page, loop_html, run_page, run_path, runs_page, stale_answer_page
@@ -329,7 +329,7 @@ def _live(runs: StoredRuns, stored: Any) -> str:
     """
     from html import escape
 
-    from forge.machine.trace import summary
+    from forge.records.trace import summary
 
     so_far = runs.fired_so_far(stored.run_id)
     records = so_far or list(stored.records)

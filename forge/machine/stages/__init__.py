@@ -6,7 +6,7 @@ the request fingerprint the calls are keyed by), made of the seven stage contrac
 `forge.agent`.
 
 Each stage module defines its action, written once as a generator of effects
-(`forge.machine.effects`) that runs unchanged under `run()` and `arun()`; its verdicts (a
+(`forge.records.effects`) that runs unchanged under `run()` and `arun()`; its verdicts (a
 `StrEnum`); its `SPEC` (the `ActionSpec`: the action, its verdicts, its abstract model for
 `forge check`, what it needs from earlier stages) and its `GUARDS`. An action reads the run
 and returns a `StageOutcome`: its verdict, the facts it produced and what the trace keeps;
@@ -40,7 +40,7 @@ from forge.machine.stages.record_observation import Recording
 from forge.machine.stages.request_approval import Approval, ApprovalRejected, ApprovalRequest, ApprovalTimedOut
 from forge.machine.stages.select_tool import Selection
 from forge.machine.stages.verify_and_decide import Verification
-from forge.machine.trace import ERROR_TEXT_LIMIT, error_text
+from forge.records.trace import ERROR_TEXT_LIMIT, error_text
 
 __all__ = ["ACTIONS", "BUILTIN_STAGES", "ERROR_TEXT_LIMIT", "GUARDS", "Approval", "ApprovalRejected", "ApprovalRequest",
            "ApprovalTimedOut",

@@ -13,14 +13,14 @@ from typing import Any
 from forge.agent.execution import ArgumentContractError, ToolContract, check_arguments, execute_tool
 from forge.agent.retry import ToolError, TransientToolError, retry_delay
 from forge.agent.stopping import StopController
-from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Call, ObserverFailed, Once, Sleep, Steps
-from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.fingerprint import request_fingerprint
-from forge.machine.trace import error_text, quoted
 from forge.observe import Bound, ToolAttempt
+from forge.records.abstract import NEEDS, AbstractRun
+from forge.records.effects import Call, ObserverFailed, Once, Sleep, Steps
+from forge.records.outcome import CountChanges, FactChanges, StageOutcome
+from forge.records.trace import error_text, quoted
 from forge.tools import Tool
 
 __all__ = ['GUARDS', 'SPEC', 'CallOutcome', 'classified', 'outcome_of', 'retries_in']
@@ -85,7 +85,7 @@ def _attempts(run: Run, tool: Tool, arguments: Mapping[str, Any], tally: list[An
 
 def _tell(run: Run, hook: str, bound: Bound, attempt: ToolAttempt) -> None:
     """Tell the observers of `attempt` through their `bound` methods of `hook`, where the
-    attempt is made: as `Observers.notify` inside `forge.machine.effects.tell` do (the
+    attempt is made: as `Observers.notify` inside `forge.records.effects.tell` do (the
     observer that raised named in `run.hook`; its failure leaves the action as
     `ObserverFailed`), in one call instead of two: a streamed run tells two per step."""
     for name, method in bound:

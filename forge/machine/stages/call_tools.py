@@ -15,13 +15,13 @@ from functools import partial
 from typing import Any
 
 from forge.agent.stopping import StopController
-from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Steps, Together
-from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome, outcome_of, retries_in
-from forge.machine.trace import error_text
+from forge.records.abstract import NEEDS, AbstractRun
+from forge.records.effects import Steps, Together
+from forge.records.outcome import CountChanges, FactChanges, StageOutcome
+from forge.records.trace import error_text
 
 __all__ = ['GUARDS', 'SPEC']
 

@@ -17,14 +17,14 @@ from typing import Any
 
 from forge.agent.stopping import StopController
 from forge.guardrails import Guard, GuardTripped, judged
-from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Call, Steps
-from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
-from forge.machine.trace import summary
 from forge.policy import Finish, Intent
+from forge.records.abstract import NEEDS, AbstractRun
+from forge.records.effects import Call, Steps
+from forge.records.outcome import StageOutcome
+from forge.records.trace import summary
 
 __all__ = ["GUARDS", "SPEC", "TRIPPED_STATE", "Guarding", "covering", "guarded", "tripped"]
 

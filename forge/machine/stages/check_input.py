@@ -10,13 +10,13 @@ from collections.abc import Iterator
 from enum import StrEnum
 
 from forge.agent.stopping import StopController
-from forge.machine.abstract import AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Steps
-from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.check_call import TRIPPED_STATE, VALUE_LIMIT, guarded, tripped
-from forge.machine.trace import summary
+from forge.records.abstract import AbstractRun
+from forge.records.effects import Steps
+from forge.records.outcome import StageOutcome
+from forge.records.trace import summary
 
 __all__ = ["GUARDS", "SPEC", "InputGuarding"]
 

@@ -10,15 +10,15 @@ from enum import StrEnum
 from typing import Any
 
 from forge.agent.stopping import StopController
-from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Steps
-from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
 from forge.output import AnswerInvalid
 from forge.policy import Finish
+from forge.records.abstract import NEEDS, AbstractRun
+from forge.records.effects import Steps
+from forge.records.outcome import StageOutcome
 
 __all__ = ['GUARDS', 'SPEC', 'Recording', 'repeat_key']
 

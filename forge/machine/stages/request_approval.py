@@ -12,14 +12,14 @@ from typing import Any
 
 from forge.agent.stopping import StopController
 from forge.errors import ForgeError, UsageError, WrongType
-from forge.machine.abstract import NEEDS, AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Call, Steps
-from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.fingerprint import NotFingerprintable, request_fingerprint
-from forge.machine.trace import error_text
+from forge.records.abstract import NEEDS, AbstractRun
+from forge.records.effects import Call, Steps
+from forge.records.outcome import StageOutcome
+from forge.records.trace import error_text
 
 __all__ = ['GUARDS', 'SPEC', 'Approval', 'ApprovalRejected', 'ApprovalRequest', 'ApprovalTimedOut']
 

@@ -26,19 +26,19 @@ from forge.agent.actions import (
 from forge.agent.stopping import StopController, StopReason
 from forge.bounded import TooLarge, checked
 from forge.errors import UsageError, WrongType
-from forge.machine.abstract import AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Call, Steps
-from forge.machine.journal import DecidedAsCode
-from forge.machine.outcome import CountChanges, FactChanges, StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.call_tool import CallOutcome
 from forge.machine.stages.record_observation import repeat_key
-from forge.machine.tally import TimeBudgetExhausted, WorkingTime
-from forge.machine.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
-from forge.models.usage import BudgetExhausted, usage_of
 from forge.output import AnswerInvalid
 from forge.policy import ASK, FINISH, Ask, Finish, Handoff, Intent
+from forge.records.abstract import AbstractRun
+from forge.records.effects import Call, Steps
+from forge.records.journal import DecidedAsCode
+from forge.records.outcome import CountChanges, FactChanges, StageOutcome
+from forge.records.tally import TimeBudgetExhausted, WorkingTime
+from forge.records.trace import ARGUMENTS_LIMIT, PAYLOAD_LIMIT, capped, error_text, quoted, redacted_messages, summary
+from forge.records.usage import BudgetExhausted, usage_of
 
 __all__ = ['GUARDS', 'SPEC', 'Selection', 'chosen_tool', 'dropped_calls']
 
@@ -165,11 +165,11 @@ def _over_budget(run: Run, step: int) -> StageOutcome | None:
         used = usage_of(run.loop_state.messages)  # the whole conversation's, every turn: all its messages are this "turn"
         if used.total_tokens >= budget:
             return _out_of_budget(BudgetExhausted(used.total_tokens, budget, used.next_call_at_least), step, {}, _NONE)
-    if config.cost_budget is not None:  # … nor past its money budget (`forge.models.pricing`)
+    if config.cost_budget is not None:  # … nor past its money budget (`forge.records.pricing`)
         spent = _spent(run, config.cost_budget, step)
         if spent is not None:
             return spent
-    if config.time_budget is not None:  # … nor past its working time (`forge.machine.tally`)
+    if config.time_budget is not None:  # … nor past its working time (`forge.records.tally`)
         worked = _worked(run)
         if worked >= config.time_budget:
             return StageOutcome(Selection.BUDGET_EXHAUSTED,
@@ -309,7 +309,7 @@ def _handed_off(run: Run, step: int, handoff: Handoff) -> Steps[Finish]:
         UsageError: the loop has no handoff of that name.
         ToolError: the other loop did not end in success (its reason, its error or question).
     """
-    from forge.child import hand_off
+    from forge.machine.child import hand_off
 
     target = run.config.handoffs.get(handoff.to)
     if target is None:
@@ -457,12 +457,12 @@ def _spent(run: Run, budget: float, step: int) -> StageOutcome | None:
     """The run's end when its next model call would certainly take it past its money
     budget, or when a call's cost is unknown (a budget nothing prices holds nothing); None:
     it may go on."""
-    from forge.models.pricing import CostBudgetExhausted, spending
+    from forge.records.pricing import CostBudgetExhausted, spending
 
     spend = spending(usage_of(run.loop_state.messages), run.config.prices)
     if spend.unpriced:
         error = UsageError(f"the run has a cost_budget, but no price is known for {', '.join(spend.unpriced)}: give "
-                           "Limits(prices={name: forge.models.pricing.Price(input=..., output=...)}) in USD per million tokens")
+                           "Limits(prices={name: forge.records.pricing.Price(input=..., output=...)}) in USD per million tokens")
         return _policy_failed(error, step)
     if spend.spent < budget and spend.spent + spend.next_at_least <= budget:
         return None

@@ -16,14 +16,14 @@ from collections.abc import Iterator
 from enum import StrEnum
 
 from forge.agent.stopping import StopController
-from forge.machine.abstract import AbstractRun
 from forge.machine.catalog import ActionSpec, GuardSpec
-from forge.machine.effects import Steps
-from forge.machine.outcome import StageOutcome
 from forge.machine.run import Run
 from forge.machine.stages.select_tool import decided
-from forge.machine.trace import error_text, quoted
 from forge.policy import Finish
+from forge.records.abstract import AbstractRun
+from forge.records.effects import Steps
+from forge.records.outcome import StageOutcome
+from forge.records.trace import error_text, quoted
 
 __all__ = ["GUARDS", "SPEC", "WrapUp"]
 

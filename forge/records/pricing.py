@@ -11,7 +11,7 @@ for). Cached prompt tokens are priced as cached input.
 `Limits(cost_budget=USD)` stops a run in `budget_exhausted` before a model call that would
 certainly take it past the budget: what it has spent, plus a lower bound on the next call
 (the last call's prompt and reply again, at the input price: the next request holds them),
-as the token budget does (`forge.models.usage`). A run whose calls include one no table prices
+as the token budget does (`forge.records.usage`). A run whose calls include one no table prices
 cannot be held to a money budget: it ends in `fatal_error`, naming the model and how to
 price it.
 """
@@ -61,7 +61,7 @@ class Price:
 
 
 def cost_of(call: Any, prices: Mapping[str, Price] | None = None) -> float | None:
-    """What `call` (a `forge.models.usage.ModelCall`) cost in USD: by `prices` (the model that answered, else the one asked
+    """What `call` (a `forge.records.usage.ModelCall`) cost in USD: by `prices` (the model that answered, else the one asked
     for), else by genai-prices' offline table; None when neither knows the model."""
     names = [name for name in (call.model, call.request_model) if name]
     for name in names:
@@ -106,7 +106,7 @@ class Spending:
 
 
 def spending(usage: Any, prices: Mapping[str, Price] | None = None) -> Spending:
-    """The whole conversation's spending (a `forge.models.usage.Usage`: its earlier turns' calls
+    """The whole conversation's spending (a `forge.records.usage.Usage`: its earlier turns' calls
     too, as a budget counts them): each call at its price, and the next call at least the
     last one's prompt and reply again, at the last call's input price."""
     calls = usage.conversation.calls

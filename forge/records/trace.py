@@ -53,8 +53,8 @@ from typing import Any
 
 from forge.errors import ForgeError, UsageError, WrongType
 from forge.files import write_atomically
-from forge.machine.columns import Columns
-from forge.machine.journal import ForkOrigin, Journal, JournalCodec, JournalEntry, SharedRequests, journal_lines
+from forge.records.columns import Columns
+from forge.records.journal import ForkOrigin, Journal, JournalCodec, JournalEntry, SharedRequests, journal_lines
 
 __all__ = [
     "ARGUMENTS_LIMIT",
@@ -82,7 +82,7 @@ __all__ = [
 TRACE_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Versions of transition records; a file of version 3 is a v2 trace with the run's journal
-between its records (lines `{"v": 3, "type": "call", …}`, see `forge.machine.journal`)."""
+between its records (lines `{"v": 3, "type": "call", …}`, see `forge.records.journal`)."""
 
 ARGUMENTS_LIMIT = 1000
 """How much of a call's arguments (as JSON text) a trace keeps."""

@@ -46,8 +46,8 @@ from forge.events import (
     replayed_deltas,
 )
 from forge.observe import LoopObserver, RunView, ToolAttempt
-from forge.replaying import Replayable, replay
 from forge.running import RunStart, arun_through, run_through
+from forge.running.replaying import Replayable, replay
 
 __all__ = ["astream", "stream"]
 

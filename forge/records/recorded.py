@@ -26,6 +26,7 @@ from typing import Any
 
 from forge.agent.retry import PermanentToolError, ToolError, TransientToolError
 from forge.errors import UsageError
+from forge.moved import renamed
 
 __all__ = ["ERROR_KINDS", "RecordedError", "class_kind", "error_from", "error_json", "error_kind", "revived",
            "type_name"]
@@ -133,8 +134,11 @@ _LOCK = threading.Lock()
 
 
 def _known_class(name: str) -> type[BaseException] | None:
-    """The builtin exception, or forge's own loaded error class, named `module:QualName`."""
+    """The builtin exception, or forge's own loaded error class, named `module:QualName` (a
+    moved module by its old name too: `forge.moved`)."""
     module, _, qualname = name.partition(":")
+    module = renamed(module)
+    name = f"{module}:{qualname}"
     if module == "builtins":
         found = getattr(builtins, qualname, None)
         return found if isinstance(found, type) and issubclass(found, BaseException) else None
@@ -169,7 +173,7 @@ def _recorded_class(name: str, kind: str) -> type[RecordedError]:
             module, _, qualname = name.partition(":")
             bases = (RecordedError,) if kind == "error" else (RecordedError, _KIND_BASES[kind])
             made = type(qualname.rsplit(".", 1)[-1] or "RecordedError", bases,
-                        {"__module__": module or "forge.machine.recorded", "__qualname__": qualname or "RecordedError",
+                        {"__module__": module or "forge.records.recorded", "__qualname__": qualname or "RecordedError",
                          "_recorded_type": name, "__init__": Exception.__init__, "retry_after": None})
             _RECORDED[(name, kind)] = made
         return made

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from forge.errors import ForgeError
-from forge.machine.definition import MachineDefinition
-from forge.machine.trace import TransitionRecord
+from forge.records.definition import MachineDefinition
+from forge.records.trace import TransitionRecord
 
 __all__ = ["RECORDS_OBSERVATIONS", "TimeBudgetExhausted", "Timing", "WorkingTime", "seconds_text", "steps_taken",
            "timing"]

@@ -10,7 +10,7 @@ without the user's modules. A value is written as itself when JSON holds it exac
   `{"$forge": "finish", "answer": …}`, `{"$forge": "ask", "question": …}`: a policy's
   decisions (a list of intents: calls asked at once);
 - `{"$forge": "error", "type": "module:QualName", "kind": …, "message": …, "args": […],
-  "attributes": {…}}`: an exception, read back as `forge.machine.recorded` rebuilds one;
+  "attributes": {…}}`: an exception, read back as `forge.records.recorded` rebuilds one;
 - `{"$forge": "typed", "type": "module:QualName", "schema": {…}, "value": …}`: an instance
   of a pydantic model or a dataclass (a typed answer, `AgentLoop(output=...)`), its JSON and
   its class's JSON Schema. Read back as the user's class again only where that class is
@@ -36,7 +36,7 @@ from typing import Any
 
 from forge.agent.observations import OBSERVATION_STATUSES, LoopState, Observation
 from forge.errors import ForgeError, UsageError
-from forge.machine.recorded import error_from, error_json
+from forge.records.recorded import error_from, error_json
 
 __all__ = ["MARKERS", "NoWireForm", "decode", "encode", "error_form", "json_problem"]
 
@@ -120,7 +120,7 @@ def _own_form(value: Any, codec: Any) -> dict[str, Any] | None:
 
 
 def error_form(error: BaseException) -> dict[str, Any]:
-    """`error`'s recorded form (`forge.machine.recorded`), its plain JSON attributes kept."""
+    """`error`'s recorded form (`forge.records.recorded`), its plain JSON attributes kept."""
     return error_json(error, lambda value: json_problem(value) is None)
 
 

@@ -1,6 +1,6 @@
 """What a stage's action returns: its verdict, the facts it produced, and what the trace keeps.
 
-A stage never writes the run. Its action (a generator of effects, `forge.machine.effects`)
+A stage never writes the run. Its action (a generator of effects, `forge.records.effects`)
 returns a `StageOutcome`; the engine folds it into the run (`Run.fold`) and the trace:
 
 - `verdict`, one of the stage's declared verdicts (a `StrEnum` member for the built-in

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from forge.machine.trace import TransitionRecord
+from forge.records.trace import TransitionRecord
 
 __all__ = ["arguments_of", "chosen_call", "failure_of", "finish_of", "messages_of", "payload_of", "repeated_call",
            "tool_call", "tool_calls"]

@@ -3,8 +3,8 @@ made from one `RunStart` (`forge.machine.start`: the goal and the run's plumbing
 value), its observers told it started, fired transition by transition to a terminal state,
 told it finished, and its `LoopResult` made.
 
-`AgentLoop.start`, `run`, `arun` and `debug`, streams (`forge.stream`), replays and forks
-(`forge.replaying`) all start their runs with `started` and drive them with these.
+`AgentLoop.start`, `run`, `arun` and `debug`, streams (`forge.running.stream`), replays and forks
+(`forge.running.replaying`) all start their runs with `started` and drive them with these.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from forge.agent.observations import LoopState
-from forge.child import calling, finished_children
 from forge.errors import UsageError
-from forge.machine.effects import SYNCHRONOUS
+from forge.machine.child import calling, finished_children
 from forge.machine.start import RUN_PLUMBING, PerformerFactory, RunStart
+from forge.records.effects import SYNCHRONOUS
 
 if TYPE_CHECKING:
-    from forge.machine.journal import Journal
     from forge.machine.performers import Performer
     from forge.machine.run import Run, RunCounts
-    from forge.machine.trace import Trace
+    from forge.records.journal import Journal
+    from forge.records.trace import Trace
     from forge.result import LoopResult
     from forge.spec import LoopSpec
 
@@ -38,10 +38,10 @@ __all__ = ["RUN_PLUMBING", "PerformerFactory", "RunStart", "arun_through", "begi
 def _run_parts() -> tuple[type[Journal], type[Performer], type[Run], type[RunCounts], type[Trace]]:
     """What `started` makes a run of, imported on the first run rather than with forge
     (and looked up once: an import statement per run costs a few microseconds)."""
-    from forge.machine.journal import Journal
     from forge.machine.performers import Performer
     from forge.machine.run import Run, RunCounts
-    from forge.machine.trace import Trace
+    from forge.records.journal import Journal
+    from forge.records.trace import Trace
 
     return Journal, Performer, Run, RunCounts, Trace
 
@@ -189,7 +189,7 @@ def refuse_async(spec: LoopSpec) -> None:
     Raises:
         AsyncNotSupported: naming the first such part.
     """
-    from forge.machine.effects import AsyncNotSupported
+    from forge.records.effects import AsyncNotSupported
 
     if spec.async_parts:
         raise AsyncNotSupported(spec.async_parts[0], declared=True)
@@ -197,7 +197,7 @@ def refuse_async(spec: LoopSpec) -> None:
 
 def result_of(spec: LoopSpec, run: Run) -> LoopResult:
     """The `LoopResult` of a finished run. Raises ValueError if it has not finished."""
-    from forge.models.usage import usage_of, with_children, with_sampled
+    from forge.records.usage import usage_of, with_children, with_sampled
     from forge.result import LoopResult
 
     if not spec.engine.is_terminal(run):
@@ -229,7 +229,7 @@ def _keep_trace(folder: Path, trace: Trace) -> None:
     durable run's next turn); RUN_ID is the run id made a safe file name (`trace_file_name`),
     so no run id writes outside `folder`. Never fails the run: a folder it cannot write to
     is logged."""
-    from forge.machine.trace import write_trace
+    from forge.records.trace import write_trace
 
     try:
         folder.mkdir(parents=True, exist_ok=True)

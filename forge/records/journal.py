@@ -1,7 +1,7 @@
 """The journal: every call a run made to the world, in order, with what came back.
 
 A run's transitions are decided by its stage actions, and an action reaches outside the
-machine only through effects (`forge.machine.effects`). Of those, the ones whose outcome the
+machine only through effects (`forge.records.effects`). Of those, the ones whose outcome the
 run depends on and cannot compute again for free are *calls to the world*: a policy
 decision, a tool attempt, a verify, an approver's answer, and a wait between retries. Each
 one performed is a `JournalEntry`: its identity (run id, transition, step, kind, name and a
@@ -16,7 +16,7 @@ trace follows from it. Local code (user stages, `redact`, observers) is not jour
 runs again on replay.
 
 JSON Lines form, written with the trace (`write_trace(trace, path, journal=result.journal)`,
-read back by `forge.machine.trace.read_journal`)
+read back by `forge.records.trace.read_journal`)
 as lines of trace version 3, each a call made while the transition of the same `transition`
 number fired (so it stands before that transition's record)::
 
@@ -36,7 +36,7 @@ number fired (so it stands before that transition's record)::
   step.)
 - Exactly one of `value` (what it returned) and `error` (what it raised:
   `{"type": "module:QualName", "kind": …, "message": …, "args": […], "attributes": {…}}`,
-  see `forge.machine.recorded`: reading it imports nothing) is present.
+  see `forge.records.recorded`: reading it imports nothing) is present.
   A policy's decision is `{"$forge": "intent", …}`, a list of them (calls asked at once),
   `{"$forge": "finish", "answer": …}` or `{"$forge": "ask", "question": …}`.
 - `asked` (policy calls only) is what the policy was asked: `{"goal": …, "observations": n}`,
@@ -48,7 +48,7 @@ number fired (so it stands before that transition's record)::
   that sends another request names the first field that differs (`messages[0].content`).
 - `messages` (policy calls only, when it added any) lists the messages it added.
 
-Values are written in forge's one wire form (`forge.machine.wire`): plain JSON as it is
+Values are written in forge's one wire form (`forge.records.wire`): plain JSON as it is
 (tuples as lists), a typed answer (a pydantic model or dataclass) as its JSON with its
 schema. Another value JSON cannot hold exactly (an object, a set, a dict with non-string
 keys) is refused with `JournalEncodeError` naming the call, unless the journal has a codec
@@ -66,9 +66,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from forge.errors import ForgeError, UsageError, WrongType
-from forge.machine.columns import Columns
-from forge.machine.recorded import RecordedError, error_from  # noqa: F401 (RecordedError lived here first)
-from forge.machine.wire import NoWireForm, decode, encode, error_form
+from forge.records.columns import Columns
+from forge.records.recorded import RecordedError, error_from  # noqa: F401 (RecordedError lived here first)
+from forge.records.wire import NoWireForm, decode, encode, error_form
 
 __all__ = [
     "ContractRefused",
@@ -317,7 +317,7 @@ class Journal(Columns[JournalEntry]):
     and `masking(entries, records)` what it writes instead of the entries (the loop's
     `redact` applied, `forge.machine.redaction`; None: the entries as they are);
     `forked_from` is set on a forked run's journal (`AgentLoop.fork`); `children` are the
-    runs of other loops its tool calls made (`forge.child`), in the order they were called:
+    runs of other loops its tool calls made (`forge.machine.child`), in the order they were called:
     the call's value is the child's answer, the child's whole run is kept here.
     """
 
@@ -556,7 +556,7 @@ class _Hashed:
 
 
 def _encode(value: Any, codec: JournalCodec | None, entry: JournalEntry) -> Any:
-    """`value` in the wire form (`forge.machine.wire`). Raises JournalEncodeError naming
+    """`value` in the wire form (`forge.records.wire`). Raises JournalEncodeError naming
     the call when it has none."""
     try:
         return encode(value, codec)

@@ -223,8 +223,8 @@ def _forked(loop: Any, fork: ChildFork, start: RunStart) -> LoopResult:
     """The child run, started as `start` says, made again as a fork of its recorded run
     (see `ChildFork`); a journal miss inside it stops the parent's fork as one of the
     parent's own would."""
-    from forge.machine.journal import JournalMiss
     from forge.machine.performers import ReplayStopped
+    from forge.records.journal import JournalMiss
 
     try:
         return loop.fork(fork.recorded, fork.at, fork.patch, goal=start, child=fork.within)  # type: ignore[no-any-return]
@@ -285,7 +285,7 @@ def _child(loop: Any, name: str) -> _Child:
     if len(lineage) >= MAX_DEPTH:
         path = " → ".join(r.trace.run_id for r in lineage)
         raise LoopCycle(f"tool {name!r} would start a child run {len(lineage)} levels deep ({path}): child runs nest "
-                        f"at most {MAX_DEPTH} deep (forge.child.MAX_DEPTH), whatever the loops")
+                        f"at most {MAX_DEPTH} deep (forge.machine.child.MAX_DEPTH), whatever the loops")
     for run in lineage:
         if loop.runs(run):
             path = " → ".join(r.trace.run_id for r in lineage)
@@ -325,7 +325,7 @@ def planned(parent: Run, loop: Any, name: str) -> RunStart:
     token_budget = None
     budget = parent.config.token_budget
     if budget is not None and loop.stops_at_token_budget:
-        from forge.models.usage import usage_of, with_children
+        from forge.records.usage import usage_of, with_children
 
         spent = with_children(usage_of(parent.loop_state.messages), finished_children(parent)).total_tokens
         token_budget = max(1, budget - spent)
@@ -358,7 +358,7 @@ def _answer(name: str, result: LoopResult, called: _Called) -> Any:
 def why_not(result: LoopResult) -> str:
     """Why a run did not end in success, in its own words: the question it waits on, or
     the error that ended it as `Type: message`; empty when it has neither (a budget ran out)."""
-    from forge.machine.trace import error_text
+    from forge.records.trace import error_text
 
     return result.question or (error_text(result.error) if result.error else "")
 

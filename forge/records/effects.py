@@ -70,7 +70,7 @@ def can_await() -> bool:
 class Call(NamedTuple):
     """Call user code, `fn(*args)`. `what` names it in errors ("the policy", "tool 'x'").
 
-    A call to the world has a `kind` (one of `forge.machine.journal.JOURNAL_KINDS`), a
+    A call to the world has a `kind` (one of `forge.records.journal.JOURNAL_KINDS`), a
     `name` and an `identity` (what it is asked, the journal's argument hash): the performer
     journals it. `conversation` is a list the call may add to (the policy's messages): what
     it adds is journaled with its outcome and put back on replay. A call without a kind is

@@ -120,15 +120,15 @@ class Usage:
 
     @property
     def cost(self) -> float | None:
-        """What these calls cost in USD at public prices (`forge.models.pricing`: genai-prices'
+        """What these calls cost in USD at public prices (`forge.records.pricing`: genai-prices'
         offline table); None when a call's model is not in it (price it with `cost_at`)."""
         return self.cost_at(None)
 
     def cost_at(self, prices: Mapping[str, Any] | None) -> float | None:
-        """What these calls cost in USD at `prices` (model name to `forge.models.pricing.Price`, a
+        """What these calls cost in USD at `prices` (model name to `forge.records.pricing.Price`, a
         loop's `Limits(prices=...)`), else at public prices; None when a call's model has
         neither."""
-        from forge.models.pricing import cost_of
+        from forge.records.pricing import cost_of
 
         costs = [cost_of(call, prices) for call in self.calls]
         return None if any(cost is None for cost in costs) else sum(cost for cost in costs if cost is not None)
@@ -189,7 +189,7 @@ def with_sampled(usage: Usage, journal: Sequence[Any]) -> Usage:
 
 
 def with_children(usage: Usage, children: Sequence[Any]) -> Usage:
-    """`usage` with the model calls of a run's child runs after its own (`forge.child`:
+    """`usage` with the model calls of a run's child runs after its own (`forge.machine.child`:
     a parent's usage rolls its children's up), each child's with its own children's."""
     if not children:
         return usage

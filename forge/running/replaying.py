@@ -6,7 +6,7 @@ They work on any `Replayable` (a loop with its spec, `forge.spec.LoopSpec`), sta
 run as any run is started, from a `forge.running.RunStart`, with a performer that answers
 from the recorded journal (`forge.machine.performers.ReplayingPerformer`,
 `ForkingPerformer`); the run is driven as any run is (`forge.running`). A recorded run's child runs are made again by the loops
-its agent tools run (`forge.child`).
+its agent tools run (`forge.machine.child`).
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forge.child import calling, children_of
 from forge.debug.session import SteppedLoop
 from forge.errors import UsageError, WrongType
+from forge.machine.child import calling, children_of
 from forge.running import RunStart, begin, complete, finish, refuse_async, started
 
 if TYPE_CHECKING:
-    from forge.child import ChildFork
     from forge.debug.session import DebugSession
+    from forge.machine.child import ChildFork
     from forge.machine.fork import ForkPlan, Patch, RecordedRun
-    from forge.machine.journal import Journal, JournalEntry
     from forge.machine.performers import ForkingPerformer, Masking, Performer, ReplayingPerformer
     from forge.machine.run import Run
     from forge.policy import Intent
+    from forge.records.journal import Journal, JournalEntry
     from forge.result import ChildRun, LoopResult
     from forge.spec import LoopSpec
 
@@ -150,8 +150,8 @@ def _replay_to_end(spec: LoopSpec, run: Run, performer: ReplayingPerformer, unre
         JournalMiss: the run made a call the journal does not have where it was due, or
             (`unreplayed_is_a_miss`) it ended with recorded calls not yet made.
     """
-    from forge.machine.journal import JournalMiss
     from forge.machine.performers import ReplayStopped
+    from forge.records.journal import JournalMiss
 
     try:
         with calling(run):
@@ -256,7 +256,7 @@ def _child_fork(loop: Replayable, source: LoopResult | RecordedRun, child: str, 
         PatchRefused: no such child run, or `at` / `patch` do not fit it.
         AsyncNotSupported: the child's loop is asynchronous (a fork runs synchronously).
     """
-    from forge.child import ChildFork
+    from forge.machine.child import ChildFork
     from forge.machine.fork import PatchRefused, recorded_child
 
     recorded, within = recorded_child(source, child)
