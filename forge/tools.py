@@ -196,7 +196,7 @@ class Tool:
         """
         if not callable(function):
             raise UsageError(f"Tool.from_function needs a function, got {function!r}")
-        refuse_unknown(options, ToolOptions, "tool", ("capabilities", "side_effect", "name"))
+        _refuse_unknown(options)
         tool_name: str = name or str(getattr(function, "__name__", ""))
         required, optional, schema, model = _signature_schema(tool_name, function)
         doc = inspect.getdoc(function) or ""
@@ -252,13 +252,21 @@ def tool(function: Callable[..., Any] | None = None, /, *, capabilities: Iterabl
     """
     if function is not None:
         return Tool.from_function(function)
-    refuse_unknown(options, ToolOptions, "tool", ("capabilities", "side_effect", "name"))
+    _refuse_unknown(options)
 
     def decorate(inner: Callable[..., Any]) -> Tool:
         return Tool.from_function(inner, capabilities, side_effect, name, **options)
 
     return decorate
 
+
+
+def _refuse_unknown(options: Mapping[str, Any]) -> None:
+    """Refuse a keyword of `Tool.from_function` or `@tool(...)` that is not one of theirs.
+
+    Raises:
+        WrongType: naming it, and every keyword they take."""
+    refuse_unknown(options, ToolOptions, "tool", ("capabilities", "side_effect", "name"))
 
 
 def _whole_integers(schema: Mapping[str, Any] | None) -> Callable[[Mapping[str, Any]], Mapping[str, Any]] | None:
