@@ -128,6 +128,17 @@ def main() -> int:
                     "print(len(sys.modules))\n")
         run(f"[{every}] import each of the {len(shipped)} modules the wheel ships",
             [str(bin_ / "python"), "-c", importer], elsewhere)
+        old_names = ("import importlib, warnings\n"
+                     "from forge.moved import MOVED\n"
+                     "for old, new in MOVED.items():\n"
+                     "    with warnings.catch_warnings(record=True) as told:\n"
+                     "        warnings.simplefilter('always')\n"
+                     "        moved, made = importlib.import_module(old), importlib.import_module(new)\n"
+                     "    assert told and f'{old} is {new} now' in str(told[0].message), (old, told)\n"
+                     "    assert all(getattr(moved, n) is getattr(made, n) for n in made.__all__), old\n"
+                     "print(len(MOVED))\n")
+        run(f"[{every}] import each old name of a moved module (forge.moved)",
+            [str(bin_ / "python"), "-c", old_names], elsewhere)
     return 0
 
 
