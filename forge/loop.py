@@ -472,9 +472,10 @@ class AgentLoop:
         """
         from forge.running.replaying import ForkPoint, fork
 
-        given = {} if max_steps is None else {"max_steps": max_steps}
-        start = (_start_of("fork", goal, (observers, state, run_id), given) if isinstance(goal, RunStart)
-                 else RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps))
+        if isinstance(goal, RunStart):  # a child's fork: the whole start, its budgets in it
+            start = _start_of("fork", goal, (observers, state, run_id), {} if max_steps is None else {"max_steps": max_steps})
+        else:
+            start = RunStart(goal, tuple(observers), state, run_id, max_steps=max_steps)
         return fork(self, ForkPoint(source, at, patch, child), start)
 
     def debug_fork(self, source: LoopResult | RecordedRun | str | os.PathLike[str], at: int | None = None,
